@@ -22,5 +22,13 @@ for _module in (data, build, score, distill, train, evaluate, demo):
     _module.register(app)
 
 
+@app.command("version")
+def version() -> None:
+    """Print the thesisgym version."""
+    from thesisgym import __version__
+
+    typer.echo(__version__)
+
+
 def main() -> None:
     app()
