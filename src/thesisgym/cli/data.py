@@ -1,9 +1,164 @@
-"""CLI commands for the `data` stage (placeholder until the stage lands)."""
+"""CLI commands for the data stage: `thesisgym data synth | import | info`.
+
+Each command writes or reads a MarketStore directory (Parquet + meta.json) and prints a rich summary
+(tickers, days, date range, events per kind), so a user sees at once what the later stages will get.
+pandas and the generators are imported inside the commands to keep `thesisgym --help` fast.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import typer
+
+if TYPE_CHECKING:
+    from thesisgym.data.store import MarketStore
+
+data_app = typer.Typer(
+    help="Create, import and inspect market data (MarketStore directories).", no_args_is_help=True
+)
 
 
 def register(app: typer.Typer) -> None:
     """Attach this stage's commands to the root app."""
+    app.add_typer(data_app, name="data")
+
+
+def _fail(message: str) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    # plain Text, not markup: messages contain brackets ("[-1, 1]") that markup would eat
+    Console(stderr=True, soft_wrap=True).print(Text("error: ", style="red") + Text(message), highlight=False)
+    raise typer.Exit(code=2)
+
+
+def print_summary(store: MarketStore, *, path: Path | None = None) -> None:
+    """Rich table of a store: shape, date range, events per kind, import notes."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    bars, events = store.bars, store.events
+    table = Table(title=f"MarketStore {store.name}" + (f"  ({path})" if path else ""), show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    tickers = store.tickers
+    shown = ", ".join(tickers[:8]) + (f", ... (+{len(tickers) - 8})" if len(tickers) > 8 else "")
+    table.add_row("market", str(store.meta.get("market", "?")))
+    table.add_row("tickers", f"{len(tickers)}: {shown}")
+    if len(bars):
+        table.add_row(
+            "days", f"{bars['date'].nunique()} ({bars['date'].min().date()} .. {bars['date'].max().date()})"
+        )
+    table.add_row("bars", f"{len(bars):,}")
+    counts = events["kind"].value_counts().to_dict() if len(events) else {}
+    table.add_row(
+        "events", f"{len(events):,}  " + ", ".join(f"{k}: {v:,}" for k, v in sorted(counts.items()))
+    )
+    if len(events):
+        pub = events["published_at"]
+        table.add_row("published", f"{pub.min()} .. {pub.max()}")
+        table.add_row("market-wide events", f"{int((events['ticker'] == '').sum()):,}")
+    table.add_row("truth", "yes (expected_return, quality, regime)" if store.truth is not None else "no")
+    if store.meta.get("lucky_ticker"):
+        table.add_row(
+            "lucky ticker",
+            f"{store.meta['lucky_ticker']} (drift flips on {store.meta.get('lucky_switch_date')})",
+        )
+    for rep in store.meta.get("imports", []):
+        table.add_row(
+            f"import {rep['file']}",
+            f"{rep['rows_read']:,} read, {rep['kept']:,} kept, {rep['duplicates']:,} duplicates "
+            f"({rep['dropped_duplicates']:,} dropped), {rep['dropped_other_tickers']:,} for other tickers dropped",
+        )
+    console.print(table)
+
+
+@data_app.command("synth")
+def synth(
+    out: Path = typer.Option(..., "--out", "-o", help="directory to write the MarketStore to"),
+    market: str | None = typer.Option(None, "--market", help="A (momentum pays) or B (it reverses)"),
+    tickers: int | None = typer.Option(None, "--tickers", help="number of tickers"),
+    days: int | None = typer.Option(None, "--days", help="number of business days"),
+    seed: int | None = typer.Option(None, "--seed", help="random seed"),
+    config: Path | None = typer.Option(None, "--config", help="YAML file of SynthConfig fields"),
+) -> None:
+    """Generate a synthetic market with known ground truth and write it to OUT."""
+    from rich.console import Console
+
+    from thesisgym.data.synth import SynthConfig, generate_market
+
+    overrides = {"market": market, "n_tickers": tickers, "n_days": days, "seed": seed}
+    try:
+        if config is not None:
+            cfg = SynthConfig.from_yaml(config, **overrides)
+        else:
+            cfg = SynthConfig(**{k: v for k, v in overrides.items() if v is not None})
+    except (ValueError, OSError) as exc:
+        _fail(str(exc))
+    with Console().status(f"generating {cfg.n_tickers} tickers x {cfg.n_days} days (market {cfg.market})"):
+        store = generate_market(cfg)
+        store.save(out)
+    print_summary(store, path=out)
+
+
+@data_app.command("import")
+def import_(
+    prices: list[Path] = typer.Option(
+        ..., "--prices", help="price files (CSV or Parquet); repeat the option"
+    ),
+    events: list[Path] | None = typer.Option(
+        None, "--events", help="event or headline files; repeat the option"
+    ),
+    out: Path = typer.Option(..., "--out", "-o", help="directory to write the MarketStore to"),
+    name: str = typer.Option("real", "--name", help="store name"),
+    unknown_tickers: str = typer.Option(
+        "error", "--unknown-tickers", help="events for tickers without bars: error | drop (counted)"
+    ),
+    duplicates: str = typer.Option("keep", "--duplicates", help="duplicate headlines: keep | drop (counted)"),
+    assume_timezone: str | None = typer.Option(
+        None,
+        "--assume-timezone",
+        help="zone for naive/date-only generic event times (date-only -> 23:59 local)",
+    ),
+    no_ticker_map: bool = typer.Option(
+        False, "--no-ticker-map", help="do not rename FB to META in headline files"
+    ),
+) -> None:
+    """Import price and event files into a validated MarketStore at OUT."""
+    from thesisgym.data.importers import DEFAULT_TICKER_MAP, import_store
+
+    if unknown_tickers not in ("error", "drop") or duplicates not in ("keep", "drop"):
+        _fail("--unknown-tickers takes error|drop and --duplicates takes keep|drop")
+    try:
+        store = import_store(
+            prices=prices,
+            events=events or [],
+            name=name,
+            unknown_tickers=unknown_tickers,  # type: ignore[arg-type]
+            duplicates=duplicates,
+            assume_timezone=assume_timezone,  # type: ignore[arg-type]
+            ticker_map=None if no_ticker_map else DEFAULT_TICKER_MAP,
+        )
+    except (ValueError, OSError) as exc:
+        hint = "  (use --unknown-tickers drop to drop and count them)" if "unknown ticker" in str(exc) else ""
+        _fail(str(exc) + hint)
+    store.save(out)
+    print_summary(store, path=out)
+
+
+@data_app.command("info")
+def info(
+    path: Path = typer.Argument(..., help="a MarketStore directory"),
+    no_validate: bool = typer.Option(False, "--no-validate", help="skip validation of the stored frames"),
+) -> None:
+    """Validate a MarketStore directory and print its summary."""
+    from thesisgym.data.validate import load_store
+
+    try:
+        store = load_store(path, validate=not no_validate)
+    except (ValueError, OSError) as exc:
+        _fail(str(exc))
+    print_summary(store, path=path)

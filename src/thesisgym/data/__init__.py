@@ -1,5 +1,50 @@
-"""Market data: the point-in-time MarketStore, importers (CSV, yfinance) and the synthetic market."""
+"""Market data: the point-in-time MarketStore, validation, importers (CSV, Parquet, yfinance) and the
+synthetic market with known ground truth."""
 
+from thesisgym.data.importers import (
+    DEFAULT_TICKER_MAP,
+    EventsImport,
+    fetch_yfinance,
+    import_prices,
+    import_store,
+    read_events,
+    read_events_csv,
+    read_market_headlines,
+    read_price_csv,
+    read_price_file,
+    read_ticker_headlines,
+)
 from thesisgym.data.store import MarketStore
+from thesisgym.data.synth import REGIMES, SynthConfig, generate_market
+from thesisgym.data.validate import (
+    DataValidationError,
+    load_store,
+    validate_bars,
+    validate_events,
+    validate_store,
+    validate_truth,
+)
 
-__all__ = ["MarketStore"]
+__all__ = [
+    "DEFAULT_TICKER_MAP",
+    "REGIMES",
+    "DataValidationError",
+    "EventsImport",
+    "MarketStore",
+    "SynthConfig",
+    "fetch_yfinance",
+    "generate_market",
+    "import_prices",
+    "import_store",
+    "load_store",
+    "read_events",
+    "read_events_csv",
+    "read_market_headlines",
+    "read_price_csv",
+    "read_price_file",
+    "read_ticker_headlines",
+    "validate_bars",
+    "validate_events",
+    "validate_store",
+    "validate_truth",
+]
