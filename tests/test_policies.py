@@ -1,0 +1,258 @@
+"""Policies (JSONL, callable, HF transformers, OpenAI-compatible) and reasoning metrics."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from thesisgym.evaluate.policies import (
+    INVALID,
+    CallablePolicy,
+    HFPolicy,
+    JsonlPolicy,
+    OpenAIPolicy,
+    confusion_matrix,
+    decision_of,
+    reasoning_metrics,
+    score_rows,
+)
+from thesisgym.schema import LABELS, SYSTEM_PROMPT
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def _row(ticker="AAA", asof="2024-01-02", variation=0, label="BUY") -> dict:
+    return {
+        "ticker": ticker,
+        "asof": asof,
+        "variation": variation,
+        "label": label,
+        "prompt": [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": f"[T1] {asof} prices: {ticker} close 10.5"},
+        ],
+        "prompt_text": f"{SYSTEM_PROMPT}\n\n[T1] {asof} prices: {ticker} close 10.5",
+        "evidence": [
+            {
+                "id": "T1",
+                "section": "technical",
+                "date": asof,
+                "source": "prices",
+                "text": f"{ticker} close 10.5",
+                "numbers": [10.5],
+            }
+        ],
+    }
+
+
+def _thesis(decision: str) -> str:
+    return f'<technical>\n- The close is "AAA close 10.5" which matters a lot for the next week of trading here [T1]\n</technical>\n<conclusion>ok</conclusion>\n<decision>{decision}</decision>'
+
+
+def test_decision_of_handles_valid_invalid_and_chat_messages():
+    assert decision_of(_thesis("BUY")) == "BUY"
+    assert decision_of([{"role": "assistant", "content": _thesis("STRONG_SELL")}]) == "STRONG_SELL"
+    assert decision_of("no tags at all") == INVALID
+    assert decision_of(_thesis("MOON")) == INVALID
+
+
+def test_jsonl_policy_keyed_by_ticker_asof_variation_and_probe(tmp_path):
+    path = tmp_path / "c.jsonl"
+    recs = [
+        {"ticker": "AAA", "asof": "2024-01-02", "variation": 0, "completion": _thesis("BUY")},
+        {
+            "ticker": "AAA",
+            "asof": "2024-01-02",
+            "variation": 1,
+            "completion": [{"role": "assistant", "content": _thesis("SELL")}],
+        },
+        {"ticker": "AAA", "asof": "2024-01-02", "probe": "anon", "completion": _thesis("HOLD")},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    pol = JsonlPolicy(path)
+    rows = [_row(variation=1), _row(), {**_row(), "probe": "anon"}]
+    assert [decision_of(c) for c in pol.decide(rows)] == ["SELL", "BUY", "HOLD"]
+    assert pol.supports_probe("anon") and not pol.supports_probe("shift")
+    with pytest.raises(ValueError, match="no completion for row 0"):
+        pol.decide([_row(ticker="BBB")])
+
+
+def test_jsonl_policy_by_index_and_bad_files(tmp_path):
+    path = tmp_path / "i.jsonl"
+    path.write_text(
+        json.dumps({"completion": _thesis("BUY")}) + "\n" + json.dumps({"index": 1, "completion": "x"}) + "\n"
+    )
+    assert JsonlPolicy(path).decide([_row(), _row()])[1] == "x"
+    with pytest.raises(ValueError, match="no completion for row 2"):
+        JsonlPolicy(path).decide([_row()] * 3)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"completion": "a"}\n{oops\n')
+    with pytest.raises(ValueError, match=r"bad.jsonl:2: not valid JSON"):
+        JsonlPolicy(bad)
+    with pytest.raises(ValueError, match="does not exist"):
+        JsonlPolicy(tmp_path / "missing.jsonl")
+
+
+def test_callable_policy():
+    pol = CallablePolicy(lambda row: _thesis("BUY" if row["ticker"] == "AAA" else "SELL"))
+    assert [decision_of(c) for c in pol.decide([_row(), _row(ticker="BBB")])] == ["BUY", "SELL"]
+
+
+def test_score_rows_confusion_and_reasoning_metrics_with_stub_scorer():
+    rows = [_row(label="BUY"), _row(label="BUY"), _row(label="SELL"), _row(label="HOLD"), _row(label=None)]
+    comps = [_thesis("BUY"), _thesis("STRONG_BUY"), _thesis("SELL"), "garbage", _thesis("HOLD")]
+
+    def stub(completion, row):
+        return {
+            "hallucination_rate": 0.5 if "garbage" in completion else 0.0,
+            "evidence": 0.8,
+            "loop": 0.0,
+            "note": "skip-me",
+        }
+
+    scores = score_rows(comps, rows, scorer=stub)
+    assert scores["decision"].tolist() == ["BUY", "STRONG_BUY", "SELL", INVALID, "HOLD"]
+    assert "note" not in scores.columns  # only numeric diagnostics are kept
+    cm = confusion_matrix(scores)
+    assert list(cm.index) == list(LABELS) and list(cm.columns) == [*LABELS, INVALID]
+    assert cm.loc["BUY", "BUY"] == 1 and cm.loc["BUY", "STRONG_BUY"] == 1 and cm.loc["HOLD", INVALID] == 1
+    assert cm.to_numpy().sum() == 4  # the unlabeled row is not in the matrix
+    m = reasoning_metrics(scores)
+    assert m["decision_accuracy"] == pytest.approx(2 / 4)
+    assert m["direction_accuracy"] == pytest.approx(3 / 4)
+    assert m["invalid_decision_rate"] == pytest.approx(1 / 5)
+    assert m["hallucination_rate"] == pytest.approx(0.1)
+    assert m["grounding"] == pytest.approx(0.8)
+    assert m["loop_rate"] == 0.0
+
+
+def test_score_rows_length_mismatch():
+    with pytest.raises(ValueError, match="2 completions for 1 rows"):
+        score_rows(["a", "b"], [_row()], scorer=lambda c, r: {})
+
+
+# --- OpenAI-compatible endpoint ------------------------------------------------------------------------
+class _Handler(BaseHTTPRequestHandler):
+    seen: list[dict] = []
+
+    def do_POST(self):  # noqa: N802 - http.server naming
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        _Handler.seen.append(body)
+        user = body["messages"][-1]["content"]
+        if "FAIL" in user:
+            self.send_response(400)
+            self.end_headers()
+            self.wfile.write(b'{"error": {"message": "bad request"}}')
+            return
+        text = _thesis("STRONG_BUY" if "AAA" in user else "STRONG_SELL")
+        payload = {
+            "id": "x",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+            ],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12},
+        }
+        data = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_openai_policy_against_a_local_server():
+    server = HTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        pol = OpenAIPolicy(
+            f"http://127.0.0.1:{server.server_port}/v1", "fake-model", max_tokens=64, concurrency=2
+        )
+        fail = _row(ticker="FAIL")
+        out = pol.decide([_row(), _row(ticker="BBB"), fail])
+        assert [decision_of(c) for c in out] == ["STRONG_BUY", "STRONG_SELL", INVALID]
+        assert pol.failures == 1
+        assert (
+            _Handler.seen[0]["model"] == "fake-model" and _Handler.seen[0]["messages"][0]["role"] == "system"
+        )
+    finally:
+        server.shutdown()
+
+
+# --- transformers --------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory):
+    pytest.importorskip("transformers")
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    corpus = [SYSTEM_PROMPT, _thesis("BUY"), _row()["prompt_text"]] * 3
+    tk = Tokenizer(models.BPE(unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.train_from_iterator(
+        corpus,
+        trainers.BpeTrainer(
+            vocab_size=300, special_tokens=["<unk>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+        ),
+    )
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=tk, unk_token="<unk>", pad_token="<|endoftext|>", eos_token="<|im_end|>"
+    )
+    tok.chat_template = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    cfg = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=2048,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
+    import torch
+
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(cfg)
+    out = tmp_path_factory.mktemp("tiny")
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def test_hf_policy_generates_one_completion_per_row_deterministically(tiny_model_dir):
+    pol = HFPolicy(
+        tiny_model_dir, max_new_tokens=6, batch_size=2, temperature=0.0, device="cpu", use_vllm=False
+    )
+    rows = [_row(), _row(ticker="BBB"), _row(ticker="CCCC")]
+    a = pol.decide(rows)
+    b = pol.decide(rows)
+    assert len(a) == 3 and all(isinstance(x, str) for x in a)
+    assert a == b  # greedy decoding is deterministic
+    # left padding: a row's output does not depend on its batch neighbours
+    assert pol.decide(rows[2:3]) == a[2:3]
+    assert decision_of(a[0]) == INVALID  # an untrained model writes no thesis; scored as invalid
+
+
+def test_hf_policy_without_prompt_raises(tiny_model_dir):
+    pol = HFPolicy(tiny_model_dir, max_new_tokens=2, use_vllm=False, device="cpu")
+    with pytest.raises(ValueError, match="row 0"):
+        pol.decide([{"ticker": "A", "asof": "2024-01-01"}])
+
+
+def test_numeric_scores_are_float():
+    scores = score_rows([_thesis("BUY")], [_row()], scorer=lambda c, r: {"x": np.float32(0.5), "flag": True})
+    assert scores["x"].dtype == float and "flag" not in scores.columns
+    assert isinstance(scores, pd.DataFrame)

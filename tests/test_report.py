@@ -1,0 +1,289 @@
+"""evaluate() end to end on a small hand-made market, and the HTML report in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from thesisgym.data.store import MarketStore
+from thesisgym.evaluate import CallablePolicy, EvalResult, JsonlPolicy, evaluate
+from thesisgym.schema import LABELS, SYSTEM_PROMPT
+from thesisgym.thesis import extract_numbers
+
+TICKERS = ("AAA", "BBB", "CCC")
+
+
+@pytest.fixture(scope="module")
+def market():
+    rng = np.random.default_rng(7)
+    dates = pd.bdate_range("2022-01-03", periods=90)
+    bars, truth = [], []
+    for k, t in enumerate(TICKERS):
+        drift = (k - 1) * 0.002
+        close = 50 * np.exp(np.cumsum(rng.normal(drift, 0.015, len(dates))))
+        bars.append(
+            pd.DataFrame(
+                {
+                    "ticker": t,
+                    "date": dates,
+                    "open": close,
+                    "high": close,
+                    "low": close,
+                    "close": close,
+                    "volume": 1e6,
+                }
+            )
+        )
+        truth.append(
+            pd.DataFrame(
+                {
+                    "ticker": t,
+                    "date": dates,
+                    "expected_return": drift * 7 + rng.normal(0, 1e-4, len(dates)),
+                    "quality": drift,
+                    "regime": 0,
+                }
+            )
+        )
+    store = MarketStore(
+        bars=pd.concat(bars),
+        truth=pd.concat(truth),
+        name="handmade",
+        meta={"companies": {"AAA": "Alpha Inc.", "BBB": "Beta Corp.", "CCC": "Gamma plc"}},
+    )
+    rows = []
+    for t in TICKERS:
+        b = store.bars[store.bars["ticker"] == t].reset_index(drop=True)
+        for i in range(30, 70):
+            d = b["date"].iloc[i]
+            trail = b["close"].iloc[i] / b["close"].iloc[i - 5] - 1
+            text = f"{t} close {b['close'].iloc[i]:.2f}, 5-day return {100 * trail:.1f}%"
+            fwd = b["close"].iloc[i + 7] / b["close"].iloc[i] - 1
+            label = LABELS[int(np.clip(np.digitize(fwd, [-0.04, -0.01, 0.01, 0.04]), 0, 4))]
+            for v in (0, 1):
+                user = f"Evidence for {t} as of {d.date()}:\n[T1] {d.date()} prices: {text}"
+                rows.append(
+                    {
+                        "ticker": t,
+                        "asof": str(d.date()),
+                        "variation": v,
+                        "label": label,
+                        "fwd_return": fwd,
+                        "prompt": [
+                            {"role": "system", "content": SYSTEM_PROMPT},
+                            {"role": "user", "content": user},
+                        ],
+                        "prompt_text": SYSTEM_PROMPT + "\n\n" + user,
+                        "evidence": [
+                            {
+                                "id": "T1",
+                                "section": "technical",
+                                "date": str(d.date()),
+                                "source": "prices",
+                                "text": text,
+                                "numbers": extract_numbers(text),
+                            }
+                        ],
+                        "sections": ["technical"],
+                    }
+                )
+    return store, rows
+
+
+def _momentum_writer(row: dict) -> str:
+    ret = row["evidence"][0]["numbers"][-1]
+    dec = "STRONG_BUY" if ret > 1 else "BUY" if ret > 0 else "SELL" if ret > -1 else "STRONG_SELL"
+    quote = row["evidence"][0]["text"]
+    return f'<technical>\n- The recent move matters for the coming week and it is a clear signal "{quote}" [T1]\n</technical>\n<conclusion>Trend.</conclusion>\n<decision>{dec}</decision>'
+
+
+def _stub_scorer(completion, row):
+    return {
+        "structure": 0.5 + 0.5 * ("<technical>" in completion),
+        "evidence": 0.9,
+        "hallucination_rate": 0.0,
+        "loop": 0.0,
+    }
+
+
+@pytest.fixture(scope="module")
+def result(market, tmp_path_factory) -> tuple[EvalResult, object]:
+    store, rows = market
+    out = tmp_path_factory.mktemp("eval")
+    res = evaluate(
+        CallablePolicy(_momentum_writer, name="momo-writer"),
+        rows,
+        store,
+        out_dir=out,
+        scorer=_stub_scorer,
+        progress=False,
+        cost_bps=5,
+    )
+    return res, out
+
+
+def test_evaluate_builds_all_strategies_on_one_grid(result):
+    res, out = result
+    assert list(res.metrics.index) == [
+        "momo-writer",
+        "buy_and_hold",
+        "momentum_20d",
+        "random",
+        "label_oracle",
+        "truth_oracle",
+    ]
+    # one decision per (ticker, asof): 3 tickers x 40 days, variation 1 rows are not traded
+    assert all(bt.meta["decisions"] == 120 for bt in res.backtests.values())
+    assert res.config["rows"] == 240 and res.config["backtest_rows"] == 120
+    # the label oracle sees the future 7-day return: it must beat random by a wide margin
+    assert res.metrics.loc["label_oracle", "sharpe"] > res.metrics.loc["random", "sharpe"] + 1
+    assert res.reasoning["invalid_decision_rate"] == 0.0 and res.reasoning["grounding"] == pytest.approx(0.9)
+    assert res.confusion.to_numpy().sum() == 240
+    # a policy reading only the evidence does not care about names or dates; digits may flip a few
+    assert res.probes["anon"]["flip_rate"] == 0.0 and res.probes["shift"]["flip_rate"] == 0.0
+    assert 0.0 <= res.probes["digits"]["flip_rate"] < 0.2
+    assert set(res.ticker_stats.index) == set(TICKERS)
+
+
+def test_outputs_are_written_and_replayable(result, market):
+    res, out = result
+    for name in (
+        "report.html",
+        "metrics.json",
+        "completions.jsonl",
+        "scores.csv",
+        "nav.png",
+        "drawdown.png",
+        "confusion.png",
+        "rewards.png",
+        "probes.png",
+    ):
+        assert (out / name).exists() and (out / name).stat().st_size > 0, name
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["metrics"]["momo-writer"]["sharpe"] == pytest.approx(
+        res.metrics.loc["momo-writer", "sharpe"]
+    )
+    # completions.jsonl replays the same evaluation, probes included
+    store, rows = market
+    again = evaluate(
+        JsonlPolicy(out / "completions.jsonl"), rows, store, scorer=_stub_scorer, progress=False, cost_bps=5
+    )
+    pd.testing.assert_series_equal(
+        again.backtests["completions"].returns, res.backtests["momo-writer"].returns, check_names=False
+    )
+    assert again.probes["digits"]["flip_rate"] == res.probes["digits"]["flip_rate"]
+
+
+def test_report_html_is_self_contained(result):
+    _, out = result
+    html = (out / "report.html").read_text()
+    for section in ("headline", "nav", "drawdown", "reasoning", "tickers", "probes"):
+        assert f"id='{section}'" in html
+    imgs = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
+    assert len(imgs) == 5
+    assert html.count("How to read this") >= 7
+    assert 'src="http' not in html and "<script" not in html  # nothing to fetch
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed")
+def test_report_renders_in_headless_chromium(result, tmp_path):
+    _, out = result
+    url = (out / "report.html").resolve().as_uri()
+    base = [
+        "chromium",
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
+    dom = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=90)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    for text in (
+        "Headline metrics",
+        "Net asset value",
+        "Drawdown",
+        "Reasoning quality",
+        "Per-ticker results",
+        "Memorisation probes",
+        "momo-writer",
+        "truth_oracle",
+    ):
+        assert text in dom.stdout
+    assert dom.stdout.count("<img") == 5
+    shot = tmp_path / "shot.png"
+    run = subprocess.run(
+        [*base, f"--screenshot={shot}", "--window-size=1200,3000", url],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert run.returncode == 0 and shot.exists() and shot.stat().st_size > 20_000  # a real page, not blank
+
+
+def test_cli_evaluate_with_completions(result, market, tmp_path):
+    from datasets import Dataset, DatasetDict
+    from typer.testing import CliRunner
+
+    from thesisgym.cli import app
+
+    res, out = result
+    store, rows = market
+    store.save(tmp_path / "store")
+    ds_dir = tmp_path / "ds"
+    DatasetDict({"test": Dataset.from_list(rows)}).save_to_disk(str(ds_dir))
+    (ds_dir / "build_meta.json").write_text(
+        json.dumps({"store": {"name": "handmade", "path": str(tmp_path / "store")}})
+    )
+    cli = CliRunner().invoke(
+        app,
+        [
+            "evaluate",
+            "--dataset",
+            str(ds_dir),
+            "--completions",
+            str(out / "completions.jsonl"),
+            "--out",
+            str(tmp_path / "ev"),
+            "--probes",
+            "anon",
+            "--cost-bps",
+            "5",
+        ],
+    )
+    assert cli.exit_code == 0, cli.output
+    assert (
+        "completions" in cli.output
+        and "report:" in cli.output
+        and "probe anon: flip rate 0.00%" in cli.output
+    )
+    metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text())
+    assert metrics["metrics"]["completions"]["sharpe"] == pytest.approx(
+        res.metrics.loc["momo-writer", "sharpe"]
+    )
+    bad = CliRunner().invoke(app, ["evaluate", "--dataset", str(ds_dir), "--out", str(tmp_path / "x")])
+    assert bad.exit_code != 0 and "exactly one of" in bad.output
+
+
+@pytest.mark.slow
+def test_end_to_end_on_the_synthetic_market_with_the_real_pipeline(tmp_path):
+    """generate_market -> build_splits -> TemplateTeacher as the policy -> evaluate (real reward stack)."""
+    synth = pytest.importorskip("thesisgym.data.synth")
+    splits = pytest.importorskip("thesisgym.splits")
+    template = pytest.importorskip("thesisgym.teachers.template")
+    store = synth.generate_market(synth.SynthConfig(n_tickers=6, n_days=300, seed=1))
+    dd = splits.build_splits(store, splits.SplitConfig(stride=2, variations=2), show_progress=False)
+    teacher = template.TemplateTeacher()
+    policy = CallablePolicy(lambda row: teacher.write(row, n=1, seed=0)[0], name="template")
+    res = evaluate(policy, dd["test"], store, out_dir=tmp_path, progress=False)
+    assert "truth_oracle" in res.metrics.index and res.reasoning["invalid_decision_rate"] == 0.0
+    assert res.reasoning["hallucination_rate"] == 0.0  # the template teacher quotes verbatim
+    # probed rows are still verifiable: the teacher re-writes from them without hallucinating
+    assert all(p["invalid_rate"] == 0.0 for p in res.probes.values())
+    assert res.metrics.loc["label_oracle", "sharpe"] > res.metrics.loc["random", "sharpe"]
