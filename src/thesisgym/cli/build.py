@@ -1,9 +1,195 @@
-"""CLI commands for the `build` stage (placeholder until the stage lands)."""
+"""CLI commands for the build stage: `thesisgym build` (store -> train/val/test/heldout datasets) and
+`thesisgym show-prompt` (print one rendered prompt of a built directory).
+
+`build` reads a MarketStore directory, cuts it with a SplitConfig (YAML file and/or flags; flags win),
+builds the contexts with a rich progress bar, saves them with `save_to_disk` plus build_meta.json, and
+prints the class mix per split and a truncated sample prompt, so a user sees at once whether the labels
+are balanced and what the model will read. Heavy imports happen inside the commands.
+"""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import typer
 
 
 def register(app: typer.Typer) -> None:
     """Attach this stage's commands to the root app."""
+    app.command("build")(build)
+    app.command("show-prompt")(show_prompt)
+
+
+def _fail(message: str) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    Console(stderr=True, soft_wrap=True).print(Text("error: ", style="red") + Text(message), highlight=False)
+    raise typer.Exit(code=2)
+
+
+def _period_end(value: str | None, flag: str) -> str | float | None:
+    """'0.6' -> 0.6 (fraction of the calendar); '2021-06-30' -> the date string."""
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    import pandas as pd
+
+    try:
+        pd.Timestamp(value)
+    except ValueError:
+        _fail(f"{flag} {value!r}: expected a fraction like 0.6 or a date like 2021-06-30")
+    return value
+
+
+def _heldout(value: str | None) -> int | list[str] | None:
+    """'3' -> draw 3 tickers; 'AAA,BBB' -> exactly those."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return int(value)
+    return [t.strip() for t in value.split(",") if t.strip()]
+
+
+def build(
+    store: Path = typer.Option(..., "--store", help="MarketStore directory (from `thesisgym data ...`)"),
+    out: Path = typer.Option(..., "--out", help="output directory (DatasetDict + build_meta.json)"),
+    config: Path | None = typer.Option(None, "--config", help="SplitConfig YAML; flags below override it"),
+    variations: int | None = typer.Option(
+        None, "--variations", help="contexts per ticker-day (random section subsets/orders)"
+    ),
+    stride: int | None = typer.Option(None, "--stride", help="keep every k-th trading day"),
+    token_budget: int | None = typer.Option(None, "--token-budget", help="max approximate prompt tokens"),
+    heldout_tickers: str | None = typer.Option(
+        None, "--heldout-tickers", help="a count, or a comma list of tickers"
+    ),
+    embargo: int | None = typer.Option(
+        None, "--embargo", help="trading days dropped before each period end (>= 15)"
+    ),
+    seed: int | None = typer.Option(None, "--seed"),
+    train_end: str | None = typer.Option(None, "--train-end", help="fraction (0.6) or date (2021-06-30)"),
+    val_end: str | None = typer.Option(None, "--val-end", help="fraction (0.8) or date"),
+    label_mode: str | None = typer.Option(
+        None, "--label-mode", help="forward (default) or paper (the paper's leaky labels)"
+    ),
+    sample_chars: int = typer.Option(
+        1500, "--sample-chars", help="characters of the sample prompt to print (0: none)"
+    ),
+) -> None:
+    """Build train/val/test/heldout context datasets from a MarketStore (time splits with an embargo)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from thesisgym.data.store import MarketStore
+    from thesisgym.schema import LABELS, SHORT_LABELS
+    from thesisgym.splits import SplitConfig, build_splits
+
+    overrides = {
+        "variations": variations,
+        "stride": stride,
+        "token_budget": token_budget,
+        "heldout_tickers": _heldout(heldout_tickers),
+        "embargo_days": embargo,
+        "seed": seed,
+        "train_end": _period_end(train_end, "--train-end"),
+        "val_end": _period_end(val_end, "--val-end"),
+        "label_mode": label_mode,
+    }
+    try:
+        if config is not None:
+            cfg = SplitConfig.from_yaml(config, **overrides)
+        else:
+            cfg = SplitConfig.model_validate({k: v for k, v in overrides.items() if v is not None})
+    except (ValueError, OSError) as exc:
+        _fail(str(exc))
+    import datasets
+
+    datasets.disable_progress_bars()  # our own rich bar tracks the build; save_to_disk's tqdm is noise
+    import shutil
+    import tempfile
+
+    # Stream each split through a memory-mapped Arrow file beside `out`: peak memory stays at one
+    # ticker's rows however many variations are asked for; the cache goes once the split is saved.
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cache = Path(tempfile.mkdtemp(prefix=f".{out.name}.build-", dir=out.parent))
+    try:
+        market = MarketStore.load(store)
+        splits = build_splits(market, cfg, out=out, store_path=store, cache_dir=cache, show_progress=True)
+        meta = splits.meta
+        sample = splits["train"][0] if len(splits["train"]) else None  # read before the cache goes
+    except ValueError as exc:
+        _fail(str(exc))
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+    console = Console()
+    cuts = ", ".join(f"{c:.3f}" for c in meta["thresholds"]["cuts"])
+    table = Table(title=f"{out}: class mix per split (cut points fitted on train: {cuts})")
+    for col in ("split", "period", "tickers", "days", "rows", *(SHORT_LABELS[lab] for lab in LABELS)):
+        table.add_column(col, justify="left" if col in ("split", "period") else "right")
+    for name, counts in meta["counts"].items():
+        period = meta["periods"]["test" if name == "heldout" else name]
+        mix = meta["class_mix"][name]
+        table.add_row(
+            name,
+            f"{period[0]}..{period[1]}",
+            str(counts["tickers"]),
+            f"{counts['days']:,}",
+            f"{counts['rows']:,}",
+            *(f"{100 * mix[lab]:.1f}%" for lab in LABELS),
+        )
+    console.print(table)
+    if meta["heldout_tickers"]:
+        console.print(f"held-out tickers: {', '.join(meta['heldout_tickers'])}")
+    if any(meta["unlabelled"].values()):
+        console.print(
+            f"rows without a label (incomplete window / short history), not kept: {meta['unlabelled']}"
+        )
+    if sample_chars > 0 and sample is not None:
+        _print_prompt(console, sample, max_chars=sample_chars, user_only=True)
+
+
+def _print_prompt(console, row: dict, *, max_chars: int, user_only: bool = False) -> None:
+    from rich.rule import Rule
+    from rich.text import Text
+
+    console.print(
+        Rule(
+            f"{row['split']} {row['ticker']} {row['asof']} variation {row['variation']}  label={row['label']}"
+        )
+    )
+    text = row["prompt"][-1]["content"] if user_only else row["prompt_text"]
+    cut = (
+        text
+        if max_chars <= 0 or len(text) <= max_chars
+        else text[:max_chars] + f"\n... ({len(text) - max_chars:,} more characters)"
+    )
+    console.print(Text(cut), highlight=False, soft_wrap=True)
+
+
+def show_prompt(
+    path: Path = typer.Argument(..., help="a directory written by `thesisgym build`"),
+    split: str = typer.Option("train", "--split"),
+    index: int = typer.Option(0, "--index"),
+    max_chars: int = typer.Option(0, "--max-chars", help="truncate the prompt (0: print all)"),
+    user_only: bool = typer.Option(False, "--user-only", help="skip the (constant) system prompt"),
+) -> None:
+    """Print one rendered prompt (system + user) of a built dataset, with its label."""
+    from rich.console import Console
+
+    from thesisgym.splits import load_splits
+
+    try:
+        splits = load_splits(path)
+    except ValueError as exc:
+        _fail(str(exc))
+    if split not in splits:
+        _fail(f"{path}: no split {split!r} (have {', '.join(splits)})")
+    ds = splits[split]
+    if not 0 <= index < len(ds):
+        _fail(f"{path} split {split}: index {index} out of range (0..{len(ds) - 1})")
+    _print_prompt(Console(), ds[index], max_chars=max_chars, user_only=user_only)

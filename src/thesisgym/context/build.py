@@ -1,0 +1,545 @@
+"""Point-in-time prompts for (ticker, as-of day) pairs, built fast enough for 100k rows a minute.
+
+For a context of ticker t at day d (SPEC section 3):
+- technical: indicators computed from bars <= d, then the last `bars` bars, newest first;
+- fundamentals: the latest filings visible at d; news in lookback buckets (d-3..d, d-10..d-4,
+  d-30..d-11 calendar days, most recent first); insider; analyst; macro = market-wide events
+  (ticker "", whatever their kind). An event is visible iff published_at <= store.cutoff_of(d).
+Ids are section prefix + 1-based position in the prompt (T1.., N1..), assigned after sampling and
+budgeting, so every id in a prompt exists and ids are dense.
+
+How it stays fast: per ticker, indicators are computed once (vectorised), every bar/indicator/event
+is formatted once into a shared "pool" of evidence texts (with its numbers), and the visibility
+windows of all days are found at once with np.searchsorted on the sorted publication times. A
+context is then a list of pool indices; the text is joined with plain string ops and the `evidence`
+column is an Arrow `take` from the pool, so the HF Dataset is assembled from Arrow columns, not from
+millions of Python dicts.
+
+Variations (Trading-R1 uses ~20 per ticker-day): variation 0 is the canonical context (every section
+that has evidence, canonical order); variations 1..k-1 keep technical always (the label is about the
+price path, so a prompt without prices is not one we want to train on) and each other non-empty
+section with probability `section_keep_prob`, in a random order. The randomness is a hash of (seed,
+ticker, day, variation), so a row does not depend on which other rows are built.
+
+Token budget: whole prompt (system + user) counted with `render.count_tokens`; items are dropped
+lowest priority first: news d-30..d-11, news d-10..d-4, macro, bars older than the newest 5,
+insider/analyst, news d-3..d, older fundamentals, indicators, the remaining bars, the latest
+filing; always the oldest first within a tier. Sections left empty disappear from the prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import BaseModel, Field, field_validator
+
+from thesisgym.context.events import EventPool
+from thesisgym.context.indicators import bar_texts, compute_indicators, indicator_texts, price_decimals
+from thesisgym.context.render import (
+    ID_TOKENS,
+    count_tokens,
+    render_header,
+    section_header,
+)
+from thesisgym.context.select import apply_budget, item_tiers, section_uniforms
+from thesisgym.data.store import MarketStore
+from thesisgym.schema import LABELS, PREFIX_TO_SECTION, SECTIONS, SYSTEM_PROMPT
+
+SECTION_ORDER: tuple[str, ...] = tuple(SECTIONS)
+_NS_DAY = 86_400_000_000_000
+
+
+class ContextConfig(BaseModel):
+    """What goes into one context; the defaults follow Trading-R1's layout."""
+
+    bars: int = Field(15, ge=1, description="last N bars shown (newest first)")
+    indicators: bool = True
+    # (min_age, max_age, max_items) in calendar days before d; SPEC: <=10 d-3..d, <=20 d-10..d-4, <=20 d-30..d-11
+    news_buckets: tuple[tuple[int, int, int], ...] = ((0, 3, 10), (4, 10, 20), (11, 30, 20))
+    fundamentals_days: int = 400
+    fundamentals_items: int = 4
+    insider_days: int = 30
+    insider_items: int = 10
+    analyst_days: int = 30
+    analyst_items: int = 10
+    macro_days: int = 10
+    macro_items: int = 10
+    section_keep_prob: float = Field(0.6, ge=0.0, le=1.0)
+
+    @field_validator("news_buckets")
+    @classmethod
+    def _buckets(cls, v: tuple[tuple[int, int, int], ...]) -> tuple[tuple[int, int, int], ...]:
+        for lo, hi, cap in v:
+            if not 0 <= lo <= hi or cap < 0:
+                raise ValueError(
+                    f"news_buckets: ({lo}, {hi}, {cap}) must be (min_age <= max_age, max_items >= 0)"
+                )
+        return v
+
+
+def context_schema() -> pa.Schema:
+    """Arrow schema of a built context dataset (schema.CONTEXT_COLUMNS)."""
+    item = pa.struct(
+        [
+            ("id", pa.string()),
+            ("section", pa.string()),
+            ("date", pa.string()),
+            ("source", pa.string()),
+            ("text", pa.string()),
+            ("numbers", pa.list_(pa.float64())),
+        ]
+    )
+    msg = pa.struct([("role", pa.string()), ("content", pa.string())])
+    return pa.schema(
+        [
+            ("prompt", pa.list_(msg)),
+            ("prompt_text", pa.string()),
+            ("evidence", pa.list_(item)),
+            ("sections", pa.list_(pa.string())),
+            ("ticker", pa.string()),
+            ("asof", pa.string()),
+            ("market", pa.string()),
+            ("variation", pa.int64()),
+            ("label", pa.string()),
+            ("label_id", pa.int64()),
+            ("composite", pa.float64()),
+            ("fwd_return", pa.float64()),
+            ("fwd_vol", pa.float64()),
+            ("true_expected_return", pa.float64()),
+            ("split", pa.string()),
+        ]
+    )
+
+
+# --- the builder ----------------------------------------------------------------------------------
+_IDS: dict[str, list[str]] = {p: [f"{p}{j}" for j in range(1, 257)] for p in SECTIONS.values()}
+_SECTION_POS = {s: j for j, s in enumerate(SECTION_ORDER)}
+_EVENT_SECTIONS = ("fundamentals", "news", "insider", "analyst", "macro")
+
+
+_LINE_PRE: dict[str, list[str]] = {s: [f"[{i}] " for i in _IDS[p]] for s, p in SECTIONS.items()}
+_SEC_HEAD = {s: "\n" + section_header(s) + "\n" for s in SECTIONS}
+
+
+def _ids(prefix: str, n: int) -> list[str]:
+    ids = _IDS[prefix]
+    if n > len(ids):
+        ids.extend(f"{prefix}{j}" for j in range(len(ids) + 1, n + 1))
+        _LINE_PRE[PREFIX_TO_SECTION[prefix]][:] = [f"[{i}] " for i in ids]
+    return ids
+
+
+def _market_of(store: MarketStore, ticker: str, bars: pd.DataFrame) -> str:
+    if "market" in bars.columns and len(bars):
+        return str(bars["market"].iloc[0])
+    markets = store.meta.get("markets")
+    if isinstance(markets, Mapping) and ticker in markets:
+        return str(markets[ticker])
+    return str(store.meta.get("market", store.name))
+
+
+def _by_ticker(frame: pd.DataFrame | None, name: str) -> dict[str, pd.DataFrame]:
+    if frame is None or not len(frame):
+        return {}
+    missing = {"ticker", "date"} - set(frame.columns)
+    if missing:
+        raise ValueError(f"build_contexts: {name} frame is missing column(s) {sorted(missing)}")
+    out = {}
+    for t, g in frame.groupby("ticker", sort=False):
+        g = g.assign(date=pd.DatetimeIndex(g["date"]).as_unit("ns")).set_index("date")
+        if g.index.has_duplicates:
+            raise ValueError(f"build_contexts: {name} frame has duplicate dates for ticker {t!r}")
+        out[str(t)] = g
+    return out
+
+
+def _col(g: pd.DataFrame | None, col: str, days: pd.DatetimeIndex, fill: object) -> np.ndarray:
+    if g is None or col not in g.columns:
+        return np.full(len(days), fill, dtype=object if fill is None else "float64")
+    return g[col].reindex(days).to_numpy()
+
+
+def build_contexts(
+    store: MarketStore,
+    tickers: Sequence[str] | None = None,
+    dates: Sequence | Mapping[str, Sequence] | None = None,
+    *,
+    variations: int = 1,
+    seed: int = 0,
+    token_budget: int | None = None,
+    labels: pd.DataFrame | None = None,
+    config: ContextConfig | None = None,
+    split: str = "",
+    cache_file: str | Path | None = None,
+    show_progress: bool = True,
+):
+    """Build one row per (ticker, as-of day, variation) as a `datasets.Dataset` (schema.CONTEXT_COLUMNS).
+
+    tickers: default all of the store's. dates: as-of days for every ticker, or a mapping ticker ->
+    days; default every day with a full bar window. A requested day on which the ticker has no bar
+    raises ValueError. labels: a frame from `thesisgym.labels.compute_labels` (with thresholds);
+    default: forward composites/returns without thresholds, so `label` is None. split: the value
+    of the `split` column. cache_file: stream each ticker's rows to this Arrow file and return a
+    memory-mapped dataset, so peak memory is one ticker's rows rather than the whole build (use it
+    for large builds, e.g. Trading-R1's ~20 variations per ticker-day).
+    """
+    import datasets
+    from datasets.fingerprint import generate_random_fingerprint
+    from datasets.table import InMemoryTable
+
+    from thesisgym.labels import compute_labels
+
+    cfg = config or ContextConfig()
+    if not isinstance(variations, int) or variations < 1:
+        raise ValueError(f"build_contexts: variations must be an int >= 1, got {variations!r}")
+    if token_budget is not None and (not isinstance(token_budget, int) or token_budget <= 0):
+        raise ValueError(f"build_contexts: token_budget must be a positive int or None, got {token_budget!r}")
+    known = store.tickers
+    tickers = known if tickers is None else [str(t) for t in tickers]
+    unknown = sorted(set(tickers) - set(known))
+    if unknown:
+        raise ValueError(
+            f"build_contexts: unknown ticker(s) {unknown} (store {store.name!r} has {len(known)})"
+        )
+    if isinstance(dates, Mapping):
+        extra = sorted(set(map(str, dates)) - set(tickers))
+        if extra:
+            raise ValueError(f"build_contexts: dates given for ticker(s) {extra} that are not being built")
+
+    events = EventPool(store)
+    if labels is None:
+        labels = compute_labels(store.bars.loc[store.bars["ticker"].isin(tickers)])
+    label_g = _by_ticker(labels, "labels")
+    truth_g = _by_ticker(store.truth, "truth")
+    groups = store.bars.groupby("ticker", sort=False).indices
+    state = _BuildState(store, cfg, events, variations, seed, token_budget, split)
+
+    if isinstance(dates, Mapping):
+        tickers = [t for t in tickers if dates.get(t) is not None]  # only the tickers the mapping names
+    tables: list[pa.Table] = []
+    writer = None
+    if cache_file is not None:
+        Path(cache_file).parent.mkdir(parents=True, exist_ok=True)
+        writer = pa.ipc.new_stream(str(cache_file), state.schema)
+    progress = None
+    if show_progress:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        progress = Progress(
+            TextColumn("contexts {task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+        )
+        progress.start()
+        task = progress.add_task(split or "", total=len(tickers))
+    try:
+        for t in tickers:
+            b = store.bars.iloc[groups[t]]
+            req = dates.get(t) if isinstance(dates, Mapping) else dates
+            table = state.ticker_table(t, b, req, label_g.get(t), truth_g.get(t))
+            if writer is not None:
+                writer.write_table(table)
+            else:
+                tables.append(table)
+            if progress is not None:
+                progress.advance(task)
+    finally:
+        if progress is not None:
+            progress.stop()
+        if writer is not None:
+            writer.close()
+    if cache_file is not None:
+        return datasets.Dataset.from_file(str(cache_file))
+    table = pa.concat_tables(tables) if tables else context_schema().empty_table()
+    # A random fingerprint: hashing a multi-GB table (the datasets default) costs more than building it.
+    return datasets.Dataset(InMemoryTable(table), fingerprint=generate_random_fingerprint())
+
+
+class _BuildState:
+    """Everything shared across tickers of one build_contexts call."""
+
+    def __init__(self, store, cfg, events, variations, seed, token_budget, split):
+        self.store, self.cfg, self.events = store, cfg, events
+        self.k, self.seed, self.budget, self.split = variations, seed, token_budget, split
+        self.schema = context_schema()
+        self.sys_tokens = count_tokens(SYSTEM_PROMPT) if token_budget else 0
+        hh, mm = (int(x) for x in store.cutoff.split(":"))
+        self.cutoff_delta = pd.Timedelta(hours=hh, minutes=mm)
+
+    def _start_ns(self, days: pd.DatetimeIndex, k: int) -> np.ndarray:
+        """UTC ns of midnight New-York (store timezone) of day d-k, per day."""
+        return (
+            (days - pd.Timedelta(days=k))
+            .tz_localize(self.store.timezone)
+            .tz_convert("UTC")
+            .as_unit("ns")
+            .asi8
+        )
+
+    def ticker_table(self, t, b, req, lab, truth) -> pa.Table:
+        cfg, ev, store = self.cfg, self.events, self.store
+        days_all = pd.DatetimeIndex(b["date"]).as_unit("ns")
+        n = len(b)
+        if req is None:
+            pos = np.arange(min(cfg.bars - 1, n), n)
+        else:
+            want = pd.DatetimeIndex(pd.to_datetime(list(req))).as_unit("ns").normalize()
+            pos = np.searchsorted(days_all.asi8, want.asi8)
+            bad = (
+                (pos >= n) | (days_all.asi8[np.minimum(pos, n - 1)] != want.asi8)
+                if n
+                else np.ones(len(want), bool)
+            )
+            if bad.any():
+                d = want[np.argmax(bad)].date()
+                raise ValueError(f"build_contexts: ticker {t!r} has no bar on requested date {d}")
+        days = days_all[pos]
+        date_str = days_all.strftime("%Y-%m-%d").tolist()
+
+        # pool of evidence texts: indicators (per requested row), bars, this ticker's events + macro
+        ind = compute_indicators(b)
+        dec = price_decimals(b["close"].to_numpy(dtype="float64"))
+        if cfg.indicators:
+            ind_starts, ind_txt, ind_vals, ind_offs = indicator_texts(ind, decimals=dec, rows=pos)
+        else:
+            ind_starts, ind_txt, ind_vals, ind_offs = (
+                [0] * (len(pos) + 1),
+                [],
+                np.zeros(0),
+                np.zeros(1, "int64"),
+            )
+        ind_rows = np.repeat(pos, np.diff(ind_starts)).tolist()
+        bar_txt, bar_vals, bar_offs = bar_texts(b, ind["chg"].to_numpy(), decimals=dec)
+        n_ind = len(ind_txt)
+        ev_base = n_ind + n
+        sec_idx = {s: ev.indices(t, s) for s in _EVENT_SECTIONS}
+        ev_glob = np.concatenate([sec_idx[s] for s in _EVENT_SECTIONS]).astype("int64")
+        ev_take = pa.array(ev_glob, pa.int64())
+        bodies = (
+            [f"{date_str[r]} | indicators | {x}" for r, x in zip(ind_rows, ind_txt, strict=False)]
+            + [f"{d} | prices | {x}" for d, x in zip(date_str, bar_txt, strict=False)]
+            + [ev.bodies[i] for i in ev_glob.tolist()]
+        )
+        pool = {
+            "section": pa.concat_arrays(
+                [pa.array(["technical"] * ev_base, pa.string()), ev.arrow["section"].take(ev_take)]
+            ),
+            "date": pa.concat_arrays(
+                [
+                    pa.array([date_str[r] for r in ind_rows] + date_str, pa.string()),
+                    ev.arrow["date"].take(ev_take),
+                ]
+            ),
+            "source": pa.concat_arrays(
+                [
+                    pa.array(["indicators"] * n_ind + ["prices"] * n, pa.string()),
+                    ev.arrow["source"].take(ev_take),
+                ]
+            ),
+            "text": pa.concat_arrays(
+                [pa.array(ind_txt + bar_txt, pa.string()), ev.arrow["text"].take(ev_take)]
+            ),
+            "numbers": pa.concat_arrays(
+                [
+                    pa.ListArray.from_arrays(
+                        pa.array(ind_offs, pa.int32()), pa.array(ind_vals, pa.float64())
+                    ),
+                    pa.ListArray.from_arrays(
+                        pa.array(bar_offs, pa.int32()), pa.array(bar_vals, pa.float64())
+                    ),
+                    pa.array(ev.numbers(ev_glob), pa.list_(pa.float64())),
+                ]
+            ),
+        }
+
+        # visibility windows of every requested day, per section, at once
+        cutoff = (days.tz_localize(store.timezone) + self.cutoff_delta).tz_convert("UTC").as_unit("ns").asi8
+        windows: dict[str, list[tuple[np.ndarray, np.ndarray, int, int]]] = {}
+        base = ev_base
+        for s in _EVENT_SECTIONS:
+            pub = ev.pub_ns[sec_idx[s]]
+            hi = np.searchsorted(pub, cutoff, side="right")
+            specs = (
+                cfg.news_buckets
+                if s == "news"
+                else [(0, getattr(cfg, f"{s}_days"), getattr(cfg, f"{s}_items"))]
+            )
+            ws = []
+            for mn, mx, cap in specs:
+                lo = np.searchsorted(pub, self._start_ns(days, mx), side="left")
+                up = (
+                    hi
+                    if mn <= 0
+                    else np.minimum(hi, np.searchsorted(pub, self._start_ns(days, mn - 1), side="left"))
+                )
+                ws.append((lo, up, cap, base))
+            windows[s] = ws
+            base += len(pub)
+
+        day_ord = days.asi8 // _NS_DAY
+        u = section_uniforms(self.seed, t, day_ord, self.k, 2 * len(SECTION_ORDER)) if self.k > 1 else None
+        ntok: list[int] = [-1] * len(bodies) if self.budget else []
+        keep_p = cfg.section_keep_prob
+        nb = cfg.bars
+
+        users: list[str] = []
+        sections_col: list[list[str]] = []
+        flat_idx: list[int] = []
+        flat_ids: list[str] = []
+        offsets = [0]
+        row_of: list[int] = []
+        var_col: list[int] = []
+        wl = {
+            s: [(lo.tolist(), up.tolist(), cap, bs) for lo, up, cap, bs in windows[s]]
+            for s in _EVENT_SECTIONS
+        }
+        for r, p in enumerate(pos.tolist()):
+            tech = list(range(ind_starts[r], ind_starts[r + 1])) + list(
+                range(n_ind + p, n_ind + max(p - nb, -1), -1)
+            )
+            grp = {"technical": tech}
+            news_split: tuple[int, ...] = ()
+            for s in _EVENT_SECTIONS:
+                items: list[int] = []
+                sizes = []
+                for lo, up, cap, bs in wl[s]:
+                    a, z = lo[r], up[r]
+                    chunk = list(range(bs + z - 1, bs + max(a, z - cap) - 1, -1)) if z > a else []
+                    items += chunk
+                    sizes.append(len(chunk))
+                grp[s] = items
+                if s == "news":
+                    news_split = tuple(sizes)
+            present = [s for s in SECTION_ORDER if grp[s]]
+            asof = date_str[p]
+            for v in range(self.k):
+                if v == 0:
+                    order = present
+                else:
+                    uv = u[r, v]
+                    kept = [s for s in present if s == "technical" or uv[_SECTION_POS[s]] < keep_p]
+                    order = sorted(kept, key=lambda s: uv[len(SECTION_ORDER) + _SECTION_POS[s]])
+                chosen = [(s, grp[s]) for s in order]
+                if self.budget:
+                    chosen = self._budget(
+                        t,
+                        asof,
+                        order,
+                        chosen,
+                        news_split,
+                        n_ind_r=ind_starts[r + 1] - ind_starts[r],
+                        bodies=bodies,
+                        ntok=ntok,
+                    )
+                parts = [
+                    render_header(
+                        t, asof, [s for s, _ in chosen], cutoff=store.cutoff, timezone=store.timezone
+                    )
+                ]
+                for s, items in chosen:
+                    m = len(items)
+                    pre = _ids(SECTIONS[s], m)
+                    parts.append(
+                        _SEC_HEAD[s]
+                        + "\n".join(map(str.__add__, _LINE_PRE[s][:m], map(bodies.__getitem__, items)))
+                    )
+                    flat_idx += items
+                    flat_ids += pre[:m]
+                users.append("\n".join(parts))
+                sections_col.append([s for s, _ in chosen])
+                offsets.append(len(flat_idx))
+                row_of.append(r)
+                var_col.append(v)
+        return self._table(
+            t,
+            b,
+            lab,
+            truth,
+            days,
+            pos,
+            pool,
+            users,
+            sections_col,
+            flat_idx,
+            flat_ids,
+            offsets,
+            row_of,
+            var_col,
+        )
+
+    def _budget(self, t, asof, order, chosen, news_split, *, n_ind_r, bodies, ntok):
+        for _, items in chosen:
+            for i in items:
+                if ntok[i] < 0:
+                    ntok[i] = count_tokens(bodies[i]) + ID_TOKENS
+        header = render_header(t, asof, order, cutoff=self.store.cutoff, timezone=self.store.timezone)
+        # The header with every chosen section is an upper bound once empty sections disappear.
+        fixed = self.sys_tokens + count_tokens(header) + sum(count_tokens(section_header(s)) for s in order)
+        groups = [(s, items, item_tiers(s, len(items), news_split, n_ind_r)) for s, items in chosen]
+        return apply_budget(groups, ntok, fixed, self.budget, f"ticker {t}, {asof}")
+
+    def _table(
+        self,
+        t,
+        b,
+        lab,
+        truth,
+        days,
+        pos,
+        pool,
+        users,
+        sections_col,
+        flat_idx,
+        flat_ids,
+        offsets,
+        row_of,
+        var_col,
+    ):
+        rows = np.asarray(row_of, dtype="int64")
+        n = len(rows)
+        take = pa.array(flat_idx, pa.int64())
+        item = pa.StructArray.from_arrays(
+            [pa.array(flat_ids, pa.string())]
+            + [pool[k].take(take) for k in ("section", "date", "source", "text", "numbers")],
+            fields=list(self.schema.field("evidence").type.value_type),
+        )
+        evidence = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), item)
+        users_a = pa.array(users, pa.string())
+        # system/user interleaved and prompt_text joined by Arrow kernels, not Python string copies
+        both = pa.concat_arrays([pa.array([SYSTEM_PROMPT], pa.string()), users_a])
+        inter = np.zeros(2 * n, dtype="int64")
+        inter[1::2] = np.arange(1, n + 1)
+        msgs = pa.StructArray.from_arrays(
+            [pa.array(["system", "user"] * n, pa.string()), both.take(pa.array(inter))],
+            fields=list(self.schema.field("prompt").type.value_type),
+        )
+        prompt = pa.ListArray.from_arrays(pa.array(np.arange(0, 2 * n + 1, 2), pa.int32()), msgs)
+        label = _col(lab, "label", days, None)[rows]
+        label = [x if isinstance(x, str) and x in LABELS else None for x in label.tolist()]
+        label_id = [LABELS.index(x) if x is not None else -1 for x in label]
+        cols = {
+            "prompt": prompt,
+            "prompt_text": pc.binary_join_element_wise(pa.scalar(SYSTEM_PROMPT), users_a, "\n\n"),
+            "evidence": evidence,
+            "sections": pa.array(sections_col, pa.list_(pa.string())),
+            "ticker": pa.array([t] * n, pa.string()),
+            "asof": pa.array(days.strftime("%Y-%m-%d").to_numpy()[rows].tolist() if n else [], pa.string()),
+            "market": pa.array([_market_of(self.store, t, b)] * n, pa.string()),
+            "variation": pa.array(var_col, pa.int64()),
+            "label": pa.array(label, pa.string()),
+            "label_id": pa.array(label_id, pa.int64()),
+            "composite": pa.array(_col(lab, "composite", days, np.nan).astype("float64")[rows]),
+            "fwd_return": pa.array(_col(lab, "fwd_return", days, np.nan).astype("float64")[rows]),
+            "fwd_vol": pa.array(_col(lab, "fwd_vol", days, np.nan).astype("float64")[rows]),
+            "true_expected_return": pa.array(
+                _col(truth, "expected_return", days, np.nan).astype("float64")[rows]
+            ),
+            "split": pa.array([self.split] * n, pa.string()),
+        }
+        return pa.Table.from_arrays([cols[f.name] for f in self.schema], schema=self.schema)
