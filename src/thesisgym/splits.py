@@ -281,10 +281,16 @@ def build_splits(
 
 def save_splits(splits, out: str | Path, *, meta: dict | None = None) -> Path:
     """`save_to_disk(out)` plus `out/build_meta.json`."""
+    from datasets import DatasetDict
+
     out = Path(out)
-    splits.save_to_disk(str(out))
     meta = meta if meta is not None else getattr(splits, "meta", None)
+    # An empty split (e.g. heldout with heldout_tickers=0) saves fine but `load_from_disk` of the
+    # whole dict then fails inside pyarrow's concat; such splits are left out and listed in the meta.
+    empty = [k for k, v in splits.items() if len(v) == 0]
+    DatasetDict({k: v for k, v in splits.items() if len(v)}).save_to_disk(str(out))
     if meta is not None:
+        meta = {**meta, "empty_splits": empty}
         (out / META_FILE).write_text(json.dumps(meta, indent=2, default=str))
     return out
 
