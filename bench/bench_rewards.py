@@ -1,0 +1,479 @@
+"""Benchmark the deterministic reward stack (structure + evidence + decision + loop) on one core.
+
+Builds synthetic context rows (six sections, four evidence items each, numbers in every text)
+and 10,000 ~400-word completions (honest, citation-stuffed, fabricated numbers, wrong quotes,
+looping, junk), then scores them the way GRPO does: batches of 64 (8 prompts x 8 generations)
+through the four TRL reward functions. The same checks done naively (re-parse the completion for
+every reward, rebuild/re-normalise the evidence for every bullet, no caches) are timed on a
+subset in the same run. Prints completions/s, peak memory and the ratio.
+
+    python bench/bench_rewards.py [--n 10000] [--naive-n 1000] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+import resource
+import statistics
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from thesisgym.rewards import decision_reward, evidence_reward, loop_penalty, structure_reward  # noqa: E402
+from thesisgym.rewards.base import EvidenceIndex, clear_caches  # noqa: E402
+from thesisgym.rewards.evidence import bullet_count_score, check_bullet, harmonic_mean  # noqa: E402
+from thesisgym.rewards.loops import loop_stats  # noqa: E402
+from thesisgym.rewards.structure import structure_score  # noqa: E402
+from thesisgym.schema import LABELS, SECTIONS  # noqa: E402
+from thesisgym.thesis import extract_numbers, parse_thesis  # noqa: E402
+
+TEMPLATES = {
+    "T": [
+        "Close {a:.2f}, up {b:.1f}% on the day; volume {c:.1f}M vs 20-day average {d:.1f}M.",
+        "SMA20 {a:.2f}, SMA50 {c:.2f}; price is {b:.1f}% above the 20-day average.",
+        "RSI(14) {a:.1f}; MACD {b:.2f} above its signal line at {c:.2f}; ATR(14) {d:.2f}.",
+        "Bollinger upper band {a:.2f}, lower band {c:.2f}; z-score of close vs 20-day mean {b:.1f}.",
+    ],
+    "F": [
+        "Quarterly revenue ${a:.1f} billion, up {b:.1f}% year over year; EPS ${c:.2f} vs consensus ${d:.2f}.",
+        "Gross margin {a:.1f}%, operating cash flow ${c:.1f} billion, share buybacks ${d:.1f} billion.",
+        "Guidance calls for services growth of {b:.1f}% next year; cash of ${a:.1f} billion.",
+        "Debt to equity {b:.2f}; free cash flow margin {a:.1f}% over the trailing four quarters.",
+    ],
+    "N": [
+        "Company unveils new products at its spring event; analysts expect {b:.1f}% unit growth.",
+        "Regulators open probe into fees; potential fine of up to {b:.1f}% of global revenue.",
+        "Supplier reports {a:.1f}% rise in component orders for the current quarter.",
+        "Shares rally {b:.1f}% after a partnership with a major cloud provider is announced.",
+    ],
+    "I": [
+        "CFO sold {c:.0f} shares at ${a:.2f} under a pre-arranged trading plan.",
+        "Director bought {d:.0f} shares at ${a:.2f}, the first open-market purchase in {b:.0f} years.",
+        "Insider net selling totals ${b:.1f} million over the past 90 days.",
+        "CEO holdings unchanged at {b:.2f} million shares after the latest filing.",
+    ],
+    "A": [
+        "Broker raises price target to ${a:.0f} from ${c:.0f}, rating Overweight.",
+        "Another broker reiterates Neutral with a ${a:.0f} target.",
+        "Consensus 12-month target ${a:.2f}; {d:.0f} of 42 analysts rate the stock Buy.",
+        "A broker downgrades to Hold citing valuation at {b:.1f} times forward earnings.",
+    ],
+    "M": [
+        "CPI rose {b:.1f}% year over year, above the {c:.1f}% forecast.",
+        "Fed funds rate held at {b:.2f}%; futures price three cuts this year.",
+        "10-year Treasury yield fell to {b:.2f}% from {c:.2f}% a week earlier.",
+        "S&P 500 up {b:.1f}% year to date; Nasdaq 100 up {c:.1f}% over the same period.",
+    ],
+}
+# ~240 words of analyst vocabulary, so random opinions repeat about as much as real prose does
+WORDS = [
+    "the",
+    "stock",
+    "trend",
+    "looks",
+    "constructive",
+    "while",
+    "risks",
+    "remain",
+    "balanced",
+    "and",
+    "investors",
+    "should",
+    "weigh",
+    "this",
+    "signal",
+    "against",
+    "valuation",
+    "because",
+    "momentum",
+    "often",
+    "fades",
+    "after",
+    "strong",
+    "runs",
+    "yet",
+    "demand",
+    "appears",
+    "durable",
+    "across",
+    "segments",
+    "with",
+    "margins",
+    "holding",
+    "up",
+    "better",
+    "than",
+    "feared",
+    "sentiment",
+    "improving",
+    "among",
+    "institutions",
+    "although",
+    "management",
+    "guidance",
+    "stays",
+    "cautious",
+    "on",
+    "pricing",
+    "supply",
+    "chains",
+    "normalise",
+    "competitors",
+    "discount",
+    "aggressively",
+    "consumers",
+    "trade",
+    "down",
+    "retail",
+    "flows",
+    "chase",
+    "breakouts",
+    "short",
+    "interest",
+    "declines",
+    "buybacks",
+    "support",
+    "earnings",
+    "per",
+    "share",
+    "dividend",
+    "growth",
+    "slows",
+    "capital",
+    "spending",
+    "rises",
+    "cloud",
+    "revenue",
+    "accelerates",
+    "advertising",
+    "recovers",
+    "hardware",
+    "cycles",
+    "peak",
+    "software",
+    "subscriptions",
+    "renew",
+    "regulators",
+    "scrutinise",
+    "fees",
+    "litigation",
+    "lingers",
+    "currency",
+    "headwinds",
+    "fade",
+    "emerging",
+    "markets",
+    "rebound",
+    "inventories",
+    "tighten",
+    "freight",
+    "costs",
+    "ease",
+    "wages",
+    "climb",
+    "productivity",
+    "improves",
+    "leverage",
+    "falls",
+    "liquidity",
+    "ample",
+    "credit",
+    "spreads",
+    "narrow",
+    "volatility",
+    "compresses",
+    "options",
+    "skew",
+    "flattens",
+    "breadth",
+    "widens",
+    "leadership",
+    "rotates",
+    "defensives",
+    "lag",
+    "cyclicals",
+    "lead",
+    "small",
+    "caps",
+    "underperform",
+    "rates",
+    "plateau",
+    "inflation",
+    "cools",
+    "growth",
+    "moderates",
+    "policy",
+    "pivots",
+    "investors",
+    "reprice",
+    "duration",
+    "risk",
+    "appetite",
+    "returns",
+    "positioning",
+    "looks",
+    "crowded",
+    "analysts",
+    "revise",
+    "estimates",
+    "upward",
+    "downgrades",
+    "cluster",
+    "targets",
+    "converge",
+    "insiders",
+    "sell",
+    "routinely",
+    "directors",
+    "buy",
+    "selectively",
+    "executives",
+    "hold",
+    "stakes",
+    "filings",
+    "show",
+    "patience",
+    "boards",
+    "approve",
+    "repurchases",
+    "auditors",
+    "sign",
+    "off",
+    "accounting",
+    "remains",
+    "conservative",
+    "disclosures",
+    "improve",
+    "transparency",
+    "earnings",
+    "quality",
+    "holds",
+    "cash",
+    "conversion",
+    "strengthens",
+    "working",
+    "capital",
+    "releases",
+    "debt",
+    "maturities",
+    "extend",
+    "refinancing",
+    "costs",
+    "rise",
+    "coverage",
+    "ratios",
+    "stay",
+    "healthy",
+    "ratings",
+    "agencies",
+    "affirm",
+    "outlooks",
+    "stable",
+    "upside",
+    "case",
+    "hinges",
+    "execution",
+    "downside",
+    "case",
+    "hinges",
+    "recession",
+    "odds",
+    "base",
+    "case",
+    "favours",
+    "patience",
+    "entry",
+    "points",
+    "matter",
+    "sizing",
+    "should",
+    "stay",
+    "modest",
+    "stops",
+    "belong",
+    "below",
+    "support",
+    "resistance",
+    "sits",
+    "near",
+    "recent",
+    "highs",
+    "pullbacks",
+    "attract",
+    "buyers",
+    "sellers",
+    "exhaust",
+    "quickly",
+    "volume",
+    "confirms",
+    "direction",
+]
+
+
+def make_row(rng: random.Random) -> dict:
+    evidence = []
+    sections = [s for s in SECTIONS if s in set(rng.sample(list(SECTIONS), 4))]  # 4 of 6, prompt order
+    for section in sections:
+        prefix = SECTIONS[section]
+        for k, template in enumerate(TEMPLATES[prefix]):
+            text = template.format(
+                a=rng.uniform(10, 300), b=rng.uniform(0.5, 30), c=rng.uniform(5, 90), d=rng.uniform(1, 40)
+            )
+            evidence.append(
+                {
+                    "id": f"{prefix}{k + 1}",
+                    "section": section,
+                    "date": "2024-03-08",
+                    "source": "synthetic",
+                    "text": text,
+                    "numbers": extract_numbers(text),
+                }
+            )
+    return {"evidence": evidence, "sections": sections, "label": rng.choice(LABELS)}
+
+
+def opinion(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize()
+
+
+def quote_of(rng: random.Random, text: str) -> str:
+    words = text.split()
+    start = rng.randrange(0, max(1, len(words) - 5))
+    return " ".join(words[start : start + rng.randint(4, 6)]).strip(".;,")
+
+
+def completion(rng: random.Random, row: dict, kind: str) -> str:
+    if kind == "junk":
+        return opinion(rng, 400)
+    by_id = {e["id"]: e for e in row["evidence"]}
+    all_ids = "".join(f"[{i}]" for i in by_id)
+    parts = ["<think>Weigh the evidence section by section.</think>"]
+    for section in row["sections"]:
+        prefix = SECTIONS[section]
+        bullets = []
+        for k in range(4):
+            item_id = f"{prefix}{k + 1}"
+            quote = quote_of(rng, by_id[item_id]["text"])
+            cite = f"[{item_id}]"
+            text = opinion(rng, rng.randint(15, 22))
+            if kind == "stuffing":
+                cite = all_ids
+            elif kind == "fabricated" and k == 0:
+                text += f" with growth of {rng.uniform(40, 90):.1f}%"
+            elif kind == "wrong_quote" and k == 1:
+                cite = f"[{prefix}{(k + 1) % 4 + 1}]"
+            bullets.append(f'- {text} "{quote}" {cite}')
+        if kind == "loop" and section == row["sections"][-1]:
+            bullets += [bullets[0]] * 30
+        parts.append(f"<{section}>\n" + "\n".join(bullets) + f"\n</{section}>")
+    parts.append("<conclusion>" + opinion(rng, 25) + "</conclusion>")
+    parts.append(f"<decision>{rng.choice(LABELS)}</decision>")
+    return "\n".join(parts)
+
+
+KINDS = ["honest"] * 12 + ["stuffing"] * 2 + ["fabricated"] * 2 + ["wrong_quote"] * 2 + ["loop", "junk"]
+REWARDS = (structure_reward, evidence_reward, decision_reward, loop_penalty)
+
+
+def naive_scores(text: str, row: dict) -> list[float]:
+    """The same checks with no sharing: parse per reward, rebuild the evidence index per bullet."""
+    s = structure_score(parse_thesis(text), prompt_sections=row["sections"])
+    thesis = parse_thesis(text)
+    sections = []
+    for section in thesis.sections:
+        checks = [check_bullet(b, EvidenceIndex(row["evidence"])).score for b in section.bullets]
+        sections.append(
+            0.3 * bullet_count_score(len(checks)) + 0.7 * harmonic_mean(checks) if checks else 0.0
+        )
+    e = harmonic_mean(sections) if sections else 0.0
+    d = 1.0 if parse_thesis(text).decision == row["label"] else -1.0
+    return [s, e, d, loop_stats(text)[1]]
+
+
+def _cpu(fn) -> float:
+    start = time.process_time()
+    fn()
+    return time.process_time() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=10_000)
+    parser.add_argument("--naive-n", type=int, default=1_000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="best of N passes (timeit convention; shared machines are noisy)",
+    )
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    generations, prompts_per_batch = 8, 8
+    rows = [make_row(rng) for _ in range(args.n // generations + 1)]
+    data = []
+    for i in range(args.n):
+        row = rows[i // generations]
+        kind = rng.choice(KINDS)
+        data.append((completion(rng, row, kind), row, kind))
+    words = statistics.mean(len(t.split()) for t, _, _ in data)
+    print(f"{args.n} completions, mean {words:.0f} words, {len(rows)} prompts x {generations} generations")
+
+    batch_size = generations * prompts_per_batch
+    per_kind: dict[str, list[float]] = {}
+    fast_cpu, fast = math.inf, math.inf
+    for rep in range(max(1, args.repeat)):
+        clear_caches()  # every pass starts cold: nothing parsed, no evidence indexed
+        start, cpu_start = time.perf_counter(), time.process_time()
+        for b in range(0, len(data), batch_size):
+            chunk = data[b : b + batch_size]
+            completions = [c for c, _, _ in chunk]
+            cols = {
+                "evidence": [r["evidence"] for _, r, _ in chunk],
+                "sections": [r["sections"] for _, r, _ in chunk],
+                "label": [r["label"] for _, r, _ in chunk],
+            }
+            results = [fn(prompts=[None] * len(chunk), completions=completions, **cols) for fn in REWARDS]
+            if rep == 0:
+                for (_, _, kind), ev in zip(chunk, results[1], strict=True):
+                    per_kind.setdefault(kind, []).append(ev)
+        fast_cpu = min(fast_cpu, time.process_time() - cpu_start)
+        fast = min(fast, time.perf_counter() - start)
+    fast_rate = len(data) / fast_cpu
+
+    subset = data[: args.naive_n]
+    naive_cpu = math.inf
+    for _ in range(max(1, args.repeat)):
+        cpu_start = time.process_time()
+        for text, row, _ in subset:
+            naive_scores(text, row)
+        naive_cpu = min(naive_cpu, time.process_time() - cpu_start)
+    naive_rate = len(subset) / naive_cpu
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    # CPU time of this single-threaded process = "one core", robust to other jobs sharing the machine
+    print(
+        f"stack (structure+evidence+decision+loop, cached): {fast_rate:,.0f} completions/s per core "
+        f"({fast_cpu:.2f} s CPU, {fast:.2f} s wall: {len(data) / fast:,.0f}/s wall)"
+    )
+    print(
+        f"naive (re-parse per reward, re-normalise per bullet): {naive_rate:,.0f} completions/s on {len(subset)}"
+    )
+    print(
+        f"speed-up vs naive: {fast_rate / naive_rate:.1f}x   target >= 2,000/s: {'met' if fast_rate >= 2000 else 'NOT met'}"
+    )
+    print(f"peak RSS: {peak_mb:.0f} MB")
+    # machine calibration: the same pure-Python loop anywhere, to compare figures across machines
+    cal = min(_cpu(lambda: sum(i * i for i in range(1_000_000))) for _ in range(3))
+    print(f"calibration: sum(i*i for i in range(10**6)) = {cal * 1000:.0f} ms CPU on this machine")
+    print(
+        "mean evidence reward by kind: "
+        + ", ".join(f"{k} {statistics.mean(v):.3f}" for k, v in sorted(per_kind.items()))
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+"""Combiners: one TRL reward from the components (Trading-R1 weighted stages, Trade-R1 FSR/DSR).
+
+- "weighted": G = sum_c w_c * component_c + loop_weight * loop_penalty. Trading-R1 trains in three
+  stages (structure -> claims -> decision) but publishes no weights; our documented defaults
+  (STAGE_WEIGHTS) move the mass along the curriculum:
+      structure: structure 1.0
+      evidence:  structure 0.3, evidence 0.7
+      decision:  structure 0.2, evidence 0.3, decision 0.5        (default stage)
+  Any of "structure", "evidence", "decision", "market" may be weighted via `weights=`.
+- "fsr" (Trade-R1 fixed-scale):   G = r + 2 s
+- "dsr" (Trade-R1 dynamic-scale): G = r (0.5 + s) if r > 0 else r (2 - s)
+- "market_only":                  G = r (the baseline that reward-hacks)
+r is the market reward (market.py), s in [0, 1] the consistency score. `consistency` is any
+TRL-signature callable returning s per completion (engineer 5's
+`thesisgym.consistency.make_consistency_reward`; `async def` ones make the combined reward async
+too). Without one, s is a PLACEHOLDER: the evidence report's `grounding` (mean over bullets of
+verified-quote x citation precision, 0 for hallucinated bullets), which measures only the
+evidence <-> reasoning leg of Trade-R1's triangle. A consistency value that is missing, None,
+non-finite or raises falls back to the placeholder for that completion (counted in the
+`<name>/s_fallback` metric); values are clipped to [0, 1].
+
+The paper formulas (fsr, dsr, market_only) use loop_weight = 0 by default; pass `loop_penalty`
+as a separate TRL reward function, or `loop_weight=1.0`, to add it. G is None when r is not
+applicable (no forward return) or, for "weighted", when a weighted component is None.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from thesisgym.rewards.base import column, evidence_index, log_metric, parsed, per_completion
+from thesisgym.rewards.decision import load_decision_matrix, truth_label
+from thesisgym.rewards.evidence import evidence_report
+from thesisgym.rewards.loops import loop_stats
+from thesisgym.rewards.market import DEFAULT_CLIP, DEFAULT_MISSING_PENALTY, market_value
+from thesisgym.rewards.structure import structure_score
+from thesisgym.thesis import completion_text
+
+__all__ = ["COMBINER_KINDS", "STAGE_WEIGHTS", "dsr", "fsr", "make_combined_reward"]
+
+COMBINER_KINDS = ("weighted", "fsr", "dsr", "market_only")
+STAGE_WEIGHTS: dict[str, dict[str, float]] = {
+    "structure": {"structure": 1.0},
+    "evidence": {"structure": 0.3, "evidence": 0.7},
+    "decision": {"structure": 0.2, "evidence": 0.3, "decision": 0.5},
+}
+_COMPONENTS = ("structure", "evidence", "decision", "market")
+
+
+def fsr(r: float, s: float) -> float:
+    """Trade-R1 fixed-scale semantic reward G = r + 2 s."""
+    return r + 2.0 * s
+
+
+def dsr(r: float, s: float) -> float:
+    """Trade-R1 dynamic-scale semantic reward: r (0.5 + s) if r > 0 else r (2 - s)."""
+    return r * (0.5 + s) if r > 0 else r * (2.0 - s)
+
+
+def _clean_s(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return min(1.0, max(0.0, value)) if math.isfinite(value) else None
+
+
+def make_combined_reward(
+    kind: str = "weighted",
+    *,
+    weights: Mapping[str, float] | None = None,
+    stage: str = "decision",
+    consistency: Callable[..., Any] | None = None,
+    clip: float = DEFAULT_CLIP,
+    missing_penalty: float = DEFAULT_MISSING_PENALTY,
+    loop_weight: float | None = None,
+    decision_variant: str | None = None,
+    name: str | None = None,
+) -> Callable[..., Any]:
+    """Build a combined TRL reward with a unique `__name__` (default "<kind>_reward", "weighted_<stage>_reward")."""
+    if kind not in COMBINER_KINDS:
+        raise ValueError(f"kind: expected one of {COMBINER_KINDS}, got {kind!r}")
+    if kind == "weighted":
+        if weights is None:
+            if stage not in STAGE_WEIGHTS:
+                raise ValueError(f"stage: expected one of {tuple(STAGE_WEIGHTS)}, got {stage!r}")
+            weights = STAGE_WEIGHTS[stage]
+        bad = set(weights) - set(_COMPONENTS)
+        if bad:
+            raise ValueError(f"weights: unknown components {sorted(bad)}; allowed {_COMPONENTS}")
+        w = {c: float(weights.get(c, 0.0)) for c in _COMPONENTS}
+        if not all(math.isfinite(v) for v in w.values()):
+            raise ValueError(f"weights: must be finite numbers, got {dict(weights)}")
+    else:
+        w = {}
+    if not (isinstance(clip, (int, float)) and math.isfinite(clip) and clip > 0):
+        raise ValueError(f"clip: must be a positive finite number, got {clip!r}")
+    if not -clip <= missing_penalty <= clip:
+        raise ValueError(f"missing_penalty: must lie in [-clip, clip], got {missing_penalty!r}")
+    if consistency is not None and not callable(consistency):
+        raise TypeError(f"consistency: expected a TRL reward callable, got {type(consistency).__name__}")
+    lw = float(loop_weight if loop_weight is not None else (1.0 if kind == "weighted" else 0.0))
+    matrix = load_decision_matrix(decision_variant)
+
+    ranges = {
+        "structure": (0.0, 1.0),
+        "evidence": (0.0, 1.0),
+        "decision": (matrix.lo, matrix.hi),
+        "market": (-clip, clip),
+    }
+    if kind == "weighted":
+        lo = sum(min(w[c] * a, w[c] * b) for c, (a, b) in ranges.items()) + min(0.0, -lw)
+        hi = sum(max(w[c] * a, w[c] * b) for c, (a, b) in ranges.items()) + max(0.0, -lw)
+    else:
+        lo, hi = {"fsr": (-clip, clip + 2.0), "dsr": (-2.0 * clip, 1.5 * clip), "market_only": (-clip, clip)}[
+            kind
+        ]
+        lo, hi = lo - max(0.0, lw), hi + max(0.0, -lw)
+    reward_name = name or (
+        f"weighted_{stage}_reward"
+        if kind == "weighted" and weights is STAGE_WEIGHTS.get(stage)
+        else f"{kind}_reward"
+    )
+
+    def combine(
+        completions: Sequence[Any], kwargs: dict[str, Any], s_values: Sequence[Any] | None
+    ) -> list[float | None]:
+        memo: dict = {}
+        logs: dict[str, list[float]] = {"s": [], "s_fallback": [], "r": []}
+
+        def score(i: int, completion: Any) -> float | None:
+            thesis = parsed(completion)
+            loop = loop_stats(completion_text(completion))[1] if lw else 0.0
+            if kind == "weighted":
+                total = 0.0
+                if w["structure"]:
+                    total += w["structure"] * structure_score(
+                        thesis, prompt_sections=column(kwargs, "sections", i)
+                    )
+                if w["evidence"]:
+                    total += (
+                        w["evidence"]
+                        * evidence_report(thesis, evidence_index(column(kwargs, "evidence", i), memo)).score
+                    )
+                if w["decision"]:
+                    truth = truth_label(column(kwargs, "label", i))
+                    if truth is None:
+                        return None
+                    total += w["decision"] * matrix(thesis.decision, truth)
+                if w["market"]:
+                    r = market_value(
+                        thesis.decision,
+                        column(kwargs, "fwd_return", i),
+                        column(kwargs, "fwd_vol", i),
+                        clip=clip,
+                        missing_penalty=missing_penalty,
+                    )
+                    if r is None:
+                        return None
+                    total += w["market"] * r
+                return total + lw * loop
+            r = market_value(
+                thesis.decision,
+                column(kwargs, "fwd_return", i),
+                column(kwargs, "fwd_vol", i),
+                clip=clip,
+                missing_penalty=missing_penalty,
+            )
+            if r is None:
+                return None
+            logs["r"].append(r)
+            if kind == "market_only":
+                return r + lw * loop
+            s = _clean_s(s_values[i]) if s_values is not None and i < len(s_values) else None
+            logs["s_fallback"].append(float(s is None))
+            if s is None:
+                s = evidence_report(thesis, evidence_index(column(kwargs, "evidence", i), memo)).grounding
+            logs["s"].append(s)
+            return (fsr(r, s) if kind == "fsr" else dsr(r, s)) + lw * loop
+
+        out = per_completion(completions, score, minimum=lo, lo=lo, hi=hi)
+        for key, values in logs.items():
+            log_metric(kwargs, f"{reward_name}/{key}", values)
+        return out
+
+    needs_s = kind in ("fsr", "dsr") and consistency is not None
+
+    def _s_sync(prompts: Any, completions: Any, kwargs: dict[str, Any]) -> Sequence[Any] | None:
+        try:
+            values = consistency(prompts=prompts, completions=completions, **kwargs)
+            return list(values) if values is not None else None
+        except Exception:
+            return None
+
+    if needs_s and inspect.iscoroutinefunction(consistency):
+
+        async def reward(
+            prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None, **kwargs: Any
+        ) -> list[float | None]:
+            try:
+                values = await consistency(prompts=prompts, completions=completions, **kwargs)
+                s_values = list(values) if values is not None else None
+            except Exception:
+                s_values = None
+            return combine(completions, kwargs, s_values)
+
+    else:
+
+        def reward(
+            prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None, **kwargs: Any
+        ) -> list[float | None]:
+            s_values = _s_sync(prompts, completions, kwargs) if needs_s else None
+            return combine(completions, kwargs, s_values)
+
+    reward.__name__ = reward_name
+    reward.__qualname__ = reward_name
+    reward.__doc__ = (
+        f"Combined thesisgym reward ({kind}); range [{lo:g}, {hi:g}]. See thesisgym.rewards.combine."
+    )
+    reward.range = (lo, hi)  # type: ignore[attr-defined]
+    return reward

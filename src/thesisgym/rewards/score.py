@@ -1,0 +1,146 @@
+"""Score one completion against one dataset row: every component and diagnostic in a flat dict.
+
+This is what `thesisgym score`, distillation filters and evaluation use (GRPO uses the batch
+reward functions, which share the same code paths and caches). `validate` is the verifiers-style
+check that a hand-written gold answer scores ~1.0 on a row, so that a broken fixture or a broken
+reward shows up before training does.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from thesisgym.rewards.base import evidence_index, parsed
+from thesisgym.rewards.combine import STAGE_WEIGHTS, dsr, fsr
+from thesisgym.rewards.decision import load_decision_matrix, truth_label
+from thesisgym.rewards.evidence import evidence_report
+from thesisgym.rewards.loops import loop_stats
+from thesisgym.rewards.market import DEFAULT_CLIP, DEFAULT_MISSING_PENALTY, market_value
+from thesisgym.rewards.structure import structure_score
+from thesisgym.schema import LABEL_TO_ID
+from thesisgym.thesis import completion_text
+
+__all__ = ["SCORE_KEYS", "score_completion", "validate"]
+
+NAN = math.nan
+SCORE_KEYS = (
+    "structure",
+    "evidence",
+    "decision",
+    "market",
+    "loop_penalty",
+    "s",
+    "fsr",
+    "dsr",
+    "weighted",
+    "hallucination_rate",
+    "citation_precision",
+    "grounding",
+    "loop_rate",
+    "decision_valid",
+    "decision_id",
+    "decision_correct",
+    "n_sections",
+    "n_bullets",
+    "n_hallucinated",
+    "n_errors",
+    "s_is_placeholder",
+    "truncated",
+)
+
+
+def score_completion(
+    completion: Any,
+    row: dict[str, Any],
+    *,
+    consistency_s: float | None = None,
+    decision_variant: str | None = None,
+    clip: float = DEFAULT_CLIP,
+    missing_penalty: float = DEFAULT_MISSING_PENALTY,
+) -> dict[str, float]:
+    """Every reward component and diagnostic for one completion (nan = not applicable); never raises.
+
+    Keys: SCORE_KEYS. `s` is `consistency_s` when given (clipped to [0, 1]), else the placeholder
+    grounding score (`s_is_placeholder` = 1). `weighted` uses the "decision" stage weights plus
+    the loop penalty. `decision_id` is the index into schema.LABELS (-1 when missing/invalid).
+    """
+    out = dict.fromkeys(SCORE_KEYS, NAN)
+    try:
+        row = row if isinstance(row, dict) else {}
+        thesis = parsed(completion)
+        report = evidence_report(thesis, evidence_index(row.get("evidence")))
+        matrix = load_decision_matrix(decision_variant)
+        structure = structure_score(thesis, prompt_sections=row.get("sections"))
+        rate, loop = loop_stats(completion_text(completion))
+        truth = truth_label(row.get("label"))
+        decision = matrix(thesis.decision, truth) if truth is not None else NAN
+        r = market_value(
+            thesis.decision,
+            row.get("fwd_return"),
+            row.get("fwd_vol"),
+            clip=clip,
+            missing_penalty=missing_penalty,
+        )
+        s_given = (
+            consistency_s
+            if isinstance(consistency_s, (int, float)) and math.isfinite(consistency_s)
+            else None
+        )
+        s = min(1.0, max(0.0, float(s_given))) if s_given is not None else report.grounding
+        weights = STAGE_WEIGHTS["decision"]
+        weighted = (
+            weights["structure"] * structure
+            + weights["evidence"] * report.score
+            + weights["decision"] * decision
+            + loop
+            if truth is not None
+            else NAN
+        )
+        out.update(
+            structure=structure,
+            evidence=report.score,
+            decision=decision,
+            market=NAN if r is None else r,
+            loop_penalty=loop,
+            s=s,
+            fsr=NAN if r is None else fsr(r, s),
+            dsr=NAN if r is None else dsr(r, s),
+            weighted=weighted,
+            hallucination_rate=report.hallucination_rate,
+            citation_precision=report.citation_precision,
+            grounding=report.grounding,
+            loop_rate=rate,
+            decision_valid=float(thesis.decision is not None),
+            decision_id=float(LABEL_TO_ID.get(thesis.decision or "", -1)),
+            decision_correct=NAN if truth is None else float(thesis.decision == truth),
+            n_sections=float(len(thesis.sections)),
+            n_bullets=float(report.n_bullets),
+            n_hallucinated=float(report.n_hallucinated),
+            n_errors=float(len(thesis.errors)),
+            s_is_placeholder=float(s_given is None),
+            truncated=float(thesis.truncated),
+        )
+    except Exception:  # pragma: no cover - defensive; the parts above never raise on their own
+        out["n_errors"] = 1.0
+    return out
+
+
+def validate(
+    row: dict[str, Any], gold_completion: Any, *, min_score: float = 0.9
+) -> tuple[dict[str, float], bool]:
+    """Check that a gold answer scores like one: structure and evidence >= min_score, no
+    hallucinated bullet, a valid decision and, when the row has a label, the top decision reward.
+
+    Returns (scores, ok) instead of asserting, so callers decide how to report a failure.
+    """
+    scores = score_completion(gold_completion, row)
+    ok = (
+        scores["structure"] >= min_score
+        and scores["evidence"] >= min_score
+        and scores["n_hallucinated"] == 0
+        and scores["decision_valid"] == 1.0
+        and scores["loop_penalty"] == 0.0
+        and (math.isnan(scores["decision"]) or scores["decision"] >= load_decision_matrix().hi)
+    )
+    return scores, bool(ok)

@@ -1,0 +1,506 @@
+"""One parser for the canonical thesis format (SPEC section 5), shared by every stage.
+
+A completion is parsed once into frozen dataclasses (`Thesis` -> `Section` -> `Bullet`) and
+every reward, filter and report reads those, so "what counts as a quote/citation/decision" is
+decided here and nowhere else. The parser is tolerant about spelling (whitespace, tag and label
+casing, curly quotes, "Strong Buy") and strict about what counts (one decision, last tag, outside
+<think>; unknown labels are invalid; unknown tags are reported). It never raises and does linear
+work on a capped prefix of the input, because it runs on raw model samples inside GRPO.
+
+`extract_numbers` is also used by the context builder to fill `EvidenceItem.numbers`, so the
+claim side and the evidence side agree on what a number is.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import Any
+
+from thesisgym.schema import LABELS, SECTIONS
+
+__all__ = [
+    "MAX_PARSE_CHARS",
+    "Bullet",
+    "Section",
+    "Thesis",
+    "completion_text",
+    "extract_numbers",
+    "normalize_label",
+    "normalize_text",
+    "parse_thesis",
+    "scan_numbers",
+]
+
+# Work caps: a policy can emit megabytes of garbage; we look at a bounded prefix and say so.
+MAX_PARSE_CHARS = 200_000
+MAX_NUMBER_SCAN_CHARS = 200_000
+MAX_BULLET_CHARS = 4_000
+
+BLOCK_TAGS = frozenset(SECTIONS) | {"conclusion", "decision", "think"}
+
+# --- numbers ------------------------------------------------------------------------------------
+# One linear regex: optional sign, optional currency, digits with thousands separators or plain,
+# optional decimals, optional scale word/suffix (kept out of the value: "1.2B" -> 1.2). The
+# look-behind stops "Q3", "SMA50" and the "-05" of "2024-05-01" from being read as numbers.
+_NUMBER_RE = re.compile(
+    r"(?<![\w.])(?P<sign>[-+\u2212])?(?:[$\u20ac\u00a3\u00a5]\s?)?"
+    r"(?P<int>\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.(?P<dec>\d+))?(?!\d)"
+)
+
+
+def scan_numbers(text: str, *, max_chars: int = MAX_NUMBER_SCAN_CHARS) -> list[tuple[float, int]]:
+    """Every number in `text` as (value, decimals shown); the decimals drive rounding tolerance."""
+    if not isinstance(text, str) or not text:
+        return []
+    out: list[tuple[float, int]] = []
+    for m in _NUMBER_RE.finditer(text, 0, min(len(text), max_chars)):
+        sign, whole, dec = m.group("sign"), m.group("int"), m.group("dec")
+        value = float(whole.replace(",", "") + ("." + dec if dec else ""))
+        if sign in ("-", "\u2212"):
+            value = -value
+        out.append((value, len(dec) if dec else 0))
+    return out
+
+
+def extract_numbers(text: str) -> list[float]:
+    """Numbers in `text`: "12.4%" -> 12.4, "$1,234.5" -> 1234.5, "-3.2" -> -3.2, "1.2B" -> 1.2.
+
+    Scale words and units are not applied (the evidence and the claim use the same words, so raw
+    values compare). Scans at most MAX_NUMBER_SCAN_CHARS characters; never raises.
+    """
+    return [v for v, _ in scan_numbers(text)]
+
+
+# --- text normalisation -------------------------------------------------------------------------
+_QUOTE_TRANSLATION = str.maketrans(
+    {
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u201e": '"',
+        "\u201f": '"',
+        "\u00ab": '"',
+        "\u00bb": '"',
+        "\u2033": '"',
+        "\uff02": '"',
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u201a": "'",
+        "\u201b": "'",
+        "\u2032": "'",
+        "\u2013": "-",
+        "\u2014": "-",
+        "\u2212": "-",
+        "\u00a0": " ",
+    }
+)
+_WS_RE = re.compile(r"\s+")
+
+
+def normalize_text(text: str) -> str:
+    """Case-, whitespace- and quote-insensitive form used to compare quotes with evidence."""
+    if not isinstance(text, str):
+        return ""
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text.translate(_QUOTE_TRANSLATION))
+    if (
+        "  " in text
+        or "\n" in text
+        or "\t" in text
+        or "\r" in text
+        or "\x0b" in text
+        or "\x0c" in text
+        or not text.isascii()
+    ):
+        text = _WS_RE.sub(" ", text)
+    return text.strip().lower()
+
+
+_LABEL_SEP_RE = re.compile(r"[\s\-_]+")
+_LABEL_STRIP = " \t\r\n*_`'\".:;!()[]{}"
+
+
+def normalize_label(raw: str) -> str:
+    """ "Strong Buy" / "strong-buy" / "**STRONG_BUY**" -> "STRONG_BUY"; unknown strings come back upper-cased."""
+    if not isinstance(raw, str):
+        return ""
+    return _LABEL_SEP_RE.sub("_", raw.strip(_LABEL_STRIP).upper()).strip("_")
+
+
+# --- completions ----------------------------------------------------------------------------------
+def completion_text(completion: Any) -> str:
+    """The text of a TRL completion: a plain str or `[{"role": "assistant", "content": ...}]`.
+
+    Conversational completions join the assistant contents (content may itself be a list of
+    `{"type": "text", "text": ...}` parts). Anything else returns "" (scored as an empty thesis).
+    """
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, dict):
+        completion = [completion]
+    if not isinstance(completion, (list, tuple)):
+        return ""
+    parts: list[str] = []
+    for message in completion:
+        if not isinstance(message, dict):
+            continue
+        if message.get("role", "assistant") != "assistant":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts.extend(
+                p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
+            )
+    return "\n".join(parts)
+
+
+# --- dataclasses ----------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Bullet:
+    """One "opinion -> quote -> source" bullet.
+
+    text:       the bullet as written (marker removed, whitespace collapsed)
+    opinion:    text with quotes and citations removed: the analyst's own words
+    quotes:     quoted strings (straight or curly double quotes), in order
+    citations:  cited evidence ids, upper-cased, in order, without duplicates
+    numbers:    numbers in the opinion (outside quotes and citations) as (value, decimals shown)
+    word_count: words in the opinion (quotes excluded, so copy-pasting evidence is not "writing")
+    """
+
+    text: str
+    opinion: str
+    quotes: tuple[str, ...]
+    citations: tuple[str, ...]
+    numbers: tuple[tuple[float, int], ...]
+    word_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """A section tag (one of schema.SECTIONS) and its bullets; `prose` = words written outside bullets."""
+
+    name: str
+    bullets: tuple[Bullet, ...]
+    prose: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Thesis:
+    """A parsed completion. `decision` is set only when it is valid (see `errors` otherwise)."""
+
+    sections: tuple[Section, ...]
+    conclusion: str | None
+    decision: str | None
+    decisions: tuple[str, ...]
+    think: str | None
+    errors: tuple[str, ...]
+    warnings: tuple[str, ...]
+    unknown_tags: tuple[str, ...]
+    raw_length: int
+    truncated: bool = False
+    decision_in_think: tuple[str, ...] = field(default=())
+
+    @property
+    def section_names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.sections)
+
+    @property
+    def bullets(self) -> tuple[Bullet, ...]:
+        return tuple(b for s in self.sections for b in s.bullets)
+
+    @property
+    def valid(self) -> bool:
+        """True when the decision is valid and no structural error was found."""
+        return not self.errors and self.decision is not None
+
+
+# --- parsing ----------------------------------------------------------------------------------------
+_TAG_RE = re.compile(r"<([^<>\n]{1,48})>")
+_TAG_INNER_RE = re.compile(r"\s*(/?)\s*([A-Za-z][A-Za-z0-9_\- ]{0,40}?)\s*/?\s*")
+_BULLET_SPLIT_RE = re.compile(r"\n[ \t]*(?:[-*\u2022\u2023\u25e6\u2043\u2219]|\d{1,2}[.)])[ \t]+")
+_NESTED_DECISION_RE = re.compile(r"(.{0,60}?)<\s*/\s*decision\s*>", re.S | re.I)
+_PIECE_RE = re.compile(r'"([^"\n]{1,2000})"|\[([^\[\]\n]{1,300})\]')
+_CITE_GROUP_RE = re.compile(r"\s*[A-Za-z]{1,3}\s?\d{1,4}(?:\s*[,;/&]\s*[A-Za-z]{1,3}\s?\d{1,4})*\s*")
+_CITE_ID_RE = re.compile(r"([A-Za-z]{1,3})\s?(\d{1,4})")
+_DIGIT_RE = re.compile(r"\d")
+_ASCII_DIGIT_RE = re.compile(r"[0-9]")  # faster prefilter when the text is ASCII
+_PUNCT_TOKEN_RE = re.compile(r" [^\w\s$]+(?= |$)")  # on " " + opinion: "->", "-", ":" alone are not words
+_PUNCT_LINE_RE = re.compile(r"[ \n][^\w\s$]+(?=[ \n]|$)")  # the same over many opinions, one per line
+
+
+_tag_cache: dict[str, tuple[bool, str] | None] = {}
+
+
+def _tag(inner: str) -> tuple[bool, str] | None:
+    """(closing, normalised name) of the inside of <...>, or None when it is not a tag; cached."""
+    hit = _tag_cache.get(inner, False)
+    if hit is False:
+        m = _TAG_INNER_RE.fullmatch(inner)
+        hit = (m.group(1) == "/", _LABEL_SEP_RE.sub("_", m.group(2).strip().lower())) if m else None
+        if len(_tag_cache) > 50_000:
+            _tag_cache.clear()
+        _tag_cache[inner] = hit
+    return hit
+
+
+_cite_cache: dict[str, tuple[str, ...]] = {}
+
+
+def _cite_ids(group: str) -> tuple[str, ...]:
+    """Ids in the inside of one [...] group; () when it is not a citation ("[see above]", "[1]")."""
+    hit = _cite_cache.get(group)
+    if hit is None:
+        hit = ()
+        if _CITE_GROUP_RE.fullmatch(group):
+            hit = tuple(f"{prefix.upper()}{int(num)}" for prefix, num in _CITE_ID_RE.findall(group))
+        if len(_cite_cache) > 50_000:  # bounded: groups are short and repeat, but junk can be endless
+            _cite_cache.clear()
+        _cite_cache[group] = hit
+    return hit
+
+
+def parse_bullet(text: str) -> Bullet:
+    """Split one bullet's text into opinion, quotes, citations and claim numbers.
+
+    One left-to-right pass finds quotes and [...] groups, so a citation inside a quote is part of
+    the quote. The opinion is the text without quotes and without bracketed groups (a bracket is a
+    reference, never the analyst's claim).
+    """
+    bullets = _parse_bullets([text])
+    return bullets[0] if bullets else Bullet("", "", (), (), (), 0)
+
+
+def _parse_bullets(chunks: list[str]) -> tuple[Bullet, ...]:
+    """parse_bullet for many bullets at once: the regex passes run once over all of them (hot path)."""
+    texts: list[str] = []
+    for text in chunks:
+        if len(text) > MAX_BULLET_CHARS:
+            text = text[:MAX_BULLET_CHARS]
+        if not text.isascii():  # unicode spaces and line breaks (NEL, U+2028) become plain spaces too
+            text = _WS_RE.sub(" ", text.translate(_QUOTE_TRANSLATION))
+        text = text.strip()
+        if not text:
+            continue
+        if "  " in text or "\n" in text or "\t" in text or "\r" in text or "\x0b" in text or "\x0c" in text:
+            text = _WS_RE.sub(" ", text)
+        texts.append(text)
+    if not texts:
+        return ()
+    # one string, one line per bullet: quotes and [...] groups never span a newline, so every
+    # match belongs to exactly one bullet and the substitution keeps the line structure
+    joined = "\n".join(texts)
+    quotes: list[list[str]] = [[] for _ in texts]
+    citations: list[list[str]] = [[] for _ in texts]
+    if '"' in joined or "[" in joined:
+        starts = [0]
+        for t in texts[:-1]:
+            starts.append(starts[-1] + len(t) + 1)
+        for m in _PIECE_RE.finditer(joined):
+            i = bisect_right(starts, m.start()) - 1
+            quote, group = m.groups()
+            if group is not None:
+                cites = citations[i]
+                for cid in _cite_ids(group):
+                    if cid not in cites:
+                        cites.append(cid)
+            elif quote.strip():
+                quotes[i].append(quote.strip())
+        opinions = [" ".join(o.split()) for o in _PIECE_RE.sub(" ", joined).split("\n")]
+    else:
+        opinions = texts
+    all_opinions = "\n".join(opinions)
+    any_digit = (_ASCII_DIGIT_RE if all_opinions.isascii() else _DIGIT_RE).search(all_opinions) is not None
+    any_punct = _PUNCT_LINE_RE.search(" " + all_opinions) is not None
+    out = []
+    for text, opinion, q, c in zip(texts, opinions, quotes, citations, strict=True):
+        out.append(
+            Bullet(
+                text=text,
+                opinion=opinion,
+                quotes=tuple(q),
+                citations=tuple(c),
+                numbers=tuple(scan_numbers(opinion)) if any_digit and _DIGIT_RE.search(opinion) else (),
+                word_count=len(opinion.split())
+                - (len(_PUNCT_TOKEN_RE.findall(" " + opinion)) if any_punct else 0),
+            )
+        )
+    return tuple(out)
+
+
+def _split_bullets(body: str) -> tuple[tuple[Bullet, ...], str]:
+    """Bullets start with a marker at the beginning of a line; other lines continue the previous one."""
+    chunks = _BULLET_SPLIT_RE.split("\n" + body)
+    prose = " ".join(chunks[0].split())  # text before the first bullet
+    return _parse_bullets(chunks[1:]), prose
+
+
+_THINK_TAG_RE = re.compile(r"<\s*(/?)\s*think\s*>", re.I)
+
+
+def _split_think(text: str) -> tuple[str, str | None, list[str]]:
+    """Remove <think> blocks (any casing/spacing), an unclosed one and an R1-style leading "...</think>"."""
+    if "think" not in text and "THINK" not in text and "Think" not in text:
+        return text, None, []
+    marks = [(m.start(), m.end(), m.group(1) == "/") for m in _THINK_TAG_RE.finditer(text)]
+    if not marks:
+        return text, None, []
+    notes: list[str] = []
+    think_parts: list[str] = []
+    out: list[str] = []
+    pos = 0
+    i = 0
+    if marks[0][2]:  # text starts inside a think block whose opening tag was in the prompt
+        think_parts.append(text[: marks[0][0]])
+        pos = marks[0][1]
+        i = 1
+    while i < len(marks):
+        start, end, closing = marks[i]
+        if closing:  # stray </think>: drop the tag, keep the text around it
+            out.append(text[pos:start])
+            pos = end
+            i += 1
+            continue
+        out.append(text[pos:start])
+        j = i + 1
+        while j < len(marks) and not marks[j][2]:
+            j += 1  # nested or repeated <think> inside thinking
+        if j == len(marks):
+            think_parts.append(text[end:])
+            notes.append("unclosed <think>: everything after it is treated as thinking")
+            pos = len(text)
+            break
+        think_parts.append(text[end : marks[j][0]])
+        pos = marks[j][1]
+        i = j + 1
+    out.append(text[pos:])
+    think = "\n".join(p.strip() for p in think_parts) if think_parts else None
+    return " ".join(out), think, notes
+
+
+def parse_thesis(text: Any) -> Thesis:
+    """Parse a completion (str or TRL conversational list) into a `Thesis`; never raises."""
+    try:
+        return _parse(text if isinstance(text, str) else completion_text(text))
+    except Exception as exc:  # pragma: no cover - defensive: a parser bug must not kill training
+        return Thesis((), None, None, (), None, (f"parser failure: {type(exc).__name__}",), (), (), 0)
+
+
+def _parse(text: str) -> Thesis:
+    raw_length = len(text)
+    errors: list[str] = []
+    warnings: list[str] = []
+    truncated = raw_length > MAX_PARSE_CHARS
+    if truncated:
+        text = text[:MAX_PARSE_CHARS]
+        warnings.append(f"completion truncated to {MAX_PARSE_CHARS} of {raw_length} characters")
+    body, think, notes = _split_think(text)
+    warnings.extend(notes)
+    think_decisions = ()
+    if think:
+        think_decisions = tuple(
+            normalize_label(m.group(1))
+            for m in re.finditer(r"<\s*decision\s*>(.{0,60}?)<\s*/\s*decision\s*>", think, re.I | re.S)
+        )
+        if think_decisions:
+            warnings.append("decision tag inside <think> ignored")
+
+    tags = []
+    for m in _TAG_RE.finditer(body):
+        tag = _tag(m.group(1))
+        if tag is not None:
+            tags.append((m.start(), m.end(), tag[0], tag[1]))
+    sections: list[Section] = []
+    seen_sections: set[str] = set()
+    unknown: list[str] = []
+    conclusion: str | None = None
+    decisions: list[str] = []
+    decision_pos: list[int] = []
+    last_block_end = -1  # index in `tags` of the last closed block, to check "decision is last"
+    block_order: list[str] = []
+    i = 0
+    while i < len(tags):
+        start, end, closing, name = tags[i]
+        if name not in BLOCK_TAGS:
+            if name not in unknown:
+                unknown.append(name)
+            i += 1
+            continue
+        if closing:
+            warnings.append(f"stray closing tag </{name}>")
+            i += 1
+            continue
+        j = i + 1
+        while j < len(tags) and not (tags[j][3] == name and tags[j][2]):
+            j += 1
+        if j == len(tags):
+            errors.append(f"unclosed <{name}>")
+            content = body[end:]
+            close_end = len(body)
+        else:
+            content = body[end : tags[j][0]]
+            close_end = tags[j][1]
+        block_order.append(name)
+        if name == "decision":
+            decisions.append(normalize_label(content))
+            decision_pos.append(len(block_order) - 1)
+        elif name == "conclusion":
+            if conclusion is not None:
+                warnings.append("more than one <conclusion>; the first is used")
+            else:
+                conclusion = _WS_RE.sub(" ", content).strip()
+        elif name in SECTIONS:
+            if name in seen_sections:
+                warnings.append(f"duplicate <{name}> section; the first is used")
+            else:
+                seen_sections.add(name)
+                bullets, prose = _split_bullets(content)
+                if prose:
+                    warnings.append(f"<{name}> has text outside bullets")
+                sections.append(Section(name=name, bullets=bullets, prose=prose))
+        last_block_end = close_end
+        # the block's inner tags belong to it, but a <decision> inside a section (typically an
+        # unclosed one) is still a decision: count it so a second decision cannot hide in there
+        if name != "decision":
+            for t in tags[i + 1 : j]:
+                if t[3] == "decision" and not t[2]:
+                    m = _NESTED_DECISION_RE.match(body, t[1])
+                    decisions.append(normalize_label(m.group(1)) if m else "")
+                    block_order.append("decision")
+                    decision_pos.append(len(block_order) - 1)
+                    errors.append(f"<decision> nested inside <{name}>")
+        i = j + 1
+
+    decision: str | None = None
+    if not decisions:
+        errors.append("missing <decision>")
+    elif len(decisions) > 1:
+        errors.append(f"{len(decisions)} <decision> tags; exactly one is required")
+    else:
+        label = decisions[0]
+        if label not in LABELS:
+            errors.append(f"invalid decision {label!r}; expected one of {', '.join(LABELS)}")
+        elif decision_pos[0] != len(block_order) - 1:
+            errors.append("<decision> is not the last tag")
+        else:
+            decision = label
+    if unknown:
+        warnings.append("unknown tags: " + ", ".join(unknown[:10]))
+    if last_block_end != -1 and body[last_block_end:].strip() and decision is not None:
+        warnings.append("text after the last tag")
+    return Thesis(
+        sections=tuple(sections),
+        conclusion=conclusion,
+        decision=decision,
+        decisions=tuple(decisions),
+        think=think,
+        errors=tuple(errors),
+        warnings=tuple(warnings),
+        unknown_tags=tuple(unknown),
+        raw_length=raw_length,
+        truncated=truncated,
+        decision_in_think=think_decisions,
+    )

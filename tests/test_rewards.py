@@ -1,0 +1,358 @@
+"""Reward components: formulas, verification rules, the decision matrix data, combiners, TRL calling convention."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+
+from test_rewards_fixtures import GOLD_BULLETS, assemble, gold_thesis, make_row
+from thesisgym.rewards import (
+    STAGE_WEIGHTS,
+    decision_reward,
+    dsr,
+    evidence_reward,
+    fsr,
+    load_decision_matrix,
+    loop_penalty,
+    make_combined_reward,
+    make_decision_reward,
+    make_market_reward,
+    make_structure_reward,
+    market_reward,
+    quote_in_text,
+    score_completion,
+    structure_reward,
+)
+from thesisgym.rewards.loops import loop_params, loop_stats
+from thesisgym.schema import LABELS
+
+
+def batch(rows: list[dict]) -> dict:
+    """Columns as TRL passes them: one list per column."""
+    return {key: [r.get(key) for r in rows] for key in rows[0]}
+
+
+def call(fn, completions: list, rows: list[dict], **extra):
+    cols = batch(rows)
+    prompts = cols.pop("prompt")
+    return fn(
+        prompts=prompts,
+        completions=completions,
+        completion_ids=[[1, 2]] * len(completions),
+        trainer_state=None,
+        **cols,
+        **extra,
+    )
+
+
+# --- structure ---------------------------------------------------------------------------------
+def test_structure_formula_for_missing_sections():
+    three = {k: GOLD_BULLETS[k] for k in ("technical", "news", "macro")}
+    (value,) = call(structure_reward, [assemble(three)], [make_row()])
+    # S = 3 of lo = hi = 6 prompt sections: R_count = max(0.3, 0.7 * 3/6) = 0.35; sections perfect
+    assert value == pytest.approx(0.6 * 0.35 + 0.4 * 1.0)
+
+
+def test_structure_bounds_default_and_override():
+    three = {k: GOLD_BULLETS[k] for k in ("technical", "news", "macro")}
+    row = make_row(sections=None)
+    (default,) = call(structure_reward, [assemble(three)], [row])
+    assert default == pytest.approx(0.6 * max(0.3, 0.7 * 3 / 5) + 0.4)  # 5-7 when the row does not say
+    (custom,) = call(make_structure_reward(lo=2, hi=2), [assemble(three)], [row])
+    assert custom == pytest.approx(0.6 * (1 - 0.15) + 0.4)
+    assert make_structure_reward(name="s2").__name__ == "s2"
+
+
+def test_structure_section_with_few_short_bullets():
+    text = assemble({"technical": ["Too short to say much"]})
+    (value,) = call(make_structure_reward(lo=1, hi=1), [text], [make_row()])
+    # one bullet of 5 words: count 1/4, length 5/15
+    assert value == pytest.approx(0.6 + 0.4 * (0.5 * 0.25 + 0.5 * 5 / 15))
+
+
+def test_structure_empty_is_zero():
+    assert call(structure_reward, ["", "no tags at all"], [make_row(), make_row()]) == [0.0, 0.0]
+
+
+# --- evidence ---------------------------------------------------------------------------------
+def test_evidence_formula_single_section_three_bullets():
+    bullets = {"technical": GOLD_BULLETS["technical"][:3]}
+    (value,) = call(evidence_reward, [assemble(bullets)], [make_row()])
+    assert value == pytest.approx(0.3 * 3 / 4 + 0.7 * 1.0)
+
+
+def test_evidence_short_opinion_and_no_quote():
+    short = 'Strong day "up 2.3% on the day" [T1]'  # 2 opinion words, quote + source: R_op = 2/15
+    noquote = "Buyers seem in control and the trend looks healthy to me, with broad participation across sessions [T2]"
+    bullets = {"technical": [short] + GOLD_BULLETS["technical"][1:]}
+    (value,) = call(evidence_reward, [assemble(bullets)], [make_row()])
+    b = 0.4 * 2 / 15 + 0.35 + 0.25
+    assert value == pytest.approx(0.3 + 0.7 * 4 / (1 / b + 3))
+    bullets = {"technical": [noquote] + GOLD_BULLETS["technical"][1:]}
+    (value,) = call(evidence_reward, [assemble(bullets)], [make_row()])
+    # no quote: R_op = min(0.3, ..) = 0.3; nothing to verify -> credit for one citation (precision 1)
+    b = 0.4 * 0.3 + 0.25
+    assert value == pytest.approx(0.3 + 0.7 * 4 / (1 / b + 3))
+
+
+def test_quote_matching_rules():
+    text = "Regulators open probe into app store fees; potential fine of up to 10% of global revenue."
+    assert quote_in_text("REGULATORS  open probe", text)
+    assert quote_in_text("\u201cpotential fine of up to 10%\u201d", text)
+    assert quote_in_text("Regulators open probe ... global revenue", text)
+    assert quote_in_text("Regulators opan probe into app store fees", text)  # one typo: fuzzy >= 90
+    assert not quote_in_text("Regulators opan probe into app store fees", text, fuzzy=False)
+    assert not quote_in_text("Regulators close the probe into fees", text)
+    assert not quote_in_text(text + " and the company will pay it all", text)
+    assert not quote_in_text("potential fine of up to 19% of global", text)  # fuzzy never forgives numbers
+
+
+def test_number_tolerance_rounding_and_sign():
+    base = GOLD_BULLETS["technical"][1:]
+    ok = 'The stock trades about 3% above its 20-day average, a healthy but not stretched trend "price is 3.4% above" [T2]'
+    ok_sign = 'After the run higher the pullback risk is real though the last session was up 2.3% on heavy volume "volume 61.2M" [T1]'
+    bad = 'The stock trades about 4% above its 20-day average, a healthy but not stretched trend "price is 3.4% above" [T2]'
+    values = call(
+        evidence_reward, [assemble({"technical": [b] + base}) for b in (ok, ok_sign, bad)], [make_row()] * 3
+    )
+    assert values[0] > 0.95 and values[1] > 0.95 and values[2] < 0.5
+
+
+def test_evidence_logs_diagnostics_through_trl_log_metric():
+    logged: dict[str, float] = {}
+    call(
+        evidence_reward,
+        [gold_thesis(), ""],
+        [make_row(), make_row()],
+        log_metric=lambda k, v: logged.__setitem__(k, v),
+    )
+    assert logged["evidence/hallucination_rate"] == 0.0 and logged["evidence/citation_precision"] == 1.0
+
+
+def test_evidence_without_evidence_column_makes_every_bullet_a_hallucination():
+    # no ids exist -> every bullet scores 0; what remains is the formula's bullet-count term
+    # per section: 0.3 * 1 + 0.7 * floor 0.01
+    assert evidence_reward(prompts=["p"], completions=[gold_thesis()]) == [pytest.approx(0.307)]
+    assert score_completion(gold_thesis(), {})["hallucination_rate"] == 1.0
+
+
+# --- decision matrix --------------------------------------------------------------------------
+def test_matrix_file_variants_and_documented_asymmetry():
+    printed = load_decision_matrix("paper_printed").matrix
+    text = load_decision_matrix().matrix
+    assert load_decision_matrix().variant == "text"
+    assert printed[0] == (1.00, 0.75, -1.25, -2.00, -2.25)  # as printed in SPEC
+    assert text == tuple(zip(*printed, strict=True))  # default = transpose
+    cross = [(p, t) for p in (3, 4) for t in (0, 1)]  # bullish call, bearish truth
+    for p in range(5):
+        for t in range(p):
+            mirror = (4 - p, 4 - t)
+            if (p, t) in cross:
+                assert text[p][t] < text[mirror[0]][mirror[1]]  # text: false bullish punished harder
+                assert printed[p][t] > printed[mirror[0]][mirror[1]]  # printed: the reverse
+            else:
+                assert text[p][t] == text[mirror[0]][mirror[1]]
+
+
+def test_decision_reward_values():
+    texts = [assemble(decision=d) for d in ("BUY", "STRONG_BUY", "SELL", None)]
+    assert call(decision_reward, texts, [make_row()] * 4) == [1.0, 0.75, -1.25, -1.5]
+    printed = make_decision_reward(variant="paper_printed", name="decision_printed")
+    assert call(printed, texts, [make_row()] * 4) == [1.0, 0.75, -1.5, -1.5]
+    assert call(decision_reward, [gold_thesis()], [make_row(label=None)]) == [None]
+    assert call(decision_reward, [gold_thesis()], [make_row(label=3)]) == [1.0]
+
+
+def test_bad_matrix_file_names_the_file(tmp_path):
+    bad = tmp_path / "m.yaml"
+    bad.write_text(
+        "order: [STRONG_SELL, SELL, HOLD, BUY, STRONG_BUY]\ndefault: x\nvariants:\n  x: {matrix: [[1, 2]]}\n"
+    )
+    with pytest.raises(ValueError, match="m.yaml"):
+        load_decision_matrix(path=bad)
+
+
+# --- market -----------------------------------------------------------------------------------
+def test_market_reward_values_clip_and_na():
+    rows = [
+        make_row(fwd_return=0.035, fwd_vol=0.035),
+        make_row(fwd_return=0.5, fwd_vol=0.01),
+        make_row(fwd_return=float("nan")),
+        make_row(fwd_vol=0.0),
+    ]
+    texts = [assemble(decision="STRONG_SELL"), assemble(decision="STRONG_BUY"), gold_thesis(), gold_thesis()]
+    assert call(market_reward, texts, rows) == [pytest.approx(-1.0), 3.0, None, None]
+    assert call(market_reward, [assemble(decision=None)], [make_row()]) == [-1.0]
+    long_only = make_market_reward(
+        positions={**dict.fromkeys(LABELS, 0.0), "BUY": 0.5, "STRONG_BUY": 1.0}, name="m_long"
+    )
+    assert call(long_only, [assemble(decision="STRONG_SELL")], [make_row()]) == [0.0]
+    with pytest.raises(ValueError, match="positions"):
+        make_market_reward(positions={"BUY": 1.0})
+
+
+# --- loops ------------------------------------------------------------------------------------
+def test_loop_params_scale_with_length():
+    assert loop_params(400) == (10, 4) and loop_params(10_000) == (30, 20) and loop_params(10) == (6, 4)
+
+
+def test_loop_penalty_honest_vs_looping():
+    looping = gold_thesis() + (" I will now repeat the analysis of the momentum factor again and again" * 60)
+    values = call(loop_penalty, [gold_thesis(), looping, ""], [make_row()] * 3)
+    assert values[0] == 0.0 and values[2] == 0.0 and -1.0 <= values[1] <= -0.5
+    rate, _ = loop_stats(looping)
+    assert 0.3 < rate <= 1.0
+
+
+# --- combiners --------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("r", "s", "g_fsr", "g_dsr"),
+    [
+        (1.0, 1.0, 3.0, 1.5),
+        (1.0, 0.0, 1.0, 0.5),
+        (2.0, 0.5, 3.0, 2.0),
+        (-1.0, 1.0, 1.0, -1.0),
+        (-1.0, 0.0, -1.0, -2.0),
+        (-2.0, 0.25, -1.5, -3.5),
+        (0.0, 0.7, 1.4, 0.0),
+        (3.0, 0.1, 3.2, 1.8),
+    ],
+)
+def test_fsr_dsr_table(r, s, g_fsr, g_dsr):
+    assert fsr(r, s) == pytest.approx(g_fsr) and dsr(r, s) == pytest.approx(g_dsr)
+
+
+def test_combined_rewards_match_formulas_and_have_unique_names():
+    row = make_row(fwd_return=0.07, fwd_vol=0.035)  # BUY -> r = 0.5 * 2 = 1.0
+    fixed = lambda prompts, completions, **kw: [0.25] * len(completions)  # noqa: E731
+    fns = [make_combined_reward(k, consistency=fixed) for k in ("fsr", "dsr", "market_only")] + [
+        make_combined_reward()
+    ]
+    assert len({f.__name__ for f in fns}) == 4 and fns[0].__name__ == "fsr_reward"
+    values = [call(f, [gold_thesis()], [row])[0] for f in fns]
+    w = STAGE_WEIGHTS["decision"]
+    assert values == [
+        pytest.approx(1.5),
+        pytest.approx(0.75),
+        pytest.approx(1.0),
+        pytest.approx(w["structure"] + w["evidence"] + w["decision"]),
+    ]
+
+
+def test_placeholder_s_and_consistency_fallback():
+    row = make_row(fwd_return=-0.07, fwd_vol=0.035)  # BUY -> r = -1
+    logged: dict[str, float] = {}
+    broken = lambda prompts, completions, **kw: 1 / 0  # noqa: E731
+    fn = make_combined_reward("dsr", consistency=broken)
+    hallucinated = gold_thesis().replace("[T1]", "[T9]")
+    values = call(
+        fn, [gold_thesis(), hallucinated], [row, row], log_metric=lambda k, v: logged.__setitem__(k, v)
+    )
+    # placeholder s = grounding: 1.0 for gold; below 1 when one bullet is hallucinated
+    assert values[0] == pytest.approx(-1.0) and values[1] < values[0]
+    assert logged["dsr_reward/s_fallback"] == 1.0
+    assert make_combined_reward("fsr")(
+        prompts=["p"], completions=[gold_thesis()], fwd_return=[float("nan")], fwd_vol=[0.1]
+    ) == [None]
+
+
+def test_async_consistency_gives_async_reward():
+    async def judge(prompts, completions, **kw):
+        return [0.5] * len(completions)
+
+    fn = make_combined_reward("fsr", consistency=judge)
+    row = make_row(fwd_return=0.07, fwd_vol=0.035)
+    cols = batch([row])
+    values = asyncio.run(fn(prompts=cols.pop("prompt"), completions=[gold_thesis()], **cols))
+    assert values == [pytest.approx(2.0)]
+
+
+def test_combiner_rejects_bad_options():
+    with pytest.raises(ValueError, match="kind"):
+        make_combined_reward("sum")
+    with pytest.raises(ValueError, match="weights"):
+        make_combined_reward(weights={"style": 1.0})
+    with pytest.raises(TypeError, match="consistency"):
+        make_combined_reward("fsr", consistency=0.5)
+    with pytest.raises(ValueError, match="clip"):
+        make_combined_reward("dsr", clip=0)
+
+
+def test_score_completion_keys_and_na():
+    scores = score_completion(gold_thesis(), make_row(label=None, fwd_return=float("nan")))
+    assert math.isnan(scores["decision"]) and math.isnan(scores["market"]) and math.isnan(scores["fsr"])
+    assert scores["structure"] == 1.0 and scores["s_is_placeholder"] == 1.0
+    assert score_completion(gold_thesis(), make_row(), consistency_s=0.2)["s"] == 0.2
+
+
+def test_trl_calling_convention_end_to_end():
+    """Mirror GRPOTrainer._calculate_rewards: repeated rows, conversational completions, logging kwargs."""
+    from collections import defaultdict
+
+    rows = [make_row(), make_row(label=None, fwd_return=float("nan"))]
+    inputs = [r for r in rows for _ in range(3)]  # num_generations = 3, adjacent
+    completions = [
+        [{"role": "assistant", "content": t}] for t in [gold_thesis(), "", "<decision>SELL</decision>"] * 2
+    ]
+    keys = [k for k in inputs[0] if k not in ("prompt", "completion", "completion_ids")]
+    metrics: dict[str, list[float]] = defaultdict(list)
+    extra: dict[str, list] = defaultdict(list)
+    kwargs = {k: [x[k] for x in inputs] for k in keys}
+    kwargs.update(
+        trainer_state=None,
+        log_metric=lambda n, v: metrics[n].append(v),
+        log_extra=lambda c, v: extra[c].extend(v),
+    )
+    funcs = [
+        structure_reward,
+        evidence_reward,
+        decision_reward,
+        market_reward,
+        loop_penalty,
+        make_combined_reward(),
+        make_combined_reward("dsr"),
+    ]
+    assert len({f.__name__ for f in funcs}) == len(funcs)
+    for fn in funcs:
+        out = fn(
+            prompts=[x["prompt"] for x in inputs], completions=completions, completion_ids=[[0]] * 6, **kwargs
+        )
+        assert len(out) == 6
+        assert all(v is None or math.isfinite(v) for v in out)
+    assert extra["decision"] == ["BUY", "INVALID", "SELL"] * 2 and len(extra["hallucination_rate"]) == 6
+    assert "evidence/hallucination_rate" in metrics and "decision/valid" in metrics
+
+
+def test_numbers_from_the_item_header_are_citable():
+    bullet = 'The filing dated 2024-03-08 shows the trend intact, a point the tape confirms once more today "price is 3.4% above" [T2]'
+    (value,) = call(
+        evidence_reward, [assemble({"technical": [bullet] + GOLD_BULLETS["technical"][1:]})], [make_row()]
+    )
+    assert value > 0.95
+
+
+def test_templated_repetition_is_a_mild_penalty_not_a_loop_verdict():
+    phrase = (
+        "I read this item as a clear negative that could push the price lower in the days ahead "
+        "and I would not hold the shares into that risk"
+    )  # 27 words > n = 21 for this length
+    bullets = {
+        k: [f"{phrase}, {b}" if i == 0 else b for i, b in enumerate(v)] for k, v in GOLD_BULLETS.items()
+    }
+    rate, penalty = loop_stats(assemble(bullets))  # the phrase opens 6 bullets of a ~900-word thesis
+    assert 0 < rate < 0.15 and -0.3 < penalty < 0
+
+
+def test_rewards_are_pure_and_grounding_never_reads_the_future():
+    from thesisgym.rewards.base import clear_caches
+
+    texts = [gold_thesis(), gold_thesis().replace("[T1]", "[T9]"), assemble(decision="SELL")]
+    now = [make_row()] * 3
+    future = [make_row(label="STRONG_SELL", fwd_return=-0.2, fwd_vol=0.01)] * 3
+    for fn in (structure_reward, evidence_reward, loop_penalty):
+        first = call(fn, texts, now)
+        clear_caches()
+        assert call(fn, texts, now) == first  # deterministic, cache-independent
+        assert call(fn, texts, future) == first  # label / forward return cannot move grounding scores

@@ -1,0 +1,93 @@
+"""`thesisgym score`: JSONL of completions against a saved DatasetDict split."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+from test_rewards_fixtures import assemble, gold_thesis, make_row
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="module")
+def dataset_dir(tmp_path_factory):
+    datasets = pytest.importorskip("datasets")
+    rows = [make_row(), make_row(label="SELL", asof="2024-03-11", fwd_return=-0.03)]
+    for r in rows:
+        r["variation"] = 0
+    split = datasets.Dataset.from_list(rows)
+    path = tmp_path_factory.mktemp("score") / "ctx"
+    datasets.DatasetDict({"test": split, "train": split}).save_to_disk(str(path))
+    return path
+
+
+def write_jsonl(path, records):
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    return path
+
+
+def run(*args):
+    from thesisgym.cli import app
+
+    return CliRunner().invoke(app, ["score", *map(str, args)])
+
+
+def test_score_json_by_index_and_by_keys(dataset_dir, tmp_path):
+    fabricated = gold_thesis().replace("[T1]", "[T9]")
+    jsonl = write_jsonl(
+        tmp_path / "c.jsonl",
+        [
+            {"index": 0, "completion": gold_thesis()},
+            {
+                "ticker": "AAPL",
+                "asof": "2024-03-11",
+                "completion": [{"role": "assistant", "content": assemble(decision="SELL")}],
+            },
+            {"index": 0, "completion": fabricated},
+        ],
+    )
+    out = tmp_path / "scores.jsonl"
+    result = run(
+        jsonl, "--dataset", dataset_dir, "--split", "test", "--json", "--worst", "1", "--output", out
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["n"] == 3 and report["means"]["decision"] == 1.0
+    assert report["means"]["hallucination_rate"] == pytest.approx(1 / 24 / 3)
+    assert report["worst"][0]["line"] == 3 and "unknown id T9" in report["worst"][0]["reason"]
+    assert len(out.read_text().splitlines()) == 3
+
+
+def test_score_table_output(dataset_dir, tmp_path):
+    jsonl = write_jsonl(tmp_path / "c.jsonl", [{"index": 1, "completion": gold_thesis()}])
+    result = run(jsonl, "--dataset", dataset_dir)
+    assert result.exit_code == 0, result.output
+    assert "hallucination rate" in result.output and "evidence" in result.output
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("{not json", "c.jsonl:1: invalid JSON"),
+        ('{"index": 0}', "c.jsonl:1: expected an object with a 'completion'"),
+        ('{"index": 7, "completion": "x"}', "c.jsonl:1: field 'index'"),
+        ('{"ticker": "MSFT", "asof": "2024-03-08", "completion": "x"}', "no row with ticker='MSFT'"),
+        ('{"completion": "x"}', "needs 'index' or both"),
+    ],
+)
+def test_score_bad_input_names_file_and_line(dataset_dir, tmp_path, line, message):
+    path = tmp_path / "c.jsonl"
+    path.write_text(line + "\n")
+    result = run(path, "--dataset", dataset_dir)
+    assert result.exit_code != 0
+    assert message in " ".join(result.output.split())
+
+
+def test_score_unknown_split(dataset_dir, tmp_path):
+    jsonl = write_jsonl(tmp_path / "c.jsonl", [{"index": 0, "completion": "x"}])
+    result = run(jsonl, "--dataset", dataset_dir, "--split", "val")
+    assert result.exit_code != 0 and "no split 'val'" in " ".join(result.output.split())

@@ -1,0 +1,126 @@
+"""Property tests: arbitrary text and mutated theses never raise and stay inside each reward's range."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from test_rewards_fixtures import gold_thesis, make_row
+from thesisgym.rewards import (
+    decision_reward,
+    evidence_reward,
+    loop_penalty,
+    make_combined_reward,
+    market_reward,
+    score_completion,
+    structure_reward,
+)
+from thesisgym.thesis import extract_numbers, parse_thesis
+
+ROW = make_row()
+COLS = {k: [v] for k, v in ROW.items() if k != "prompt"}
+RANGES = [
+    (structure_reward, 0.0, 1.0),
+    (evidence_reward, 0.0, 1.0),
+    (decision_reward, -2.25, 1.0),
+    (market_reward, -3.0, 3.0),
+    (loop_penalty, -1.0, 0.0),
+    (make_combined_reward("fsr"), -3.0, 5.0),
+    (make_combined_reward("dsr"), -6.0, 4.5),
+    (make_combined_reward("market_only"), -3.0, 3.0),
+    (make_combined_reward(), *make_combined_reward().range),
+]
+GOLD = gold_thesis()
+TOKENS = [
+    "<technical>",
+    "</technical>",
+    "<decision>",
+    "</decision>",
+    "<think>",
+    "</think>",
+    "<news>",
+    "</news>",
+    "- ",
+    "\n",
+    '"',
+    "\u201c",
+    "[T1]",
+    "[N4, A9]",
+    "STRONG_BUY",
+    "12.5%",
+    "-3",
+    "$1,234",
+    "...",
+    "<conclusion>",
+]
+# local settings (not a global profile: other test files keep their own hypothesis settings)
+FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def check(completion) -> None:
+    for fn, lo, hi in RANGES:
+        (value,) = fn(prompts=[ROW["prompt"]], completions=[completion], **COLS)
+        assert value is not None and math.isfinite(value) and lo - 1e-9 <= value <= hi + 1e-9, (
+            fn.__name__,
+            value,
+        )
+    scores = score_completion(completion, ROW)
+    assert all(isinstance(v, float) for v in scores.values())
+
+
+@FUZZ
+@given(st.text(max_size=3000))
+def test_arbitrary_text(text):
+    check(text)
+    parse_thesis(text)
+    assert all(math.isfinite(v) for v in extract_numbers(text))
+
+
+@FUZZ
+@given(st.lists(st.one_of(st.sampled_from(TOKENS), st.text(max_size=30)), max_size=80))
+def test_tag_soup(parts):
+    check("".join(parts))
+
+
+@FUZZ
+@given(
+    st.lists(
+        st.tuples(st.integers(0, len(GOLD)), st.integers(0, 60), st.sampled_from(TOKENS + ["", "x", "9"])),
+        max_size=8,
+    )
+)
+def test_mutated_gold_thesis(edits):
+    text = GOLD
+    for pos, cut, insert in edits:
+        pos = min(pos, len(text))
+        text = text[:pos] + insert + text[pos + cut :]
+    check(text)
+    check([{"role": "assistant", "content": text}])
+
+
+@FUZZ
+@given(
+    st.one_of(
+        st.none(),
+        st.integers(),
+        st.floats(),
+        st.lists(st.dictionaries(st.text(max_size=5), st.text(max_size=5)), max_size=3),
+    )
+)
+def test_non_text_completions(junk):
+    check(junk)
+
+
+@FUZZ
+@given(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.one_of(st.none(), st.sampled_from(["BUY", "hold", "junk"]), st.integers(-2, 6)),
+)
+def test_arbitrary_columns(ret, vol, label):
+    cols = {**COLS, "fwd_return": [ret], "fwd_vol": [vol], "label": [label]}
+    for fn, lo, hi in RANGES:
+        (value,) = fn(prompts=[None], completions=[GOLD], **cols)
+        assert value is None or (math.isfinite(value) and lo - 1e-9 <= value <= hi + 1e-9)

@@ -1,0 +1,200 @@
+"""Parser tests: the canonical format, its tolerated spellings, and what strictly does not count."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from thesisgym.thesis import (
+    MAX_PARSE_CHARS,
+    completion_text,
+    extract_numbers,
+    normalize_label,
+    parse_thesis,
+    scan_numbers,
+)
+
+BULLET = 'Momentum looks strong with buyers in control of the tape on heavy volume "up 2.3% on the day" [T1]'
+
+
+def thesis(body: str, decision: str = "<decision>BUY</decision>") -> str:
+    return f"<technical>\n- {BULLET}\n</technical>\n<conclusion>ok</conclusion>\n{decision}"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("12.4%", [12.4]),
+        ("$1,234.5", [1234.5]),
+        ("-3.2", [-3.2]),
+        ("1.2B", [1.2]),
+        ("1.2 billion", [1.2]),
+        ("fell \u22123.2% to $4.5bn", [-3.2, 4.5]),
+        ("RSI(14) 68.2, +5 bps", [14.0, 68.2, 5.0]),
+        ("Q3 results, SMA50 and EPS", []),
+        ("up 12%, then 7.", [12.0, 7.0]),
+        ("", []),
+    ],
+)
+def test_extract_numbers_convention(text, expected):
+    assert extract_numbers(text) == expected
+
+
+def test_scan_numbers_reports_shown_decimals():
+    assert scan_numbers("12% and 12.40 and 3") == [(12.0, 0), (12.4, 2), (3.0, 0)]
+
+
+def test_extract_numbers_on_real_headlines_is_fast_and_finite():
+    import csv
+    from pathlib import Path
+
+    path = (
+        Path(__file__).resolve().parents[2]
+        / "shared"
+        / "data"
+        / "news"
+        / "market_news_headlines_2019_2021.csv"
+    )
+    if not path.exists():
+        pytest.skip("shared/data not present")
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        rows = [" ".join(r) for r in csv.reader(fh)][:5000]
+    start = time.perf_counter()
+    values = [v for r in rows for v in extract_numbers(r)]
+    assert time.perf_counter() - start < 2.0
+    assert values and all(v == v and abs(v) != float("inf") for v in values)
+
+
+def test_parses_canonical_format():
+    t = parse_thesis(thesis(""))
+    assert t.valid and t.decision == "BUY" and t.decisions == ("BUY",)
+    assert t.section_names == ("technical",) and t.conclusion == "ok"
+    (b,) = t.bullets
+    assert b.quotes == ("up 2.3% on the day",) and b.citations == ("T1",)
+    assert "2.3" not in b.opinion and "[T1]" not in b.opinion
+    assert b.numbers == () and b.word_count == 13
+
+
+@pytest.mark.parametrize(
+    "raw", ["Strong Buy", "strong_buy", " STRONG-BUY ", "**Strong buy**", "strong  buy."]
+)
+def test_label_casing_is_tolerated(raw):
+    assert normalize_label(raw) == "STRONG_BUY"
+    assert parse_thesis(thesis("", f"<Decision> {raw} </ DECISION>")).decision == "STRONG_BUY"
+
+
+def test_tags_tolerate_whitespace_and_casing_and_curly_quotes():
+    text = "< Technical >\n* Buyers keep pushing the shares higher on heavy volume, a constructive sign \u201cup 2.3% on the day\u201d [t1]\n</technical >\n<DECISION>hold</DECISION>"
+    t = parse_thesis(text)
+    assert t.decision == "HOLD" and t.section_names == ("technical",)
+    assert t.bullets[0].quotes == ("up 2.3% on the day",) and t.bullets[0].citations == ("T1",)
+
+
+@pytest.mark.parametrize(
+    ("cite", "ids"),
+    [
+        ("[T2]", ("T2",)),
+        ("[T2][N1]", ("T2", "N1")),
+        ("[T2, N1]", ("T2", "N1")),
+        ("[t2; n1] [T2]", ("T2", "N1")),
+    ],
+)
+def test_citation_forms(cite, ids):
+    t = parse_thesis(thesis("").replace("[T1]", cite))
+    assert t.bullets[0].citations == ids
+
+
+def test_numbers_outside_quotes_and_citations_only():
+    t = parse_thesis(
+        '<news>\n- Orders rose 15% says a supplier "rise of 7% in orders" [N3]\n</news><decision>BUY</decision>'
+    )
+    assert t.bullets[0].numbers == ((15.0, 0),)
+
+
+def test_two_decisions_are_an_error_and_recorded():
+    t = parse_thesis(thesis("", "<decision>BUY</decision>\n<decision>SELL</decision>"))
+    assert t.decision is None and t.decisions == ("BUY", "SELL") and not t.valid
+
+
+def test_unknown_label_is_invalid():
+    t = parse_thesis(thesis("", "<decision>MODERATE_BUY</decision>"))
+    assert t.decision is None and t.decisions == ("MODERATE_BUY",)
+    assert any("invalid decision" in e for e in t.errors)
+
+
+def test_decision_must_be_last_tag():
+    text = "<decision>BUY</decision>\n<technical>\n- " + BULLET + "\n</technical>"
+    t = parse_thesis(text)
+    assert t.decision is None and any("not the last" in e for e in t.errors)
+
+
+def test_decision_inside_think_does_not_count():
+    t = parse_thesis(
+        "<think>maybe <decision>STRONG_BUY</decision></think>\n<technical>\n- " + BULLET + "\n</technical>"
+    )
+    assert t.decision is None and t.decisions == () and t.decision_in_think == ("STRONG_BUY",)
+    t2 = parse_thesis("<think>first <decision>SELL</decision></think>" + thesis(""))
+    assert t2.decision == "BUY" and t2.decisions == ("BUY",)
+
+
+def test_r1_style_leading_think_close_and_unclosed_think():
+    t = parse_thesis("planning... <decision>SELL</decision></think>" + thesis(""))
+    assert t.decision == "BUY" and t.think.startswith("planning")
+    t2 = parse_thesis(thesis("").replace("<conclusion>", "<think>unfinished <conclusion>"))
+    assert t2.decision is None and any("unclosed <think>" in w for w in t2.warnings)
+
+
+def test_unknown_section_tags_are_reported():
+    t = parse_thesis("<sentiment>\n- x\n</sentiment>" + thesis(""))
+    assert t.unknown_tags == ("sentiment",) and any("unknown tags" in w for w in t.warnings)
+    assert t.section_names == ("technical",) and t.decision == "BUY"
+
+
+def test_unclosed_section_is_an_error_but_parsed():
+    t = parse_thesis("<technical>\n- " + BULLET + "\n<decision>BUY</decision>")
+    assert any("unclosed <technical>" in e for e in t.errors)
+    # tolerated: the decision is still the one last tag, so it counts (the error is reported)
+    assert t.decision == "BUY" and not t.valid
+
+
+def test_completion_text_forms():
+    assert completion_text("abc") == "abc"
+    assert completion_text([{"role": "assistant", "content": "abc"}]) == "abc"
+    assert completion_text([{"role": "assistant", "content": [{"type": "text", "text": "abc"}]}]) == "abc"
+    assert completion_text([{"role": "user", "content": "no"}]) == ""
+    for junk in (None, 3, b"abc", [None], {"x": 1}, object()):
+        assert completion_text(junk) == ""
+
+
+def test_parse_never_raises_on_junk():
+    for junk in (
+        None,
+        3.5,
+        [],
+        "<",
+        "<<<>>>",
+        "</decision>",
+        "<decision>",
+        "<technical><technical></technical>",
+        "\x00" * 100,
+    ):
+        t = parse_thesis(junk)
+        assert t.decision is None
+
+
+def test_one_megabyte_input_is_fast_and_flagged():
+    text = thesis("") + ('<technical>- loop "quote" [T1] 12.5% ' * 40_000)
+    assert len(text) > 1_000_000
+    start = time.perf_counter()
+    t = parse_thesis(text)
+    assert time.perf_counter() - start < 1.0
+    assert t.truncated and t.raw_length == len(text) and len(text) > MAX_PARSE_CHARS
+    start = time.perf_counter()
+    extract_numbers("9" * 1_000_000 + " 1.5 " * 200_000)
+    assert time.perf_counter() - start < 1.0
+
+
+def test_think_tags_with_odd_spacing_and_casing_still_hide_decisions():
+    t = parse_thesis("< THINK >maybe <decision>STRONG_SELL</decision></ Think >" + thesis(""))
+    assert t.decision == "BUY" and t.decisions == ("BUY",) and t.decision_in_think == ("STRONG_SELL",)
