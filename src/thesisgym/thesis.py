@@ -14,9 +14,9 @@ claim side and the evidence side agree on what a number is.
 from __future__ import annotations
 
 import re
+import string
 import unicodedata
-from bisect import bisect_right
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from thesisgym.schema import LABELS, SECTIONS
@@ -56,12 +56,14 @@ def scan_numbers(text: str, *, max_chars: int = MAX_NUMBER_SCAN_CHARS) -> list[t
     if not isinstance(text, str) or not text:
         return []
     out: list[tuple[float, int]] = []
-    for m in _NUMBER_RE.finditer(text, 0, min(len(text), max_chars)):
-        sign, whole, dec = m.group("sign"), m.group("int"), m.group("dec")
-        value = float(whole.replace(",", "") + ("." + dec if dec else ""))
-        if sign in ("-", "\u2212"):
+    # findall yields (sign, int, dec) tuples, "" for an absent group: no Match objects (hot path)
+    for sign, whole, dec in _NUMBER_RE.findall(text, 0, min(len(text), max_chars)):
+        if "," in whole:
+            whole = whole.replace(",", "")
+        value = float(whole + "." + dec) if dec else float(whole)
+        if sign == "-" or sign == "\u2212":
             value = -value
-        out.append((value, len(dec) if dec else 0))
+        out.append((value, len(dec)))
     return out
 
 
@@ -227,9 +229,7 @@ _PIECE_RE = re.compile(r'"([^"\n]{1,2000})"|\[([^\[\]\n]{1,300})\]')
 _CITE_GROUP_RE = re.compile(r"\s*[A-Za-z]{1,3}\s?\d{1,4}(?:\s*[,;/&]\s*[A-Za-z]{1,3}\s?\d{1,4})*\s*")
 _CITE_ID_RE = re.compile(r"([A-Za-z]{1,3})\s?(\d{1,4})")
 _DIGIT_RE = re.compile(r"\d")
-_ASCII_DIGIT_RE = re.compile(r"[0-9]")  # faster prefilter when the text is ASCII
 _PUNCT_TOKEN_RE = re.compile(r" [^\w\s$]+(?= |$)")  # on " " + opinion: "->", "-", ":" alone are not words
-_PUNCT_LINE_RE = re.compile(r"[ \n][^\w\s$]+(?=[ \n]|$)")  # the same over many opinions, one per line
 
 
 _tag_cache: dict[str, tuple[bool, str] | None] = {}
@@ -263,6 +263,28 @@ def _cite_ids(group: str) -> tuple[str, ...]:
     return hit
 
 
+_citations_cache: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def _citations(groups: tuple[str, ...]) -> tuple[str, ...]:
+    """Cited ids of a bullet's [...] groups, in order, without duplicates; cached on the groups
+    because a bullet's citations repeat across bullets and generations ("[T1][T2]...[M4]")."""
+    hit = _citations_cache.get(groups)
+    if hit is None:
+        hit = tuple(dict.fromkeys(cid for group in groups for cid in _cite_ids(group)))
+        if len(_citations_cache) > 4096:  # bounded: a key can hold a few KB of junk brackets
+            _citations_cache.clear()
+        _citations_cache[groups] = hit
+    return hit
+
+
+def _clear_caches() -> None:
+    """Forget the memoised tags and citations (rewards.base.clear_caches calls this)."""
+    _tag_cache.clear()
+    _cite_cache.clear()
+    _citations_cache.clear()
+
+
 def parse_bullet(text: str) -> Bullet:
     """Split one bullet's text into opinion, quotes, citations and claim numbers.
 
@@ -274,9 +296,49 @@ def parse_bullet(text: str) -> Bullet:
     return bullets[0] if bullets else Bullet("", "", (), (), (), 0)
 
 
+# Bullet(...) without the generated __init__: a frozen dataclass sets every field through
+# object.__setattr__ (~2x slower), and a completion has ~20 bullets. Setting the slots through
+# their descriptors builds the very same object (same equality, hash and repr; no __post_init__).
+# Unpacking from fields() fails at import if a field is ever added without updating this.
+_new_object = object.__new__
+_set_text, _set_opinion, _set_quotes, _set_citations, _set_numbers, _set_word_count = (
+    Bullet.__dict__[f.name].__set__ for f in fields(Bullet)
+)
+
+
+def _make_bullet(
+    text: str,
+    opinion: str,
+    quotes: tuple[str, ...],
+    citations: tuple[str, ...],
+    numbers: tuple[tuple[float, int], ...],
+    word_count: int,
+) -> Bullet:
+    bullet = _new_object(Bullet)
+    _set_text(bullet, text)
+    _set_opinion(bullet, opinion)
+    _set_quotes(bullet, quotes)
+    _set_citations(bullet, citations)
+    _set_numbers(bullet, numbers)
+    _set_word_count(bullet, word_count)
+    return bullet
+
+
+# ASCII letters and spaces: deleting them from an opinion (bytes.translate, a C loop) leaves the
+# digits and punctuation; most opinions have none, and then no number or punctuation regex runs
+_LETTERS_AND_SPACE = (string.ascii_letters + " ").encode()
+_DIGITS_UNDERSCORE_DOLLAR = (string.digits + "_$").encode()
+_ASCII_DIGIT_BYTES_RE = re.compile(rb"[0-9]")
+
+
 def _parse_bullets(chunks: list[str]) -> tuple[Bullet, ...]:
-    """parse_bullet for many bullets at once: the regex passes run once over all of them (hot path)."""
-    texts: list[str] = []
+    """parse_bullet for the chunks of one section (hot path: ~20 bullets per completion).
+
+    Per bullet, one `_PIECE_RE.split` yields the opinion pieces, quotes and [...] groups together
+    ([text, quote, group, text, quote, group, ..., text]): no substitution pass, no Match objects.
+    """
+    split = _PIECE_RE.split
+    bullets: list[Bullet] = []
     for text in chunks:
         if len(text) > MAX_BULLET_CHARS:
             text = text[:MAX_BULLET_CHARS]
@@ -287,48 +349,36 @@ def _parse_bullets(chunks: list[str]) -> tuple[Bullet, ...]:
             continue
         if "  " in text or "\n" in text or "\t" in text or "\r" in text or "\x0b" in text or "\x0c" in text:
             text = _WS_RE.sub(" ", text)
-        texts.append(text)
-    if not texts:
-        return ()
-    # one string, one line per bullet: quotes and [...] groups never span a newline, so every
-    # match belongs to exactly one bullet and the substitution keeps the line structure
-    joined = "\n".join(texts)
-    quotes: list[list[str]] = [[] for _ in texts]
-    citations: list[list[str]] = [[] for _ in texts]
-    if '"' in joined or "[" in joined:
-        starts = [0]
-        for t in texts[:-1]:
-            starts.append(starts[-1] + len(t) + 1)
-        for m in _PIECE_RE.finditer(joined):
-            i = bisect_right(starts, m.start()) - 1
-            quote, group = m.groups()
-            if group is not None:
-                cites = citations[i]
-                for cid in _cite_ids(group):
-                    if cid not in cites:
-                        cites.append(cid)
-            elif quote.strip():
-                quotes[i].append(quote.strip())
-        opinions = [" ".join(o.split()) for o in _PIECE_RE.sub(" ", joined).split("\n")]
-    else:
-        opinions = texts
-    all_opinions = "\n".join(opinions)
-    any_digit = (_ASCII_DIGIT_RE if all_opinions.isascii() else _DIGIT_RE).search(all_opinions) is not None
-    any_punct = _PUNCT_LINE_RE.search(" " + all_opinions) is not None
-    out = []
-    for text, opinion, q, c in zip(texts, opinions, quotes, citations, strict=True):
-        out.append(
-            Bullet(
-                text=text,
-                opinion=opinion,
-                quotes=tuple(q),
-                citations=tuple(c),
-                numbers=tuple(scan_numbers(opinion)) if any_digit and _DIGIT_RE.search(opinion) else (),
-                word_count=len(opinion.split())
-                - (len(_PUNCT_TOKEN_RE.findall(" " + opinion)) if any_punct else 0),
-            )
-        )
-    return tuple(out)
+        if '"' not in text and "[" not in text:
+            quotes: tuple[str, ...] = ()
+            citations: tuple[str, ...] = ()
+            words = text.split()
+        else:
+            # quotes and [...] groups never span a newline, and a bullet is one line by now;
+            # an alternative that did not match is None (a matched one is never empty)
+            pieces = split(text)
+            quotes = tuple(filter(None, map(str.strip, filter(None, pieces[1::3]))))
+            groups = tuple(filter(None, pieces[2::3]))
+            citations = _citations(groups) if groups else ()
+            # each quote and group stands for one space, as a substitution would; then collapse
+            words = " ".join(pieces[0::3]).split()
+        opinion = " ".join(words)
+        n_words = len(words)
+        numbers: tuple[tuple[float, int], ...] = ()
+        # both regexes below find nothing in an opinion of letters and spaces only: skip them then
+        if opinion.isascii():
+            rest = opinion.encode("ascii").translate(None, _LETTERS_AND_SPACE)
+            if rest:
+                if _ASCII_DIGIT_BYTES_RE.search(rest) is not None:
+                    numbers = tuple(scan_numbers(opinion))
+                if rest.translate(None, _DIGITS_UNDERSCORE_DOLLAR):
+                    n_words -= len(_PUNCT_TOKEN_RE.findall(" " + opinion))
+        else:
+            if _DIGIT_RE.search(opinion) is not None:
+                numbers = tuple(scan_numbers(opinion))
+            n_words -= len(_PUNCT_TOKEN_RE.findall(" " + opinion))
+        bullets.append(_make_bullet(text, opinion, quotes, citations, numbers, n_words))
+    return tuple(bullets)
 
 
 def _split_bullets(body: str) -> tuple[tuple[Bullet, ...], str]:
@@ -339,6 +389,7 @@ def _split_bullets(body: str) -> tuple[tuple[Bullet, ...], str]:
 
 
 _THINK_TAG_RE = re.compile(r"<\s*(/?)\s*think\s*>", re.I)
+_THINK_DECISION_RE = re.compile(r"<\s*decision\s*>(.{0,60}?)<\s*/\s*decision\s*>", re.I | re.S)
 
 
 def _split_think(text: str) -> tuple[str, str | None, list[str]]:
@@ -400,11 +451,8 @@ def _parse(text: str) -> Thesis:
     body, think, notes = _split_think(text)
     warnings.extend(notes)
     think_decisions = ()
-    if think:
-        think_decisions = tuple(
-            normalize_label(m.group(1))
-            for m in re.finditer(r"<\s*decision\s*>(.{0,60}?)<\s*/\s*decision\s*>", think, re.I | re.S)
-        )
+    if think and "<" in think:
+        think_decisions = tuple(normalize_label(m.group(1)) for m in _THINK_DECISION_RE.finditer(think))
         if think_decisions:
             warnings.append("decision tag inside <think> ignored")
 
@@ -451,7 +499,7 @@ def _parse(text: str) -> Thesis:
             if conclusion is not None:
                 warnings.append("more than one <conclusion>; the first is used")
             else:
-                conclusion = _WS_RE.sub(" ", content).strip()
+                conclusion = " ".join(content.split())  # = _WS_RE.sub(" ", content).strip(): \s is isspace()
         elif name in SECTIONS:
             if name in seen_sections:
                 warnings.append(f"duplicate <{name}> section; the first is used")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from thesisgym.thesis import Thesis, completion_text, normalize_text, parse_thesis, scan_numbers
+from thesisgym.thesis import _clear_caches as _clear_parser_caches
 
 __all__ = [
     "EvidenceIndex",
@@ -65,12 +66,36 @@ class EvidenceItemView:
     numbers: tuple[float, ...]
 
 
+def _scanned_values(text: str) -> tuple[float, ...]:
+    return tuple(v for v, _ in scan_numbers(text))
+
+
+_SCAN_CACHE_SIZE = 16_384
+_scan_cache: dict[str, tuple[float, ...]] = {}
+
+
+def _shown_numbers(text: str) -> tuple[float, ...]:
+    """Values of `scan_numbers(text)`, memoised: every item of a prompt repeats the same date and
+    source, and the same news or filing text recurs across prompts (bounded, cleared when full)."""
+    hit = _scan_cache.get(text)
+    if hit is None:
+        hit = _scanned_values(text)
+        if len(text) <= 512:  # dates, sources and short items; bounds the cache to a few MB
+            if len(_scan_cache) >= _SCAN_CACHE_SIZE:
+                _scan_cache.clear()
+            _scan_cache[text] = hit
+    return hit
+
+
 class EvidenceIndex:
     """id -> normalised text and numbers for one prompt's evidence list (built once, then shared)."""
 
     __slots__ = ("items",)
 
-    def __init__(self, evidence: Sequence[Any] | None) -> None:
+    def __init__(self, evidence: Sequence[Any] | None, *, memo_scans: bool = False) -> None:
+        # memo_scans: share number scans of dates, sources and texts across builds (what the
+        # cached `evidence_index` does); off by default so a direct build does all of its own work
+        scan = _shown_numbers if memo_scans else _scanned_values
         self.items: dict[str, EvidenceItemView] = {}
         for item in evidence or ():
             if not isinstance(item, dict):
@@ -90,7 +115,7 @@ class EvidenceIndex:
             # and "on 2024-03-08" or "the 10-Q" are honest claims about a cited item
             for shown in (text, item.get("date"), item.get("source")):
                 if isinstance(shown, str):
-                    numbers.update(v for v, _ in scan_numbers(shown))
+                    numbers.update(scan(shown))
             key = raw_id.strip().upper()
             self.items[key] = EvidenceItemView(key, normalize_text(text), tuple(sorted(numbers)))
 
@@ -140,7 +165,7 @@ def evidence_index(
         if index is not None:
             _index_cache.move_to_end(key)
     if index is None:
-        index = EvidenceIndex(evidence)
+        index = EvidenceIndex(evidence, memo_scans=True)
         with _cache_lock:
             _index_cache[key] = index
             if len(_index_cache) > _INDEX_CACHE_SIZE:
@@ -151,10 +176,16 @@ def evidence_index(
 
 
 def clear_caches() -> None:
-    """Forget every parsed completion and evidence index (for benchmarks and memory pressure)."""
+    """Forget every parsed completion, evidence index and memoised sub-result (for benchmarks,
+    which must start cold, and memory pressure)."""
+    from thesisgym.rewards import evidence  # evidence imports this module: import at call time
+
     with _cache_lock:
         _parse_cache.clear()
         _index_cache.clear()
+        _scan_cache.clear()
+    _clear_parser_caches()
+    evidence._verified_checks.clear()
 
 
 def column(kwargs: dict[str, Any], name: str, i: int, default: Any = None) -> Any:

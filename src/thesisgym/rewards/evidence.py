@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from thesisgym.rewards.base import (
@@ -182,6 +182,52 @@ class EvidenceReport:
     bullets: tuple[BulletCheck, ...]
 
 
+# BulletCheck(...) without the frozen-dataclass __init__ (one object.__setattr__ per field, ~2x
+# slower), as thesis._make_bullet does for Bullet: one check per bullet is the hot path of the
+# evidence reward. Same object, equality, hash and repr; unpacking from fields() fails at import
+# if a field is ever added without updating this.
+_new_object = object.__new__
+_set_score, _set_hallucinated, _set_reasons, _set_precision, _set_quote_verified, _set_r_opinion = (
+    BulletCheck.__dict__[f.name].__set__ for f in fields(BulletCheck)
+)
+
+
+def _make_check(
+    score: float,
+    hallucinated: bool,
+    reasons: tuple[str, ...],
+    precision: float,
+    quote_verified: bool,
+    r_opinion: float,
+) -> BulletCheck:
+    check = _new_object(BulletCheck)
+    _set_score(check, score)
+    _set_hallucinated(check, hallucinated)
+    _set_reasons(check, reasons)
+    _set_precision(check, precision)
+    _set_quote_verified(check, quote_verified)
+    _set_r_opinion(check, r_opinion)
+    return check
+
+
+_verified_checks: dict[int, BulletCheck] = {}
+
+
+def _verified_check(word_count: int) -> BulletCheck:
+    """The check of a bullet with one verified quote from its one cited id and no claim numbers.
+
+    It depends on the word count alone, and BulletCheck is immutable, so one shared instance per
+    word count serves every such bullet (most honest bullets take this path).
+    """
+    check = _verified_checks.get(word_count)
+    if check is None:
+        r_opinion = _opinion_score(word_count, True, True)
+        check = _make_check(0.4 * r_opinion + 0.6, False, (), 1.0, True, r_opinion)
+        if len(_verified_checks) < 4096:  # word counts are bounded by MAX_BULLET_CHARS anyway
+            _verified_checks[word_count] = check
+    return check
+
+
 def check_bullet(bullet: Bullet, index: EvidenceIndex) -> BulletCheck:
     """Verify one bullet against the prompt's evidence and score it with the Stage II formula."""
     items = index.items
@@ -193,8 +239,7 @@ def check_bullet(bullet: Bullet, index: EvidenceIndex) -> BulletCheck:
         if item is not None and q.isascii() and "..." not in q:
             f = q.lower().strip(_QUOTE_STRIP)
             if len(f) >= MIN_QUOTE_CHARS and f in item.norm_text:
-                r_opinion = _opinion_score(bullet.word_count, True, True)
-                return BulletCheck(0.4 * r_opinion + 0.6, False, (), 1.0, True, r_opinion)
+                return _verified_check(bullet.word_count)
     reasons: list[str] = []
     existing = [items[c] for c in cited if c in items]
     if len(existing) < len(cited):
@@ -246,10 +291,10 @@ def check_bullet(bullet: Bullet, index: EvidenceIndex) -> BulletCheck:
     has_source = bool(existing)
     r_opinion = _opinion_score(bullet.word_count, quote_verified, has_source)
     if reasons:
-        return BulletCheck(0.0, True, tuple(reasons), precision, False, r_opinion)
+        return _make_check(0.0, True, tuple(reasons), precision, False, r_opinion)
     p = precision if has_source else 0.0
     score = 0.4 * r_opinion + 0.35 * (1.0 if quote_verified else 0.0) * p + 0.25 * p
-    return BulletCheck(score, False, (), precision, quote_verified, r_opinion)
+    return _make_check(score, False, (), precision, quote_verified, r_opinion)
 
 
 def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:

@@ -43,20 +43,41 @@ def loop_params(length: int) -> tuple[int, int]:
     return n, k
 
 
+def _has_run(tokens: list[str], members: set[str], n: int) -> bool:
+    """Whether some n consecutive tokens all belong to `members`.
+
+    Any n consecutive positions contain exactly one multiple of n, so only runs through those
+    positions need looking at: ~len/n set lookups for prose (whose runs of frequent tokens are
+    short) instead of one per token, and at most ~2 per token in the worst case.
+    """
+    last = len(tokens) - 1
+    for j in range(0, len(tokens), n):
+        if tokens[j] not in members:
+            continue
+        lo = j
+        while lo > 0 and j - lo < n - 1 and tokens[lo - 1] in members:
+            lo -= 1
+        hi = j
+        while hi < last and hi - lo < n - 1 and tokens[hi + 1] in members:
+            hi += 1
+        if hi - lo + 1 >= n:
+            return True
+    return False
+
+
 def loop_stats(text: str) -> tuple[float, float]:
     """(loop_rate, penalty) of a text; see the module docstring."""
-    tokens = (text[:_MAX_LOOP_CHARS] if len(text) > _MAX_LOOP_CHARS else text).split()[:MAX_LOOP_TOKENS]
+    tokens = (text[:_MAX_LOOP_CHARS] if len(text) > _MAX_LOOP_CHARS else text).split()
+    if len(tokens) > MAX_LOOP_TOKENS:
+        tokens = tokens[:MAX_LOOP_TOKENS]
     n, k = loop_params(len(tokens))
     if len(tokens) < n * k:
         return 0.0, 0.0
     # exact pruning: a looping n-gram is n consecutive tokens that each occur >= k times, and
     # honest prose almost never has such a run; the n-gram hashing below runs only when it does
     freq = Counter(tokens)
-    if max(freq.values()) < k:
-        return 0.0, 0.0
     frequent = {t for t, c in freq.items() if c >= k}
-    mask = bytes(map(frequent.__contains__, tokens))  # C-level map: no bytecode per token
-    if b"\x01" * n not in mask:
+    if not frequent or not _has_run(tokens, frequent, n):
         return 0.0, 0.0
     vocab = dict(zip(freq, range(len(freq)), strict=True))
     ids = np.fromiter(map(vocab.__getitem__, tokens), dtype=np.int64, count=len(tokens))
