@@ -1,9 +1,102 @@
-"""CLI commands for the `distill` stage (placeholder until the stage lands)."""
+"""CLI for the `distill` stage: teacher theses -> rejection-sampling filter -> an SFT-ready dataset.
+
+    thesisgym distill --dataset DIR --split train --out DIR [--teacher template|openai --n 4
+                      --min-grounding 0.8 --mode forward|reverse --base-url URL --model NAME]
+
+The output directory is a `save_to_disk` DatasetDict holding the chosen split (conversational
+prompt/completion pairs plus the context columns GRPO needs) and `distill_stats.json` with the
+acceptance rate and the rejects by reason.
+"""
 
 from __future__ import annotations
+
+import inspect
+from pathlib import Path
 
 import typer
 
 
+def build_teacher(kind: str, *, mode: str, seed: int, noise: float, wrong_decision_rate: float,
+                  drop_section_rate: float, base_url: str | None, model: str | None):
+    """The teacher named on the command line (openai is imported only when asked for)."""
+    if kind == "template":
+        from thesisgym.teachers.template import TemplateTeacher
+
+        return TemplateTeacher(noise=noise, wrong_decision_rate=wrong_decision_rate,
+                               drop_section_rate=drop_section_rate, seed=seed, mode=mode)
+    if kind == "openai":
+        from thesisgym.teachers.openai import OpenAITeacher
+
+        wanted = {"base_url": base_url, "model": model, "mode": mode, "seed": seed}
+        params = inspect.signature(OpenAITeacher).parameters
+        accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        kwargs = {k: v for k, v in wanted.items() if v is not None and (accepts_any or k in params)}
+        return OpenAITeacher(**kwargs)
+    raise typer.BadParameter(f"unknown teacher {kind!r}; expected template or openai", param_hint="--teacher")
+
+
 def register(app: typer.Typer) -> None:
     """Attach this stage's commands to the root app."""
+
+    @app.command("distill")
+    def distill_cmd(
+        dataset: Path = typer.Option(..., "--dataset", help="Built contexts (save_to_disk directory)."),
+        out: Path = typer.Option(..., "--out", help="Output directory for the distilled DatasetDict."),
+        split: str = typer.Option("train", "--split", help="Split to distill."),
+        teacher: str = typer.Option("template", "--teacher", help="template | openai"),
+        mode: str = typer.Option("forward", "--mode", help="forward (teacher decides) | reverse (teacher explains the label)"),
+        n: int = typer.Option(4, "--n", min=1, help="Samples per prompt."),
+        min_grounding: float = typer.Option(0.8, "--min-grounding", min=0.0, max=1.0, help="Minimum evidence score."),
+        max_hallucination: float = typer.Option(0.0, "--max-hallucination", min=0.0, max=1.0,
+                                                help="Maximum hallucination rate of a kept thesis."),
+        decision_tolerance: int = typer.Option(0, "--decision-tolerance", min=0, max=4,
+                                               help="0: decision must equal the label; 1: within one class."),
+        keep_per_prompt: int = typer.Option(1, "--keep-per-prompt", min=1, help="Accepted samples kept per prompt."),
+        seed: int = typer.Option(0, "--seed"),
+        max_rows: int | None = typer.Option(None, "--max-rows", min=1, help="Distill only the first rows."),
+        workers: int = typer.Option(1, "--workers", min=1, help="Rows sampled concurrently (LLM teachers)."),
+        noise: float = typer.Option(0.0, "--noise", min=0.0, max=1.0, help="template teacher: bullet corruption rate."),
+        wrong_decision_rate: float = typer.Option(0.0, "--wrong-decision-rate", min=0.0, max=1.0),
+        drop_section_rate: float = typer.Option(0.0, "--drop-section-rate", min=0.0, max=1.0),
+        base_url: str | None = typer.Option(None, "--base-url", help="openai teacher: OpenAI-compatible endpoint."),
+        model: str | None = typer.Option(None, "--model", help="openai teacher: model name."),
+        calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate",
+                                       help="template teacher: fit decision cut points to the label mix on these rows' evidence."),
+    ) -> None:
+        """Distill teacher theses into an SFT set with rejection sampling (decision + grounding filter)."""
+        from rich.console import Console
+        from rich.table import Table
+
+        from thesisgym.distill import distill
+        from thesisgym.train.common import load_split
+
+        if mode not in ("forward", "reverse"):
+            raise typer.BadParameter("expected forward or reverse", param_hint="--mode")
+        console = Console()
+        try:
+            rows = load_split(dataset, split, max_rows=max_rows, what="--dataset")
+            t = build_teacher(teacher, mode=mode, seed=seed, noise=noise, wrong_decision_rate=wrong_decision_rate,
+                              drop_section_rate=drop_section_rate, base_url=base_url, model=model)
+            if calibrate and hasattr(t, "calibrate") and len(rows) >= 10:
+                t.calibrate(rows)
+            result = distill(rows, t, n=n, min_grounding=min_grounding, max_hallucination_rate=max_hallucination,
+                             decision_tolerance=decision_tolerance, keep_per_prompt=keep_per_prompt, seed=seed,
+                             workers=workers, progress=True)
+        except (ValueError, TypeError) as exc:
+            console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+            raise typer.Exit(2) from None
+        result.save(out, split=split)
+        s = result.stats
+        table = Table(title=f"distill {dataset} [{split}] -> {out}")
+        table.add_column("metric")
+        table.add_column("value", justify="right")
+        for key in ("rows", "rows_without_label", "samples", "accepted_samples", "kept_rows"):
+            table.add_row(key, str(s[key]))
+        table.add_row("acceptance_rate", f"{s['acceptance_rate']:.1%}")
+        table.add_row("row_coverage", f"{s['row_coverage']:.1%}")
+        for reason, count in s["rejects"].items():
+            if count:
+                table.add_row(f"rejected: {reason}", str(count))
+        console.print(table)
+        if s["kept_rows"] == 0:
+            console.print("[yellow]warning:[/yellow] no sample passed the filter; loosen --min-grounding or check the teacher")

@@ -1,0 +1,249 @@
+"""Distillation with rejection sampling: teacher theses -> verifier filter -> an SFT-ready dataset.
+
+Forward distillation (Trading-R1): the teacher sees the context and writes `n` theses; a sample is
+kept only if (1) it parses with a valid decision, (2) the decision matches the row's label (or is
+within `decision_tolerance` classes of it), and (3) its grounding passes: the evidence score of
+`thesisgym.rewards.score_completion` is at least `min_grounding` and its hallucination rate at most
+`max_hallucination_rate`. Reverse distillation gives the teacher the label to explain (teacher
+`mode="reverse"`); the same filter then checks grounding, so a rationalisation that invents
+evidence is still rejected. The same function filters a policy's own samples for the
+self-distillation step of the curriculum.
+
+Output rows are conversational prompt/completion pairs (TRL SFT format) that keep every other
+context column (evidence, sections, label, fwd_return, fwd_vol, ...) so the same set also feeds
+GRPO, plus the filter's scores. Nothing is dropped silently: every reject is counted by reason in
+`DistillResult.stats`, with the acceptance rate.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from thesisgym.schema import LABEL_TO_ID, LABELS
+
+Scorer = Callable[[Any, dict], dict]
+REJECT_REASONS: tuple[str, ...] = ("empty", "no_decision", "decision", "grounding", "hallucination", "duplicate",
+                                   "teacher_error")
+
+
+@dataclass
+class DistillResult:
+    """The accepted rows (`datasets.Dataset`) and the counts behind the acceptance rate."""
+
+    dataset: Any
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def acceptance_rate(self) -> float:
+        return float(self.stats.get("acceptance_rate", 0.0))
+
+    def save(self, out_dir: str | Path, *, split: str = "train") -> Path:
+        """`save_to_disk` a DatasetDict {split: rows} plus `distill_stats.json`; returns out_dir."""
+        from datasets import DatasetDict
+
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        DatasetDict({split: self.dataset}).save_to_disk(str(out))
+        (out / "distill_stats.json").write_text(json.dumps(self.stats, indent=2, default=str))
+        return out
+
+
+def default_scorer() -> Scorer:
+    try:
+        from thesisgym.rewards import score_completion
+    except ImportError as exc:
+        raise ValueError(f"distill: the verifier thesisgym.rewards.score_completion is not available: {exc}") from exc
+    return score_completion
+
+
+def _decision_of(text: str) -> str | None:
+    from thesisgym.thesis import parse_thesis
+
+    return parse_thesis(text).decision
+
+
+def judge_sample(
+    text: str,
+    row: dict,
+    *,
+    scorer: Scorer,
+    min_grounding: float,
+    max_hallucination_rate: float,
+    decision_tolerance: int,
+) -> tuple[str | None, dict[str, float]]:
+    """(reject reason or None when accepted, scores) for one sample against one row."""
+    if not isinstance(text, str) or not text.strip():
+        return "empty", {}
+    decision = _decision_of(text)
+    if decision not in LABEL_TO_ID:
+        return "no_decision", {}
+    label = row.get("label")
+    if abs(LABEL_TO_ID[decision] - LABEL_TO_ID[label]) > decision_tolerance:
+        return "decision", {"decision_id": float(LABEL_TO_ID[decision])}
+    scores = scorer([{"role": "assistant", "content": text}], row)
+    grounding = float(scores.get("evidence", 0.0) or 0.0)
+    halluc = scores.get("hallucination_rate", 0.0)
+    halluc = 1.0 if halluc is None or (isinstance(halluc, float) and math.isnan(halluc)) else float(halluc)
+    out = {"grounding": grounding, "hallucination_rate": halluc, "decision_id": float(LABEL_TO_ID[decision])}
+    if not math.isfinite(grounding) or grounding < min_grounding:
+        return "grounding", out
+    if halluc > max_hallucination_rate:
+        return "hallucination", out
+    return None, out
+
+
+def _rows(dataset: Any) -> list[dict]:
+    if isinstance(dataset, list):
+        return [dict(r) for r in dataset]
+    return [dict(r) for r in dataset]
+
+
+def distill(
+    dataset: Any,
+    teacher: Any,
+    *,
+    n: int = 4,
+    min_grounding: float = 0.8,
+    max_hallucination_rate: float = 0.0,
+    decision_tolerance: int = 0,
+    keep_per_prompt: int = 1,
+    seed: int = 0,
+    workers: int = 1,
+    scorer: Scorer | None = None,
+    progress: bool = False,
+) -> DistillResult:
+    """Sample `n` theses per row from `teacher`, keep the verified ones (module docstring).
+
+    `dataset` is a `datasets.Dataset` (or a list of row dicts) with schema.CONTEXT_COLUMNS;
+    `keep_per_prompt` keeps the best accepted samples of a row (by grounding). `workers` > 1 runs
+    the teacher on several rows at once (useful for LLM teachers; results do not depend on it).
+    """
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"distill: n must be a positive int, got {n!r}")
+    if not 0.0 <= min_grounding <= 1.0:
+        raise ValueError(f"distill: min_grounding must be in [0, 1], got {min_grounding}")
+    if not 0.0 <= max_hallucination_rate <= 1.0:
+        raise ValueError(f"distill: max_hallucination_rate must be in [0, 1], got {max_hallucination_rate}")
+    if decision_tolerance not in range(len(LABELS)):
+        raise ValueError(f"distill: decision_tolerance must be 0..{len(LABELS) - 1}, got {decision_tolerance}")
+    if keep_per_prompt < 1:
+        raise ValueError(f"distill: keep_per_prompt must be >= 1, got {keep_per_prompt}")
+    if not callable(getattr(teacher, "write", None)):
+        raise TypeError(f"distill: teacher {teacher!r} has no write(row, *, n, seed) method")
+    score = scorer or default_scorer()
+    rows = _rows(dataset)
+    for i, row in enumerate(rows):
+        for col in ("prompt", "evidence", "sections"):
+            if col not in row:
+                raise ValueError(f"distill: row {i} has no column {col!r} (expected schema.CONTEXT_COLUMNS)")
+    labelled = [(i, r) for i, r in enumerate(rows) if r.get("label") in LABEL_TO_ID]
+    bad = [(i, r.get("label")) for i, r in enumerate(rows) if r.get("label") is not None and r.get("label") not in LABEL_TO_ID]
+    if bad:
+        raise ValueError(f"distill: row {bad[0][0]} has unknown label {bad[0][1]!r}; expected one of {LABELS}")
+
+    def sample(item: tuple[int, dict]) -> tuple[int, list[str], str | None]:
+        i, row = item
+        try:
+            texts = list(teacher.write(row, n=n, seed=seed + i))
+        except Exception as exc:  # noqa: BLE001 - one failing row is a counted reject, not a crash
+            return i, [], f"{type(exc).__name__}: {exc}"
+        return i, texts, None
+
+    reasons: Counter[str] = Counter()
+    kept: list[dict] = []
+    errors: list[str] = []
+    total = 0
+    rows_covered = 0
+    bar = _progress(progress, len(labelled))
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for i, texts, err in pool.map(sample, labelled) if workers > 1 else map(sample, labelled):
+            row = rows[i]
+            if err is not None:
+                reasons["teacher_error"] += n
+                total += n
+                errors.append(f"row {i}: {err}")
+            seen: set[str] = set()
+            accepted: list[tuple[float, int, str, dict]] = []
+            for j, text in enumerate(texts[:n]):
+                total += 1
+                if isinstance(text, str) and text in seen:
+                    reasons["duplicate"] += 1
+                    continue
+                seen.add(text if isinstance(text, str) else "")
+                reason, scores = judge_sample(text, row, scorer=score, min_grounding=min_grounding,
+                                              max_hallucination_rate=max_hallucination_rate,
+                                              decision_tolerance=decision_tolerance)
+                if reason is None:
+                    accepted.append((scores["grounding"], -j, text, scores))
+                else:
+                    reasons[reason] += 1
+            if len(texts) < n and err is None:
+                reasons["empty"] += n - len(texts)
+                total += n - len(texts)
+            accepted.sort(reverse=True)
+            for grounding, neg_j, text, scores in accepted[:keep_per_prompt]:
+                out = {k: v for k, v in row.items() if k != "completion"}
+                out["completion"] = [{"role": "assistant", "content": text}]
+                out["grounding"] = grounding
+                out["hallucination_rate"] = scores["hallucination_rate"]
+                out["teacher_decision"] = LABELS[int(scores["decision_id"])]
+                out["sample_index"] = -neg_j
+                kept.append(out)
+            rows_covered += bool(accepted)
+            if bar is not None:
+                bar[0].update(bar[1], advance=1)
+    if bar is not None:
+        bar[0].stop()
+    accepted_samples = total - sum(reasons.values())
+    stats = {
+        "rows": len(rows),
+        "rows_without_label": len(rows) - len(labelled),
+        "samples": total,
+        "accepted_samples": accepted_samples,
+        "acceptance_rate": accepted_samples / total if total else 0.0,
+        "rows_covered": rows_covered,
+        "row_coverage": rows_covered / len(labelled) if labelled else 0.0,
+        "kept_rows": len(kept),
+        "rejects": {r: reasons.get(r, 0) for r in REJECT_REASONS},
+        "params": {"n": n, "min_grounding": min_grounding, "max_hallucination_rate": max_hallucination_rate,
+                   "decision_tolerance": decision_tolerance, "keep_per_prompt": keep_per_prompt, "seed": seed,
+                   "teacher": repr(teacher)},
+        "teacher_errors": errors[:20],
+    }
+    return DistillResult(dataset=_to_dataset(kept, rows), stats=stats)
+
+
+def _to_dataset(kept: list[dict], rows: list[dict]):
+    from datasets import Dataset
+
+    if kept:
+        return Dataset.from_list(kept)
+    # an empty result keeps the schema so downstream code fails on emptiness, not on a column
+    cols = {k: [] for k in (rows[0] if rows else {})}
+    cols.update({"completion": [], "grounding": [], "hallucination_rate": [], "teacher_decision": [],
+                 "sample_index": []})
+    return Dataset.from_dict(cols)
+
+
+def _progress(enabled: bool, total: int):
+    if not enabled:
+        return None
+    from rich.progress import Progress
+
+    bar = Progress()
+    task = bar.add_task("distilling", total=total)
+    bar.start()
+    return bar, task
+
+
+def iter_theses(result: DistillResult) -> Iterable[str]:
+    """The accepted thesis texts, in row order (handy for building a tokenizer corpus)."""
+    for c in result.dataset["completion"]:
+        yield c[0]["content"]

@@ -1,0 +1,348 @@
+"""TemplateTeacher: a deterministic rule-based analyst that writes canonical theses offline.
+
+Why: distillation, SFT warm starts, tests and the demo need a teacher that needs no network, is
+reproducible, and writes theses that are *grounded by construction* (real verbatim quotes, correct
+citations, numbers only from the cited item) with a decision reached from the evidence by explicit
+rules, never from the label. Its knobs make it imperfect on purpose so the rejection filter of
+`thesisgym.distill` has something to reject.
+
+Decision rules (documented, also in `item_stance` / `decide`):
+1. Every evidence item gets a stance in [-1, 1] from the signals found in its text:
+   - technical: close above/below a moving average (SMA/EMA; a lone "SMA(20) 78.87" item is compared
+     with the latest close shown in the section) -> +1/-1; RSI above 55 -> +0.5, below 45 -> -0.5;
+     MACD histogram sign -> +-0.5; a signed "return"/"change" percentage -> its sign.
+   - fundamentals: signed "surprise" and "growth" percentages -> their signs.
+   - every section: a keyword lexicon (beats/raises/upgrade/record... vs misses/cuts/downgrade/probe...)
+     -> (pos - neg) / (pos + neg); insider "buy/purchase" vs "sell/sale".
+   The item stance is the mean of the signals found (0 when none).
+2. A section's stance is the mean of its items; the overall score is the weighted mean of sections
+   (technical 1, fundamentals 1, news 1, analyst 0.75, insider 0.5, macro 0.25).
+3. Score >= 0.5 -> STRONG_BUY, >= 0.15 -> BUY, > -0.15 -> HOLD, > -0.5 -> SELL, else STRONG_SELL;
+   or, after `calibrate(rows)`, cut points at the schema.LABEL_QUANTILES of the rows' scores, so the
+   teacher's class mix matches the label mix (the lexicon is not symmetric, fixed cuts lean bearish).
+
+Bullets: one tag per section in `sections` that has evidence (a section without items is skipped);
+`bullets=(lo, hi)` bullets per section, fewer when the section has fewer than `lo` items (one
+bullet per item, never a repeated citation). Each bullet is an opinion without digits plus a
+verbatim quote of 4-12 words from the cited item, so 15-90 words and numbers only from that item.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+from collections.abc import Sequence
+
+from thesisgym.schema import LABEL_QUANTILES, LABELS, SECTIONS
+from thesisgym.teachers.base import check_row
+
+SECTION_WEIGHTS: dict[str, float] = {
+    "technical": 1.0, "fundamentals": 1.0, "news": 1.0, "analyst": 0.75, "insider": 0.5, "macro": 0.25,
+}
+# (lower bound of score, label), checked in order; anything below the last bound is STRONG_SELL
+DECISION_CUTS: tuple[tuple[float, str], ...] = ((0.5, "STRONG_BUY"), (0.15, "BUY"), (-0.15 + 1e-12, "HOLD"),
+                                                 (-0.5 + 1e-12, "SELL"))
+
+_POS = ("beat", "beats", "raise", "raises", "raised", "upgrade", "upgrades", "upgraded", "record", "strong",
+        "gain", "gains", "wins", "win", "growth", "grows", "expand", "expands", "surge", "surges", "jump",
+        "jumps", "outperform", "bullish", "boost", "boosting", "rally", "rallies", "buy", "buys", "purchase",
+        "purchases", "accelerate", "accelerates", "improve", "improves", "exceed", "exceeds", "above", "up",
+        "higher", "opens", "launches", "approval", "approved", "overweight", "rises", "rise", "beating")
+_NEG = ("miss", "misses", "missed", "cut", "cuts", "cutting", "downgrade", "downgrades", "downgraded", "weak",
+        "drop", "drops", "fall", "falls", "loses", "lose", "loss", "probe", "lawsuit", "slide", "slides", "shrink",
+        "shrinks", "plunge", "plunges", "underperform", "bearish", "warning", "warns", "warn", "sell", "sells",
+        "sale", "decline", "declines", "slump", "slumps", "below", "recall", "recalls", "fraud", "default",
+        "down", "lower", "risk", "underweight", "halts", "delay", "delays", "investigation", "resigns")
+_POS_SET, _NEG_SET = frozenset(_POS), frozenset(_NEG)
+_WORD = re.compile(r"[A-Za-z][A-Za-z\-]*")
+_NUM = r"([-+\u2212]?\$?\d[\d,]*(?:\.\d+)?)"
+# "(14)" / "(12,26,9)" parameter lists after an indicator name are not its value
+_PARAMS = r"(?:\s*\([\d,\s]+\))?"
+
+
+def _first(pattern: str, text: str) -> float | None:
+    m = re.search(pattern, text, flags=re.IGNORECASE)
+    if not m:
+        return None
+    raw = m.group(1).replace("\u2212", "-").replace("$", "").replace(",", "")
+    try:
+        return float(raw)
+    except ValueError:
+        return None
+
+
+def _sign(x: float) -> float:
+    return 1.0 if x > 0 else (-1.0 if x < 0 else 0.0)
+
+
+def reference_close(evidence: Sequence[dict]) -> float | None:
+    """The latest close shown in the technical section (the first item that states one)."""
+    for it in evidence:
+        if it.get("section") == "technical":
+            close = _first(r"\bclose\s*[:=]?\s*" + _NUM, str(it.get("text", "")))
+            if close is not None and close > 0:
+                return close
+    return None
+
+
+def item_stance(item: dict, *, ref_close: float | None = None) -> float:
+    """Stance in [-1, 1] of one evidence item from the signals in its text (module docstring, rule 1).
+
+    `ref_close` (the latest close, see `reference_close`) lets a lone "SMA(20) 78.87" item be read
+    as price above/below its average.
+    """
+    text = str(item.get("text", ""))
+    signals: list[float] = []
+    close = _first(r"\bclose\s*[:=]?\s*" + _NUM, text)
+    ma = _first(r"\b(?:sma|ema)" + _PARAMS + r"\d*\s*[:=]?\s*" + _NUM, text)
+    close = close if close is not None and ma is not None else ref_close
+    if close is not None and ma is not None and close != ma:
+        signals.append(_sign(close - ma))
+    rsi = _first(r"\brsi" + _PARAMS + r"\d*\s*[:=]?\s*" + _NUM, text)
+    if rsi is not None:
+        signals.append(0.5 if rsi > 55 else (-0.5 if rsi < 45 else 0.0))
+    hist = _first(r"histogram\s*[:=]?\s*" + _NUM, text)
+    if hist is not None and hist != 0:
+        signals.append(0.5 * _sign(hist))
+    for pattern in (r"\b(?:return|change)(?:\s+\d+d)?\s*[:=]?\s*" + _NUM + r"\s*%",
+                    r"surprise\D{0,12}?" + _NUM + r"\s*%", _NUM + r"\s*%\s*surprise",
+                    r"growth\D{0,12}?" + _NUM + r"\s*%"):
+        val = _first(pattern, text)
+        if val is not None and val != 0:
+            signals.append(_sign(val))
+    words = [w.lower() for w in _WORD.findall(text)]
+    pos = sum(w in _POS_SET for w in words)
+    neg = sum(w in _NEG_SET for w in words)
+    if pos + neg:
+        signals.append((pos - neg) / (pos + neg))
+    if not signals:
+        return 0.0
+    return max(-1.0, min(1.0, sum(signals) / len(signals)))
+
+
+def section_scores(evidence: Sequence[dict], sections: Sequence[str]) -> dict[str, float]:
+    """Mean item stance per section that has items (rule 2)."""
+    out: dict[str, float] = {}
+    ref = reference_close(evidence)
+    for sec in sections:
+        items = [it for it in evidence if it.get("section") == sec]
+        if items:
+            out[sec] = sum(item_stance(it, ref_close=ref) for it in items) / len(items)
+    return out
+
+
+def score_to_label(score: float, cuts: Sequence[tuple[float, str]] = DECISION_CUTS) -> str:
+    """Map an overall stance score to a decision (rule 3)."""
+    for bound, label in cuts:
+        if score >= bound:
+            return label
+    return "STRONG_SELL"
+
+
+def evidence_score(evidence: Sequence[dict], sections: Sequence[str]) -> float:
+    """The overall stance score of rule 2 (0 when no section has evidence)."""
+    scores = section_scores(evidence, sections)
+    if not scores:
+        return 0.0
+    total_w = sum(SECTION_WEIGHTS.get(s, 0.5) for s in scores)
+    return sum(SECTION_WEIGHTS.get(s, 0.5) * v for s, v in scores.items()) / total_w
+
+
+def decide(evidence: Sequence[dict], sections: Sequence[str], *,
+           cuts: Sequence[tuple[float, str]] = DECISION_CUTS) -> tuple[str, float]:
+    """(decision, overall score) from the evidence alone: the rules of the module docstring."""
+    overall = evidence_score(evidence, sections)
+    return score_to_label(overall, cuts), overall
+
+
+def calibrated_cuts(scores: Sequence[float], quantiles: Sequence[float] = LABEL_QUANTILES) -> tuple[tuple[float, str], ...]:
+    """Cut points putting `scores` into the label mix of schema.LABEL_QUANTILES (rule 3, calibrated).
+
+    Uses only the evidence scores of the rows, never their labels: the teacher's class mix then
+    matches the labels' by construction, while which row gets which class stays evidence-driven.
+    """
+    import numpy as np
+
+    vals = np.asarray([s for s in scores if s == s], dtype=float)
+    if vals.size < 10:
+        raise ValueError(f"calibrate: need at least 10 rows with evidence, got {vals.size}")
+    q = np.quantile(vals, list(quantiles))
+    # cut order in DECISION_CUTS is most bullish first
+    return tuple((float(b), lab) for b, lab in zip(q[::-1], ("STRONG_BUY", "BUY", "HOLD", "SELL"), strict=True))
+
+
+# --- writing ---------------------------------------------------------------------------------------
+_OPINIONS_POS = (
+    "The {sec} evidence reads as constructive for the stock and supports owning it over the coming week, "
+    "since the item reports",
+    "This {sec} signal tilts the balance toward upside for the shares and makes a long position look "
+    "reasonable, because the record shows",
+    "I read this {sec} item as a clear positive that should help the price hold and extend its recent "
+    "gains, as the source says",
+    "On the {sec} side the picture is encouraging and argues for a long position while this trend "
+    "lasts, given that",
+)
+_OPINIONS_NEG = (
+    "The {sec} evidence reads as a warning for the stock and argues against owning it over the coming "
+    "week, since the item reports",
+    "This {sec} signal tilts the balance toward downside for the shares and makes a long position look "
+    "risky, because the record shows",
+    "I read this {sec} item as a clear negative that could push the price lower in the days ahead, as "
+    "the source says",
+    "On the {sec} side the picture is worrying and argues for caution or a short while this lasts, "
+    "given that",
+)
+_OPINIONS_FLAT = (
+    "The {sec} evidence is mixed and does not move the view much in either direction this week, since "
+    "the item reports",
+    "This {sec} item is close to neutral for the shares and mostly sets the context for the other "
+    "sections, because",
+    "I read this {sec} signal as balanced, neither a strong reason to buy nor a reason to sell the "
+    "stock, as the source says",
+)
+_LEAN = {1: "leans bullish", 0: "is roughly neutral", -1: "leans bearish"}
+
+
+def _quote_span(text: str, rng: random.Random, *, lo: int = 4, hi: int = 12) -> str:
+    """A verbatim run of 4-12 whole words of `text` (never containing a double quote)."""
+    words = text.replace('"', " ").split()
+    if len(words) <= hi:
+        span = words
+    else:
+        k = rng.randint(lo, hi)
+        start = rng.randint(0, len(words) - k)
+        span = words[start:start + k]
+    quote = " ".join(span).rstrip(".,;:")
+    # a quote must be a substring of the item text; double-quote removal could break that
+    return quote if quote and quote in text else text.strip().replace('"', "'")
+
+
+def _row_key(row: dict) -> int:
+    ident = json.dumps([row.get("ticker"), row.get("asof"), row.get("variation"),
+                        [it.get("id") for it in row["evidence"]], [it.get("text") for it in row["evidence"]][:3]],
+                       default=str)
+    return int(hashlib.sha256(ident.encode()).hexdigest()[:12], 16)
+
+
+class TemplateTeacher:
+    """Rule-based analyst (see module docstring). Deterministic per (seed, row, sample seed).
+
+    Knobs (probabilities in [0, 1]): `noise` corrupts each bullet with that probability (a
+    shuffled citation, a fabricated number or an altered quote); `wrong_decision_rate` replaces the
+    rule-based decision by a different class; `drop_section_rate` omits a section. `mode="reverse"`
+    writes a rationalisation of the row's label (reverse distillation): the decision is the label
+    and bullets that agree with it are preferred.
+    """
+
+    def __init__(
+        self,
+        *,
+        noise: float = 0.0,
+        wrong_decision_rate: float = 0.0,
+        drop_section_rate: float = 0.0,
+        bullets: tuple[int, int] = (4, 7),
+        seed: int = 0,
+        mode: str = "forward",
+        think: bool = True,
+        cuts: Sequence[tuple[float, str]] | None = None,
+    ) -> None:
+        for name, p in (("noise", noise), ("wrong_decision_rate", wrong_decision_rate),
+                        ("drop_section_rate", drop_section_rate)):
+            if not isinstance(p, (int, float)) or not 0.0 <= float(p) <= 1.0:
+                raise ValueError(f"TemplateTeacher: `{name}` must be a probability in [0, 1], got {p!r}")
+        if (len(tuple(bullets)) != 2 or not all(isinstance(b, int) for b in bullets)
+                or not 1 <= bullets[0] <= bullets[1]):
+            raise ValueError(f"TemplateTeacher: `bullets` must be (lo, hi) ints with 1 <= lo <= hi, got {bullets!r}")
+        if mode not in ("forward", "reverse"):
+            raise ValueError(f"TemplateTeacher: `mode` must be 'forward' or 'reverse', got {mode!r}")
+        self.noise = float(noise)
+        self.wrong_decision_rate = float(wrong_decision_rate)
+        self.drop_section_rate = float(drop_section_rate)
+        self.bullets = (int(bullets[0]), int(bullets[1]))
+        self.seed = int(seed)
+        self.mode = mode
+        self.think = think
+        self.cuts = tuple(cuts) if cuts is not None else DECISION_CUTS
+
+    def calibrate(self, rows: Sequence[dict]) -> TemplateTeacher:
+        """Fit the decision cut points on `rows` (their evidence only, see `calibrated_cuts`); returns self."""
+        self.cuts = calibrated_cuts([evidence_score(r["evidence"], r["sections"]) for r in rows])
+        return self
+
+    def __repr__(self) -> str:
+        return (f"TemplateTeacher(noise={self.noise}, wrong_decision_rate={self.wrong_decision_rate}, "
+                f"drop_section_rate={self.drop_section_rate}, bullets={self.bullets}, seed={self.seed}, "
+                f"mode={self.mode!r}, cuts={[(round(b, 4), lab) for b, lab in self.cuts]})")
+
+    def write(self, row: dict, *, n: int = 1, seed: int = 0) -> list[str]:
+        """`n` theses for `row`; sample i uses its own RNG so samples differ but repeat exactly."""
+        check_row(row, who="TemplateTeacher.write")
+        if not isinstance(n, int) or n < 1:
+            raise ValueError(f"TemplateTeacher.write: n must be a positive int, got {n!r}")
+        if self.mode == "reverse" and row.get("label") not in LABELS:
+            raise ValueError(f"TemplateTeacher(mode='reverse'): row has no valid 'label' (got {row.get('label')!r})")
+        key = _row_key(row)
+        return [self._write_one(row, random.Random(hash((self.seed, seed, i, key)))) for i in range(n)]
+
+    # --- one sample ---------------------------------------------------------------------------
+    def _write_one(self, row: dict, rng: random.Random) -> str:
+        evidence = [it for it in row["evidence"] if isinstance(it, dict) and it.get("id") and it.get("text")]
+        sections = [s for s in row["sections"] if any(it.get("section") == s for it in evidence)]
+        if self.mode == "reverse":
+            decision = row["label"]
+            overall = (LABELS.index(decision) - 2) / 2
+        else:
+            decision, overall = decide(evidence, sections, cuts=self.cuts)
+        if self.wrong_decision_rate and rng.random() < self.wrong_decision_rate:
+            decision = rng.choice([lab for lab in LABELS if lab != decision])
+        kept = [s for s in sections if not (self.drop_section_rate and rng.random() < self.drop_section_rate)]
+        all_ids = [it["id"] for it in evidence]
+        parts: list[str] = []
+        if self.think:
+            parts.append("<think>Score each section from its evidence, weigh the sections, then decide.</think>")
+        leans: dict[str, int] = {}
+        ref = reference_close(evidence)
+        for sec in kept:
+            items = [it for it in evidence if it.get("section") == sec]
+            stances = {it["id"]: item_stance(it, ref_close=ref) for it in items}
+            mean = sum(stances.values()) / len(stances)
+            leans[sec] = 1 if mean >= 0.15 else (-1 if mean <= -0.15 else 0)
+            order = items[:]
+            rng.shuffle(order)
+            if self.mode == "reverse":
+                want = _sign(overall)
+                order.sort(key=lambda it: -want * stances[it["id"]])
+            k = min(len(order), rng.randint(*self.bullets))
+            lines = [self._bullet(it, stances[it["id"]], sec, rng, all_ids) for it in order[:k]]
+            parts.append(f"<{sec}>\n" + "\n".join(lines) + f"\n</{sec}>")
+        parts.append(f"<conclusion>{self._conclusion(leans, decision)}</conclusion>")
+        parts.append(f"<decision>{decision}</decision>")
+        return "\n".join(parts)
+
+    def _bullet(self, item: dict, stance: float, sec: str, rng: random.Random, all_ids: list[str]) -> str:
+        pool = _OPINIONS_POS if stance >= 0.15 else (_OPINIONS_NEG if stance <= -0.15 else _OPINIONS_FLAT)
+        opinion = rng.choice(pool).format(sec=sec)
+        quote = _quote_span(str(item["text"]), rng)
+        cite = item["id"]
+        if self.noise and rng.random() < self.noise:
+            kind = rng.choice(("cite", "number", "quote"))
+            if kind == "cite":
+                others = [i for i in all_ids if i != cite]
+                cite = rng.choice(others) if others else f"{SECTIONS.get(sec, 'X')}{len(all_ids) + 9}"
+            elif kind == "number":
+                opinion = opinion.replace(" since", f" with a move of {rng.randint(41, 97)}.{rng.randint(1, 9)}% since", 1)
+                if "%" not in opinion:
+                    opinion += f" a gain of {rng.randint(41, 97)}.{rng.randint(1, 9)}% and"
+            else:
+                quote = " ".join(reversed(quote.split())) + " allegedly"
+        return f'- {opinion} "{quote}" [{cite}]'
+
+    @staticmethod
+    def _conclusion(leans: dict[str, int], decision: str) -> str:
+        if not leans:
+            return f"There is no usable evidence, so the call defaults to {decision.replace('_', ' ').lower()}."
+        views = "; ".join(f"the {sec} evidence {_LEAN[v]}" for sec, v in leans.items())
+        return (f"Weighing the sections, {views}. Taken together the balance of evidence supports a "
+                f"{decision.replace('_', ' ').lower()} view for a holding period of about a week.")

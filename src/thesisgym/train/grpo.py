@@ -1,0 +1,83 @@
+"""GRPO through TRL's GRPOTrainer with the thesisgym reward stack as `reward_funcs`.
+
+Every dataset column (evidence, sections, label, fwd_return, fwd_vol, ...) reaches the rewards as
+keyword lists (TRL keeps unused columns for GRPO). The configured rewards are checked against the
+columns before the model is even loaded, so a missing `fwd_return` fails in a second, naming
+the column and the reward. Reward weights go to TRL's `reward_weights`; a weight of 0 keeps a
+component as a logged metric. Diagnostics (hallucination rate, citation precision, loop...) are
+logged as `diag/<name>` through TRL's `log_metric`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from thesisgym.train.common import finish, load_split, prepare_policy, train_with_resume, write_run_info
+from thesisgym.train.config import GRPORunConfig, trl_args
+from thesisgym.train.models import is_tiny
+from thesisgym.train.rewards import build_reward_funcs, validate_reward_columns
+
+
+def build_grpo_trainer(
+    config: GRPORunConfig,
+    *,
+    reward_funcs: list[Callable] | None = None,
+    reward_weights: list[float] | None = None,
+    callbacks: list | None = None,
+):
+    """(trainer, tokenizer, model_path) ready to `train()`.
+
+    `reward_funcs` (Python API only) replaces the configured stack, e.g. for an experiment with a
+    custom reward; its columns are then the caller's responsibility.
+    """
+    from transformers import set_seed
+    from trl import GRPOTrainer
+
+    set_seed(config.seed)
+    where = f"{config.data.dataset}[{config.data.split}]"
+    train = load_split(config.data.dataset, config.data.split, max_rows=config.data.max_rows)
+    if reward_funcs is None:
+        validate_reward_columns(train, config.rewards, where=where)
+        funcs, weights = build_reward_funcs(config.rewards)
+    else:
+        if "prompt" not in train.column_names:
+            raise ValueError(f"{where}: GRPO needs a 'prompt' column (got {train.column_names})")
+        funcs = list(reward_funcs)
+        weights = list(reward_weights) if reward_weights is not None else [1.0] * len(funcs)
+    # a distilled set carries the accepted thesis as `completion`; GRPO samples its own
+    if "completion" in train.column_names:
+        train = train.remove_columns("completion")
+    model, tokenizer, model_path, peft_config = prepare_policy(config, train)
+    args = trl_args(config, tiny=is_tiny(model_path))
+    args.reward_weights = weights
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=funcs,
+        args=args,
+        train_dataset=train,
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        callbacks=callbacks,
+    )
+    return trainer, tokenizer, model_path
+
+
+def run_grpo(
+    config: GRPORunConfig,
+    *,
+    resume: bool = False,
+    reward_funcs: list[Callable] | None = None,
+    reward_weights: list[float] | None = None,
+    callbacks: list | None = None,
+) -> Path:
+    """Train, save `<output_dir>/final` and return its path. `resume` continues the last checkpoint."""
+    if not isinstance(config, GRPORunConfig):
+        raise TypeError(f"run_grpo expects a GRPORunConfig, got {type(config).__name__}")
+    run_dir = Path(config.output_dir)
+    trainer, tokenizer, model_path = build_grpo_trainer(config, reward_funcs=reward_funcs,
+                                                        reward_weights=reward_weights, callbacks=callbacks)
+    write_run_info(config, run_dir, resume=resume, extra={"model_path": model_path,
+                                                          "reward_funcs": [f.__name__ for f in trainer.reward_funcs]})
+    train_with_resume(trainer, run_dir, resume=resume)
+    return finish(trainer, tokenizer, run_dir, model_path=model_path)

@@ -1,0 +1,197 @@
+"""Policy models: load any HF causal LM (optionally with a LoRA adapter) or build the `tiny` preset.
+
+Why a local preset: tests, the demo and CI must train offline on two CPU cores, and no hub download
+is allowed. `build_tiny` trains a byte-level BPE tokenizer on the dataset's own prompts and theses
+(so evidence ids, section tags and labels become cheap tokens) and initialises a small Qwen2
+model around it. Everything is saved with `save_pretrained`, so downstream code (TRL, evaluation,
+`AutoModelForCausalLM.from_pretrained`) treats it exactly like a hub checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+# Qwen-like chat format: TRL's prompt/completion masking needs the rendered prompt (with the
+# generation prompt) to be a prefix of the rendered prompt+completion, which this template keeps.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+PAD_TOKEN = "<|endoftext|>"
+EOS_TOKEN = "<|im_end|>"
+SPECIAL_TOKENS: tuple[str, ...] = (PAD_TOKEN, "<|im_start|>", EOS_TOKEN)
+TINY_MARKER = "thesisgym_tiny.json"
+
+
+def _require_positive(name: str, value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"build_tiny: `{name}` must be a positive int, got {value!r}")
+
+
+def build_tokenizer(corpus_texts: Iterable[str], *, vocab_size: int = 4096):
+    """Train a byte-level BPE tokenizer on `corpus_texts` and wrap it as a PreTrainedTokenizerFast."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    texts = [t for t in corpus_texts if isinstance(t, str) and t]
+    if not texts:
+        raise ValueError("build_tiny: `corpus_texts` is empty; pass the prompts and theses to train the tokenizer on")
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=2,
+        special_tokens=list(SPECIAL_TOKENS),
+        # every byte is representable, so nothing is ever <unk> on unseen text
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token=EOS_TOKEN,
+        pad_token=PAD_TOKEN,
+        bos_token=None,
+        unk_token=None,
+        padding_side="left",
+        model_max_length=1 << 16,
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def build_tiny(
+    corpus_texts: Iterable[str],
+    out_dir: str | Path,
+    *,
+    vocab_size: int = 4096,
+    hidden_size: int = 192,
+    layers: int = 4,
+    heads: int = 4,
+    kv_heads: int = 2,
+    intermediate_size: int | None = None,
+    max_position_embeddings: int = 8192,
+    seed: int = 0,
+) -> Path:
+    """Build the `tiny` preset (Qwen2 architecture, a few M params) and save it to `out_dir`.
+
+    The defaults give ~3.5M parameters with a 4096-token vocabulary: small enough for a few GRPO
+    steps per minute on two CPU cores, large enough to learn the thesis format from a few hundred
+    distilled examples. Returns `out_dir`.
+    """
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    for name, value in (("vocab_size", vocab_size), ("hidden_size", hidden_size), ("layers", layers),
+                        ("heads", heads), ("kv_heads", kv_heads), ("max_position_embeddings", max_position_embeddings)):
+        _require_positive(name, value)
+    if hidden_size % heads:
+        raise ValueError(f"build_tiny: hidden_size={hidden_size} must be divisible by heads={heads}")
+    if heads % kv_heads:
+        raise ValueError(f"build_tiny: heads={heads} must be divisible by kv_heads={kv_heads}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer(corpus_texts, vocab_size=vocab_size)
+    pad_id = tokenizer.convert_tokens_to_ids(PAD_TOKEN)
+    eos_id = tokenizer.convert_tokens_to_ids(EOS_TOKEN)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=intermediate_size or 3 * hidden_size,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=max_position_embeddings,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=eos_id,
+        pad_token_id=pad_id,
+        use_cache=True,
+    )
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config = GenerationConfig(eos_token_id=eos_id, pad_token_id=pad_id, bos_token_id=None)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    n_params = sum(p.numel() for p in model.parameters())
+    (out / TINY_MARKER).write_text(json.dumps({"preset": "tiny", "params": n_params, "seed": seed,
+                                               "vocab_size": len(tokenizer)}, indent=2))
+    return out
+
+
+def lora_config(spec: dict[str, Any] | None):
+    """Turn a plain dict (from YAML) into a peft LoraConfig; None stays None."""
+    if spec is None:
+        return None
+    from peft import LoraConfig
+
+    spec = dict(spec)
+    spec.setdefault("task_type", "CAUSAL_LM")
+    spec.setdefault("target_modules", "all-linear")
+    try:
+        return LoraConfig(**spec)
+    except TypeError as exc:
+        raise ValueError(f"model.lora: {exc}") from exc
+
+
+def load_tokenizer(name_or_path: str | Path):
+    """Load the tokenizer of a model, forcing left padding (generation in GRPO) and a pad token."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(name_or_path))
+    tok.padding_side = "left"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    if tok.chat_template is None:
+        tok.chat_template = CHAT_TEMPLATE
+    return tok
+
+
+def load_model(
+    name_or_path: str | Path,
+    *,
+    lora: dict[str, Any] | None = None,
+    dtype: str = "auto",
+    trust_remote_code: bool = False,
+):
+    """Load any HF causal LM id or local path (offline when HF_HUB_OFFLINE=1) and its tokenizer.
+
+    `lora` (a dict of peft.LoraConfig fields) wraps the model in a fresh LoRA adapter. Returns
+    `(model, tokenizer)`; the model's generation_config gets the tokenizer's eos/pad ids so
+    sampling stops at the end of the assistant turn.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    path = str(name_or_path)
+    if not path:
+        raise ValueError("load_model: `name_or_path` is empty")
+    local = Path(path)
+    if (local.exists() or path.startswith((".", "/"))) and not (local / "config.json").exists():
+        raise ValueError(f"load_model: {path} has no config.json; is it a saved model directory?")
+    tokenizer = load_tokenizer(path)
+    torch_dtype = dtype if dtype == "auto" else getattr(torch, dtype)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, trust_remote_code=trust_remote_code)
+    gen = model.generation_config
+    if gen.pad_token_id is None:
+        gen.pad_token_id = tokenizer.pad_token_id
+    if gen.eos_token_id is None:
+        gen.eos_token_id = tokenizer.eos_token_id
+    cfg = lora_config(lora)
+    if cfg is not None:
+        from peft import get_peft_model
+
+        model = get_peft_model(model, cfg)
+    return model, tokenizer
+
+
+def is_tiny(path: str | Path) -> bool:
+    """True when `path` holds a model built by `build_tiny` (used to pick CPU-friendly defaults)."""
+    return (Path(path) / TINY_MARKER).exists()

@@ -1,0 +1,140 @@
+"""TemplateTeacher: canonical, grounded theses; decisions from evidence rules; knobs that break things."""
+
+from __future__ import annotations
+
+import pytest
+
+from thesisgym.schema import LABELS
+from thesisgym.teachers import Teacher, TemplateTeacher, decide, item_stance, make_teacher
+from thesisgym.thesis import parse_thesis
+from thesisgym.train.toy import toy_row, toy_rows
+
+rewards = pytest.importorskip("thesisgym.rewards")
+
+
+def _score(text: str, row: dict) -> dict:
+    return rewards.score_completion([{"role": "assistant", "content": text}], row)
+
+
+def test_protocol_and_factory():
+    t = make_teacher("template", seed=3)
+    assert isinstance(t, Teacher)
+    assert t.seed == 3
+    with pytest.raises(ValueError, match="unknown teacher"):
+        make_teacher("oracle")
+
+
+def test_gold_thesis_parses_and_scores_high_on_reward_stack():
+    for row in toy_rows(6, seed=1):
+        text = TemplateTeacher().write(row, n=1)[0]
+        thesis = parse_thesis(text)
+        assert thesis.valid, thesis.errors
+        assert list(thesis.section_names) == row["sections"]
+        assert all(4 <= len(s.bullets) <= 7 for s in thesis.sections)
+        assert all(15 <= b.word_count <= 90 for b in thesis.bullets)
+        # every quote is verbatim text of the item it cites
+        by_id = {it["id"]: it["text"] for it in row["evidence"]}
+        for b in thesis.bullets:
+            assert len(b.citations) == 1 and b.citations[0] in by_id
+            assert all(q in by_id[b.citations[0]] for q in b.quotes)
+        s = _score(text, row)
+        assert s["structure"] >= 0.95 and s["evidence"] >= 0.95, s
+        assert s["hallucination_rate"] == 0.0
+
+
+def test_decision_comes_from_evidence_not_label():
+    row = toy_row(stance=1.0)
+    lied = dict(row, label="STRONG_SELL", label_id=0)
+    a = TemplateTeacher().write(row)[0]
+    b = TemplateTeacher().write(lied)[0]
+    assert parse_thesis(a).decision == parse_thesis(b).decision == "STRONG_BUY"
+    bear = toy_row(stance=-1.0)
+    assert decide(bear["evidence"], bear["sections"])[0] == "STRONG_SELL"
+    assert item_stance({"text": "Acme misses estimates and cuts guidance"}) < 0
+    assert item_stance({"text": "Close 110.0, SMA20 100.0, RSI14 70"}) > 0
+    assert item_stance({"text": "nothing to see"}) == 0.0
+
+
+def test_reverse_mode_explains_the_label():
+    row = dict(toy_row(stance=1.0), label="HOLD")
+    text = TemplateTeacher(mode="reverse").write(row)[0]
+    assert parse_thesis(text).decision == "HOLD"
+    with pytest.raises(ValueError, match="label"):
+        TemplateTeacher(mode="reverse").write(dict(row, label=None))
+
+
+def test_deterministic_and_samples_differ():
+    row = toy_row(stance=0.5, items_per_section=7)
+    t = TemplateTeacher(seed=1)
+    a = t.write(row, n=3, seed=5)
+    assert a == TemplateTeacher(seed=1).write(row, n=3, seed=5)
+    assert len(set(a)) == 3
+    assert a != t.write(row, n=3, seed=6)
+
+
+def test_fewer_items_give_fewer_bullets_and_empty_sections_are_skipped():
+    row = toy_row(items_per_section=2)
+    row["sections"] = row["sections"] + ["macro"]  # listed but without items
+    thesis = parse_thesis(TemplateTeacher().write(row)[0])
+    assert "macro" not in thesis.section_names
+    assert all(len(s.bullets) == 2 for s in thesis.sections)
+
+
+def test_knobs_produce_rejectable_theses():
+    rows = toy_rows(6, seed=2)
+    noisy = [TemplateTeacher(noise=1.0, seed=i).write(r)[0] for i, r in enumerate(rows)]
+    assert all(_score(t, r)["hallucination_rate"] > 0.5 for t, r in zip(noisy, rows, strict=True))
+    wrong = [TemplateTeacher(wrong_decision_rate=1.0).write(r)[0] for r in rows]
+    right = [TemplateTeacher().write(r)[0] for r in rows]
+    assert all(parse_thesis(w).decision != parse_thesis(g).decision for w, g in zip(wrong, right, strict=True))
+    dropped = parse_thesis(TemplateTeacher(drop_section_rate=1.0).write(rows[0])[0])
+    assert dropped.sections == ()
+    assert _score(TemplateTeacher(drop_section_rate=1.0).write(rows[0])[0], rows[0])["structure"] < 0.7
+
+
+@pytest.mark.parametrize("kwargs", [{"noise": 1.5}, {"bullets": (5, 2)}, {"mode": "sideways"},
+                                    {"wrong_decision_rate": -0.1}])
+def test_bad_knobs_raise(kwargs):
+    with pytest.raises(ValueError):
+        TemplateTeacher(**kwargs)
+
+
+def test_bad_rows_raise_naming_the_column():
+    with pytest.raises(ValueError, match="evidence"):
+        TemplateTeacher().write({"sections": ["news"]})
+    with pytest.raises(ValueError, match="n must"):
+        TemplateTeacher().write(toy_row(), n=0)
+
+
+def test_every_label_reachable():
+    seen = {parse_thesis(TemplateTeacher().write(toy_row(stance=s))[0]).decision for s in (-1, -0.3, 0.0, 0.3, 1)}
+    assert seen <= set(LABELS) and {"STRONG_BUY", "STRONG_SELL"} <= seen
+
+
+def test_calibration_matches_the_label_mix_without_reading_labels():
+    from thesisgym.schema import LABEL_QUANTILES
+
+    rows = toy_rows(60, seed=4)
+    blind = [dict(r, label=None) for r in rows]  # calibration must not need labels
+    t = TemplateTeacher().calibrate(blind)
+    decisions = [parse_thesis(t.write(r)[0]).decision for r in rows]
+    share_sb = decisions.count("STRONG_BUY") / len(rows)
+    assert abs(share_sb - (1 - LABEL_QUANTILES[-1])) < 0.1
+    assert TemplateTeacher().cuts != t.cuts and "cuts=" in repr(t)
+    with pytest.raises(ValueError, match="at least 10"):
+        TemplateTeacher().calibrate(rows[:3])
+
+
+def test_on_real_synthetic_contexts_grounded_and_evidence_driven():
+    synth = pytest.importorskip("thesisgym.data.synth")
+    ctx = pytest.importorskip("thesisgym.context.build")
+    store = synth.generate_market(synth.SynthConfig(n_tickers=3, n_days=90, seed=1))
+    rows = list(ctx.build_contexts(store, tickers=store.tickers, dates=store.dates[40:70:3]))
+    assert rows
+    t = TemplateTeacher().calibrate(rows)
+    for row in rows[:6]:
+        text = t.write(row)[0]
+        s = _score(text, row)
+        assert s["hallucination_rate"] == 0.0 and s["citation_precision"] == 1.0, s
+        assert s["evidence"] >= 0.7 and s["structure"] >= 0.7, s
+        assert s["decision_valid"] == 1.0

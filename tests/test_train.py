@@ -1,0 +1,362 @@
+"""Training through TRL on CPU with the tiny preset: real SFT/GRPO steps, resume, config errors."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from thesisgym.train.config import (  # noqa: E402
+    SFTRunConfig,
+    apply_overrides,
+    build_config,
+    load_config,
+    trl_args,
+)
+from thesisgym.train.toy import toy_dataset  # noqa: E402
+
+pytest.importorskip("thesisgym.rewards")
+
+TINY = {"vocab_size": 600, "hidden_size": 32, "layers": 1, "heads": 2, "kv_heads": 1}
+FULL_STACK = ["structure", "evidence", "decision", "market", "loop", "consistency", "fsr", "dsr", "market_only"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    """Tiny models are dominated by thread overhead; on a busy 2-core CI box one thread is ~10x faster."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _history(run_dir: Path) -> list[dict]:
+    return json.loads((run_dir / "log_history.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> dict[str, Path]:
+    """A toy context split and its distilled SFT set, saved like the real pipeline saves them."""
+    from datasets import DatasetDict
+
+    from thesisgym.distill import distill
+    from thesisgym.teachers import TemplateTeacher
+
+    root = tmp_path_factory.mktemp("data")
+    ctx = toy_dataset(8, seed=0, items_per_section=2, sections=("technical", "news"))
+    DatasetDict({"train": ctx}).save_to_disk(str(root / "contexts"))
+    res = distill(ctx, TemplateTeacher(bullets=(1, 2)), n=2, decision_tolerance=1, min_grounding=0.0)
+    res.save(root / "distilled", split="train")
+    return {"contexts": root / "contexts", "distilled": root / "distilled", "root": root}
+
+
+def _sft_config(data, out: Path, **kw) -> SFTRunConfig:
+    cfg = {"output_dir": str(out), "model": {"name_or_path": "tiny", "tiny": TINY},
+           "data": {"dataset": str(data["distilled"])}, "max_steps": 2, "per_device_train_batch_size": 4,
+           "learning_rate": 1e-3, "save_steps": 1000, "report_to": "none", "max_length": 1024, **kw}
+    return build_config(cfg, kind="sft")
+
+
+@pytest.fixture(scope="module")
+def sft_model(data) -> Path:
+    from thesisgym.train.sft import run_sft
+
+    final = run_sft(_sft_config(data, data["root"] / "sft"))
+    return final
+
+
+# --- models ---------------------------------------------------------------------------------------
+def test_tiny_preset_is_a_normal_hf_model(sft_model):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(sft_model))
+    model = AutoModelForCausalLM.from_pretrained(str(sft_model))
+    assert model.config.model_type == "qwen2"
+    assert tok.padding_side == "left"
+    assert tok.eos_token == "<|im_end|>" and tok.pad_token == "<|endoftext|>"
+    assert model.generation_config.eos_token_id == tok.eos_token_id
+    assert model.generation_config.pad_token_id == tok.pad_token_id
+    text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+    assert text == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    assert tok.decode(tok("[T1] Close 101.5").input_ids) == "[T1] Close 101.5"
+    run = sft_model.parent
+    info = json.loads((run / "run_info.json").read_text())
+    assert {"torch", "transformers", "trl", "datasets", "thesisgym"} <= set(info["versions"])
+    assert load_config(run / "config.yaml", kind="sft").max_steps == 2
+
+
+def test_build_tiny_rejects_bad_sizes(tmp_path):
+    from thesisgym.train.models import build_tiny
+
+    with pytest.raises(ValueError, match="divisible"):
+        build_tiny(["a b c"], tmp_path, hidden_size=30, heads=4)
+    with pytest.raises(ValueError, match="corpus_texts"):
+        build_tiny([], tmp_path)
+
+
+def test_load_model_with_lora(sft_model):
+    from thesisgym.train.models import load_model
+
+    model, tok = load_model(sft_model, lora={"r": 4, "lora_alpha": 8})
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    total = sum(p.numel() for p in model.parameters())
+    assert 0 < trainable < total
+    with pytest.raises(ValueError, match="config.json"):
+        load_model(sft_model.parent / "tiny-base" / "nope")
+
+
+# --- real TRL steps -------------------------------------------------------------------------------
+def test_sft_step_loss_is_finite(sft_model):
+    hist = _history(sft_model.parent)
+    losses = [h["loss"] for h in hist if "loss" in h]
+    assert len(losses) == 2 and all(math.isfinite(v) for v in losses)
+    assert hist[-1]["step"] == 2
+
+
+def test_grpo_step_with_full_reward_stack(data, sft_model, tmp_path):
+    from thesisgym.train.grpo import run_grpo
+
+    cfg = build_config({
+        "output_dir": str(tmp_path / "grpo"), "model": {"name_or_path": str(sft_model)},
+        "data": {"dataset": str(data["contexts"])}, "max_steps": 1, "per_device_train_batch_size": 4,
+        "num_generations": 2, "max_completion_length": 24, "report_to": "none", "save_steps": 1000,
+        "rewards": {"funcs": FULL_STACK, "weights": [0.2, 0.2, 0.2, 0.2, 0.2, 0.1, 1.0, 0.0, 0.0]},
+    }, kind="grpo")
+    final = run_grpo(cfg)
+    assert (final / "config.json").exists()
+    hist = _history(final.parent)
+    step = next(h for h in hist if "loss" in h)
+    assert math.isfinite(step["loss"])
+    names = ["structure_reward", "evidence_reward", "decision_reward", "market_reward", "loop_penalty",
+             "consistency_reward", "fsr_reward", "dsr_reward", "market_only_reward"]
+    for name in names:
+        assert f"rewards/{name}/mean" in step, sorted(step)
+    assert math.isfinite(step["reward"])
+    assert any(k.startswith("diag/") for k in step), sorted(step)
+    info = json.loads((final.parent / "run_info.json").read_text())
+    assert info["reward_funcs"][0] == "structure_reward"
+
+
+def test_resume_ends_at_the_same_step_with_the_same_loss(data, tmp_path):
+    from thesisgym.train.sft import run_sft
+
+    cfg = _sft_config(data, tmp_path / "run", max_steps=4, save_steps=2, per_device_train_batch_size=2)
+    run_sft(cfg)
+    full = {h["step"]: h["loss"] for h in _history(tmp_path / "run") if "loss" in h}
+    # simulate a crash after checkpoint-2: the later checkpoint and the final model never got written
+    shutil.rmtree(tmp_path / "run" / "checkpoint-4")
+    shutil.rmtree(tmp_path / "run" / "final")
+    from transformers import TrainerCallback
+
+    class Steps(TrainerCallback):
+        seen: list[int] = []
+
+        def on_step_end(self, args, state, control, **kw):
+            self.seen.append(state.global_step)
+
+    final = run_sft(cfg, resume=True, callbacks=[Steps()])
+    assert Steps.seen == [3, 4]  # only the steps after checkpoint-2 were trained again
+    resumed = _history(final.parent)
+    assert resumed[-1]["step"] == 4
+    again = {h["step"]: h["loss"] for h in resumed if "loss" in h}
+    assert again[4] == pytest.approx(full[4], rel=1e-4)
+    assert list((final.parent).glob("run_info.resume-*.json"))
+    with pytest.raises(ValueError, match="no checkpoint"):
+        run_sft(_sft_config(data, tmp_path / "fresh"), resume=True)
+
+
+# --- configs fail before training -----------------------------------------------------------------
+def test_unknown_key_is_named(tmp_path):
+    with pytest.raises(ValueError, match="unknown key `learnig_rate`"):
+        build_config({"output_dir": "x", "data": {"dataset": "d"}, "learnig_rate": 1e-3}, kind="sft")
+    with pytest.raises(ValueError, match="unknown key `rewards.wieghts`"):
+        build_config({"output_dir": "x", "data": {"dataset": "d"}, "rewards": {"wieghts": [1]}}, kind="grpo")
+    with pytest.raises(ValueError, match="unknown reward"):
+        build_config({"output_dir": "x", "data": {"dataset": "d"}, "rewards": {"funcs": ["vibes"]}}, kind="grpo")
+
+
+def test_wrong_type_is_named(tmp_path):
+    with pytest.raises(ValueError, match="field `max_steps`"):
+        build_config({"output_dir": "x", "data": {"dataset": "d"}, "max_steps": "many"}, kind="sft")
+    with pytest.raises(ValueError, match="field `num_generations`"):
+        build_config({"output_dir": "x", "data": {"dataset": "d"}, "num_generations": 1}, kind="grpo")
+    with pytest.raises(ValueError, match="missing required key `data`"):
+        build_config({"output_dir": "x"}, kind="sft")
+
+
+def test_overrides_and_trl_mapping(tmp_path):
+    base = {"output_dir": str(tmp_path), "data": {"dataset": "d"}}
+    data = apply_overrides(base, ["learning_rate=3e-4", "rewards.funcs=[fsr,structure]", "use_vllm=true",
+                                  "trl.top_k=5"])
+    cfg = build_config(data, kind="grpo")
+    assert cfg.learning_rate == 3e-4 and cfg.rewards.funcs == ["fsr", "structure"]
+    args = trl_args(cfg.model_copy(update={"use_vllm": False}), tiny=True)
+    assert args.use_cpu and args.bf16 is False and args.gradient_checkpointing is False
+    assert args.activation_checkpointing is False
+    assert args.top_k == 5 and args.vllm_mode == "colocate"
+    with pytest.raises(ValueError, match="unknown GRPOConfig"):
+        trl_args(build_config(apply_overrides(base, ["trl.not_a_field=1"]), kind="grpo"))
+    with pytest.raises(ValueError, match="key=value"):
+        apply_overrides(base, ["learning_rate"])
+
+
+def test_shipped_recipes_validate():
+    from thesisgym.train.curriculum import validate_curriculum
+    from thesisgym.train.recipes import ACCELERATE, list_recipes, recipe_path
+
+    names = list_recipes()
+    assert {"sft", "fsr", "dsr", "market-only", "trading-r1"} <= set(names)
+    for name in names:
+        cfg = load_config(recipe_path(name))
+        if cfg.kind == "curriculum":
+            validate_curriculum(cfg)
+            assert [s.name for s in cfg.stages] == ["structure", "evidence", "decision"]
+    assert {p.stem for p in ACCELERATE.glob("*.yaml")} == {"cpu", "ddp", "deepspeed_zero3", "fsdp"}
+
+
+def test_missing_reward_column_fails_before_loading_the_model(data, tmp_path):
+    from datasets import DatasetDict
+
+    from thesisgym.train.grpo import run_grpo
+
+    ctx = toy_dataset(4).remove_columns(["fwd_return"])
+    DatasetDict({"train": ctx}).save_to_disk(str(tmp_path / "ctx"))
+    cfg = build_config({"output_dir": str(tmp_path / "run"), "data": {"dataset": str(tmp_path / "ctx")},
+                        "rewards": {"funcs": ["structure", "market"]}}, kind="grpo")
+    with pytest.raises(ValueError, match="'fwd_return' is missing but reward 'market'"):
+        run_grpo(cfg)
+    assert not (tmp_path / "run" / "tiny-base").exists()
+    nolabel = toy_dataset(3).map(lambda r, i: {"label": None if i == 1 else r["label"]}, with_indices=True)
+    DatasetDict({"train": nolabel}).save_to_disk(str(tmp_path / "ctx2"))
+    cfg2 = build_config({"output_dir": str(tmp_path / "run2"), "data": {"dataset": str(tmp_path / "ctx2")},
+                         "rewards": {"funcs": ["decision"]}}, kind="grpo")
+    with pytest.raises(ValueError, match="row 1 has label=None"):
+        run_grpo(cfg2)
+
+
+def test_sft_on_a_context_split_says_distill_first(data, tmp_path):
+    from thesisgym.train.sft import run_sft
+
+    raw = _sft_config(data, tmp_path / "x").model_dump()
+    raw["data"]["dataset"] = str(data["contexts"])
+    cfg = build_config(raw, kind="sft")
+    with pytest.raises(ValueError, match="thesisgym distill"):
+        run_sft(cfg)
+
+
+def test_cli_reports_config_errors(tmp_path):
+    from typer.testing import CliRunner
+
+    from thesisgym.cli import app
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: sft\noutput_dir: x\ndata: {dataset: d}\nlearnig_rate: 0.1\n")
+    r = CliRunner().invoke(app, ["train", "sft", "--config", str(bad)])
+    assert r.exit_code == 2 and "learnig_rate" in r.output
+    r = CliRunner().invoke(app, ["train", "grpo", "--config", "fsr", "--set", "rewards.funcs=[nope]"])
+    assert r.exit_code == 2 and "nope" in r.output
+    r = CliRunner().invoke(app, ["train", "recipes"])
+    assert r.exit_code == 0 and "trading-r1" in r.output
+
+
+def test_curriculum_chains_stages_and_resumes(data, tmp_path):
+    from thesisgym.train.config import CurriculumConfig
+    from thesisgym.train.curriculum import run_curriculum
+
+    small = {"max_steps": 1, "per_device_train_batch_size": 4, "report_to": "none", "save_steps": 1000}
+    cfg = CurriculumConfig.model_validate({
+        "output_dir": str(tmp_path / "cur"), "model": {"name_or_path": "tiny", "tiny": TINY},
+        "data": {"dataset": str(data["contexts"])},
+        "teacher_options": {"bullets": [1, 2]},
+        "distill": {"n": 1, "min_grounding": 0.0, "decision_tolerance": 4},
+        "sft": {**small, "max_length": 1024, "learning_rate": 1e-3},
+        "grpo": {**small, "num_generations": 2, "max_completion_length": 16},
+        "stages": [
+            {"name": "structure", "grpo": {"rewards": {"funcs": ["structure", "loop"]}},
+             "self_distill": {"n": 2, "min_grounding": 0.0, "decision_tolerance": 4, "max_hallucination_rate": 1.0,
+                              "max_new_tokens": 16}},
+            {"name": "decision", "grpo": {"rewards": {"funcs": ["decision", "evidence"], "weights": [1.0, 0.5]}}},
+        ],
+    })
+    final = run_curriculum(cfg)
+    assert final == tmp_path / "cur" / "2-decision" / "grpo" / "final"
+    summary = json.loads((tmp_path / "cur" / "curriculum.json").read_text())
+    assert [s["stage"] for s in summary["stages"]] == ["structure", "decision"]
+    assert "self_distill" in summary["stages"][0]  # the policy's own samples were filtered
+    # stage 2 SFT starts from stage 1's GRPO policy
+    cfg2 = json.loads(json.dumps(load_config(tmp_path / "cur" / "2-decision" / "sft" / "config.yaml",
+                                             kind="sft").model_dump()))
+    assert cfg2["model"]["name_or_path"].endswith("1-structure/grpo/final")
+    # a second call finds every step done and trains nothing
+    mtime = (final / "config.json").stat().st_mtime
+    assert run_curriculum(cfg, resume=True) == final
+    assert (final / "config.json").stat().st_mtime == mtime
+
+
+@pytest.mark.slow
+def test_grpo_raises_mean_reward_over_sft_start_on_heldout_prompts(tmp_path):
+    """Synthetic market: teacher -> SFT (tiny) -> GRPO; held-out mean total reward must go up.
+
+    Run: python -m pytest tests/test_train.py -m slow -k raises -s   (prints the numbers)
+    """
+    synth = pytest.importorskip("thesisgym.data.synth")
+    splits = pytest.importorskip("thesisgym.splits")
+    from datasets import DatasetDict
+
+    from thesisgym.context.build import ContextConfig
+    from thesisgym.distill import distill
+    from thesisgym.rewards import score_completion
+    from thesisgym.teachers import TemplateTeacher
+    from thesisgym.train.curriculum import PolicyTeacher
+    from thesisgym.train.grpo import run_grpo
+    from thesisgym.train.sft import run_sft
+
+    short = ContextConfig(bars=2, indicators=False, news_buckets=((0, 3, 2), (4, 10, 1), (11, 30, 0)),
+                          fundamentals_items=1, insider_items=1, analyst_items=1, macro_items=1)
+    store = synth.generate_market(synth.SynthConfig(n_tickers=6, n_days=260, seed=0))
+    dd = splits.build_splits(store, splits.SplitConfig(stride=2, context=short), show_progress=False)
+    train = dd["train"].filter(lambda r: r["label"] is not None)
+    heldout = dd["val"].filter(lambda r: r["label"] is not None).shuffle(seed=0).select(range(16))
+    DatasetDict({"train": train}).save_to_disk(str(tmp_path / "ctx"))
+    teacher = TemplateTeacher(bullets=(1, 1), think=False).calibrate(train)
+    distill(train, teacher, n=1, decision_tolerance=4, min_grounding=0.5).save(tmp_path / "sft_set")
+
+    sft = build_config({"output_dir": str(tmp_path / "sft"), "data": {"dataset": str(tmp_path / "sft_set")},
+                        "model": {"name_or_path": "tiny", "tiny": {"vocab_size": 2048, "hidden_size": 64,
+                                                                   "layers": 2, "heads": 4, "kv_heads": 2}},
+                        "num_train_epochs": 3, "per_device_train_batch_size": 8, "learning_rate": 3e-3,
+                        "report_to": "none", "save_steps": 10_000, "max_length": 2048}, kind="sft")
+    sft_final = run_sft(sft)
+
+    # Trading-R1 stages I-II rewards; decision is logged (weight 0): a tiny model this short-trained
+    # rarely reaches a valid <decision> within the budget, so it would only add a constant -1.5
+    weights = {"structure": 0.4, "evidence": 0.6, "loop_penalty": 1.0}
+
+    def mean_reward(model_dir: Path) -> float:
+        policy = PolicyTeacher(model_dir, max_new_tokens=320, temperature=1.0)
+        totals = []
+        for i, row in enumerate(heldout):
+            for text in policy.write(row, n=2, seed=i):
+                s = score_completion([{"role": "assistant", "content": text}], row)
+                totals.append(sum(w * s[k] for k, w in weights.items()))
+        return sum(totals) / len(totals)
+
+    before = mean_reward(sft_final)
+    grpo = build_config({"output_dir": str(tmp_path / "grpo"), "model": {"name_or_path": str(sft_final)},
+                         "data": {"dataset": str(tmp_path / "ctx")}, "max_steps": 40,
+                         "per_device_train_batch_size": 8, "num_generations": 4, "max_completion_length": 320,
+                         "learning_rate": 5e-4, "report_to": "none", "save_steps": 10_000,
+                         "rewards": {"funcs": ["structure", "evidence", "loop", "decision"],
+                                     "weights": [0.4, 0.6, 1.0, 0.0]}}, kind="grpo")
+    after = mean_reward(run_grpo(grpo))
+    print(f"held-out mean total reward (0.4 structure + 0.6 evidence + loop): SFT {before:.3f} -> GRPO {after:.3f}")
+    assert after > before + 0.03
