@@ -92,8 +92,22 @@ def test_knobs_produce_rejectable_theses():
     assert _score(TemplateTeacher(drop_section_rate=1.0).write(rows[0])[0], rows[0])["structure"] < 0.7
 
 
+def test_quote_words_bound_the_quotes_and_stay_verbatim():
+    row = toy_rows(1, seed=3)[0]
+    by_id = {it["id"]: it["text"] for it in row["evidence"]}
+    for text in TemplateTeacher(quote_words=(2, 3), bullets=(2, 3)).write(row, n=3):
+        thesis = parse_thesis(text)
+        quotes = [(q, b.citations[0]) for s in thesis.sections for b in s.bullets for q in b.quotes]
+        assert quotes
+        for q, cite in quotes:
+            assert q in by_id[cite]
+            # a short item is quoted whole; otherwise the span is 2-3 words
+            assert len(q.split()) <= 3 or q == by_id[cite].strip().replace('"', "'")
+
+
 @pytest.mark.parametrize("kwargs", [{"noise": 1.5}, {"bullets": (5, 2)}, {"mode": "sideways"},
-                                    {"wrong_decision_rate": -0.1}])
+                                    {"wrong_decision_rate": -0.1}, {"quote_words": (0, 3)},
+                                    {"quote_words": (6, 2)}])
 def test_bad_knobs_raise(kwargs):
     with pytest.raises(ValueError):
         TemplateTeacher(**kwargs)

@@ -1,9 +1,52 @@
-"""CLI commands for the `demo` stage (placeholder until the stage lands)."""
+"""`thesisgym demo`: the whole pipeline offline on CPU, on the synthetic market (see thesisgym.demo)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import typer
 
 
 def register(app: typer.Typer) -> None:
-    """Attach this stage's commands to the root app."""
+    """Attach `demo` to the root app."""
+
+    @app.command("demo")
+    def demo(
+        out: Path = typer.Option(Path("demo_out"), "--out", help="directory for every artefact and the report"),
+        quick: bool = typer.Option(False, "--quick", help="the ~3-minute smoke version (smaller market, fewer steps)"),
+        seed: int = typer.Option(0, "--seed"),
+        tickers: int = typer.Option(None, "--tickers", help="override the number of synthetic tickers"),
+        days: int = typer.Option(None, "--days", help="override the number of synthetic trading days"),
+        sft_steps: int = typer.Option(None, "--sft-steps"),
+        grpo_steps: int = typer.Option(None, "--grpo-steps"),
+    ) -> None:
+        """Synthesize a market, build datasets, distil, SFT + GRPO the tiny model, evaluate, write the report."""
+        import os
+
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        from rich.console import Console
+        from rich.table import Table
+
+        from thesisgym.demo import DemoConfig, run_demo
+
+        console = Console()
+        overrides = dict(out=str(out), seed=seed, tickers=tickers, days=days, sft_steps=sft_steps, grpo_steps=grpo_steps)
+        cfg = DemoConfig.quick(**overrides) if quick else DemoConfig(**{k: v for k, v in overrides.items() if v is not None})
+        summary = run_demo(cfg, log=console.print)
+
+        table = Table(title="held-out test period: policy vs baselines vs oracle")
+        cols = ("cumulative_return", "sharpe", "max_drawdown", "hit_rate")
+        table.add_column("strategy")
+        for c in cols:
+            table.add_column(c, justify="right")
+        for name, m in summary["metrics"].items():
+            table.add_row(name, *(f"{m.get(c, float('nan')):.3f}" if m.get(c) is not None else "n/a" for c in cols))
+        console.print(table)
+        r = summary["reasoning"]
+        console.print(
+            "reasoning: "
+            + ", ".join(f"{k} {v:.3f}" for k, v in r.items() if isinstance(v, float) and k in
+                        ("hallucination_rate", "grounding", "decision_accuracy", "invalid_decision_rate", "loop_rate"))
+        )
+        console.print(f"total {summary['seconds']['total']:.0f} s; report: [bold]{summary['report']}[/]")

@@ -24,7 +24,8 @@ Decision rules (documented, also in `item_stance` / `decide`):
 Bullets: one tag per section in `sections` that has evidence (a section without items is skipped);
 `bullets=(lo, hi)` bullets per section, fewer when the section has fewer than `lo` items (one
 bullet per item, never a repeated citation). Each bullet is an opinion without digits plus a
-verbatim quote of 4-12 words from the cited item, so 15-90 words and numbers only from that item.
+verbatim quote of `quote_words` (default 4-12) words from the cited item, so 15-90 words and
+numbers only from that item.
 """
 
 from __future__ import annotations
@@ -247,6 +248,7 @@ class TemplateTeacher:
         mode: str = "forward",
         think: bool = True,
         cuts: Sequence[tuple[float, str]] | None = None,
+        quote_words: tuple[int, int] = (4, 12),
     ) -> None:
         for name, p in (("noise", noise), ("wrong_decision_rate", wrong_decision_rate),
                         ("drop_section_rate", drop_section_rate)):
@@ -255,12 +257,16 @@ class TemplateTeacher:
         if (len(tuple(bullets)) != 2 or not all(isinstance(b, int) for b in bullets)
                 or not 1 <= bullets[0] <= bullets[1]):
             raise ValueError(f"TemplateTeacher: `bullets` must be (lo, hi) ints with 1 <= lo <= hi, got {bullets!r}")
+        if (len(tuple(quote_words)) != 2 or not all(isinstance(b, int) for b in quote_words)
+                or not 1 <= quote_words[0] <= quote_words[1]):
+            raise ValueError(f"TemplateTeacher: `quote_words` must be (lo, hi) ints with 1 <= lo <= hi, got {quote_words!r}")
         if mode not in ("forward", "reverse"):
             raise ValueError(f"TemplateTeacher: `mode` must be 'forward' or 'reverse', got {mode!r}")
         self.noise = float(noise)
         self.wrong_decision_rate = float(wrong_decision_rate)
         self.drop_section_rate = float(drop_section_rate)
         self.bullets = (int(bullets[0]), int(bullets[1]))
+        self.quote_words = (int(quote_words[0]), int(quote_words[1]))
         self.seed = int(seed)
         self.mode = mode
         self.think = think
@@ -324,7 +330,7 @@ class TemplateTeacher:
     def _bullet(self, item: dict, stance: float, sec: str, rng: random.Random, all_ids: list[str]) -> str:
         pool = _OPINIONS_POS if stance >= 0.15 else (_OPINIONS_NEG if stance <= -0.15 else _OPINIONS_FLAT)
         opinion = rng.choice(pool).format(sec=sec)
-        quote = _quote_span(str(item["text"]), rng)
+        quote = _quote_span(str(item["text"]), rng, lo=self.quote_words[0], hi=self.quote_words[1])
         cite = item["id"]
         if self.noise and rng.random() < self.noise:
             kind = rng.choice(("cite", "number", "quote"))
