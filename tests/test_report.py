@@ -183,7 +183,7 @@ def test_outputs_are_written_and_replayable(result, market):
 def test_report_html_is_self_contained(result):
     _, out = result
     html = (out / "report.html").read_text()
-    for section in ("headline", "nav", "drawdown", "reasoning", "tickers", "probes"):
+    for section in ("verdict", "headline", "nav", "drawdown", "reasoning", "tickers", "probes"):
         assert f"id='{section}'" in html
     imgs = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
     assert len(imgs) == 5
@@ -287,3 +287,42 @@ def test_end_to_end_on_the_synthetic_market_with_the_real_pipeline(tmp_path):
     # probed rows are still verifiable: the teacher re-writes from them without hallucinating
     assert all(p["invalid_rate"] == 0.0 for p in res.probes.values())
     assert res.metrics.loc["label_oracle", "sharpe"] > res.metrics.loc["random", "sharpe"]
+
+
+def test_max_rows_keeps_every_ticker_and_spreads_the_dates(market):
+    store, rows = market  # sorted by ticker: the first 24 rows are one ticker's first 12 days
+    res = evaluate(
+        CallablePolicy(_momentum_writer, name="momo-writer"),
+        rows,
+        store,
+        probes=(),
+        max_rows=24,
+        scorer=_stub_scorer,
+        progress=False,
+    )
+    traded = res.backtests["momo-writer"].positions
+    assert res.config["rows"] == 24 and res.config["backtest_rows"] == 12
+    assert set(traded.columns) == set(TICKERS)
+    # 4 whole dates (3 tickers x 2 variations each), spread from the first as-of day to the last
+    recs = pd.DataFrame(res.completions)
+    days = sorted(recs["asof"].unique())
+    assert len(days) == 4 and days[0] == rows[0]["asof"] and days[-1] == max(r["asof"] for r in rows)
+    assert recs.groupby("asof")["ticker"].nunique().eq(3).all()
+
+
+def test_verdict_says_where_the_policy_stands(result, market):
+    from thesisgym.evaluate.report import verdict
+
+    res, _ = result
+    lines = verdict(res)
+    p, b = res.metrics.loc["momo-writer", "sharpe"], res.metrics.loc["buy_and_hold", "sharpe"]
+    assert any(f"Sharpe {p:.2f} vs {b:.2f} for buy-and-hold" in ln for ln in lines)
+    assert any(("is above" if p > b else "is not above") in ln for ln in lines)
+    assert any(ln.startswith("The truth oracle") for ln in lines)
+    assert not any("no valid decision" in ln for ln in lines)
+    # a policy that never commits is called out, not dressed up
+    store, rows = market
+    mute = evaluate(CallablePolicy(lambda row: "no idea", name="mute"), rows[:20], store, probes=(),
+                    scorer=_stub_scorer, progress=False)
+    said = " ".join(verdict(mute))
+    assert "no valid decision on 100%" in said and "no Sharpe ratio" in said

@@ -70,7 +70,7 @@ def register(app: typer.Typer) -> None:
             "OPENAI_API_KEY", "--api-key-env", help="env var holding the API key"
         ),
         probes: str = typer.Option("anon,shift,digits", "--probes", help="comma list of probes; '' for none"),
-        max_rows: int | None = typer.Option(None, "--max-rows", help="evaluate only the first N rows"),
+        max_rows: int | None = typer.Option(None, "--max-rows", help="evaluate at most N rows: whole as-of dates (every ticker) spread evenly over the split"),
         cost_bps: float = typer.Option(
             5.0, "--cost-bps", help="trading cost per unit of position change, in bps"
         ),

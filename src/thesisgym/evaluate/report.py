@@ -227,6 +227,43 @@ def _plots(result: EvalResult, out: Path) -> list[tuple[str, str, Path]]:
     return plots
 
 
+def verdict(result: EvalResult) -> list[str]:
+    """The result in plain sentences: where the policy stands between the baselines and the ceiling.
+
+    Written from the numbers alone, so a weak policy is called weak; the report opens with it and
+    the demo prints it.
+    """
+    m, name, r = result.metrics, result.policy, result.reasoning
+
+    def sharpe(k: str) -> float:
+        v = m.loc[k, "sharpe"] if k in m.index and "sharpe" in m.columns else float("nan")
+        return float(v) if v is not None and np.isfinite(v) else float("nan")
+
+    out: list[str] = []
+    invalid = float(r.get("invalid_decision_rate", float("nan")))
+    if np.isfinite(invalid) and invalid >= 0.5:
+        out.append(f"{name} gave no valid decision on {invalid:.0%} of the theses; those days are flat (no position), "
+                   "so its returns say more about the format it failed to follow than about its judgement.")
+    p = sharpe(name)
+    if not np.isfinite(p):
+        out.append(f"{name} has no Sharpe ratio: its returns have no variance (it never held a position).")
+    else:
+        for k, what in (("buy_and_hold", "buy-and-hold"), ("random", "the seeded random policy")):
+            b = sharpe(k)
+            if np.isfinite(b):
+                out.append(f"Sharpe {p:.2f} vs {b:.2f} for {what}: {name} is "
+                           f"{'above' if p > b else 'not above'} it.")
+    ceiling = next((k for k in ("truth_oracle", "label_oracle") if k in m.index), None)
+    if ceiling is not None and np.isfinite(sharpe(ceiling)):
+        out.append(f"The {ceiling.replace('_', ' ')} (it sees the future; a ceiling, not a strategy) reaches Sharpe "
+                   f"{sharpe(ceiling):.2f}.")
+    g, h = float(r.get("grounding", float("nan"))), float(r.get("hallucination_rate", float("nan")))
+    if np.isfinite(g):
+        out.append(f"Grounding {g:.2f} (1 = every bullet quotes its cited evidence)"
+                   + (f", hallucination rate {h:.0%}." if np.isfinite(h) else "; no bullets to check."))
+    return out
+
+
 def write_report(result: EvalResult, out_dir: str | Path) -> Path:
     """Write report.html and its PNGs into out_dir; return the HTML path."""
     out = Path(out_dir)
@@ -264,6 +301,9 @@ def write_report(result: EvalResult, out_dir: str | Path) -> Path:
         f"<title>thesisgym evaluation: {html.escape(result.policy)}</title><style>{_CSS}</style></head><body>",
         f"<h1>Evaluation of <code>{html.escape(result.policy)}</code></h1>",
         f"<p class='meta'>{html.escape(cfg)}</p>",
+        "<section id='verdict'><h2>Verdict</h2><ul>"
+        + "".join(f"<li>{html.escape(v)}</li>" for v in verdict(result))
+        + "</ul></section>",
         "<section id='headline'><h2>Headline metrics</h2>",
         _table(headline, highlight=result.policy, index_name="strategy"),
         "<p class='howto'>How to read this: one row per strategy on the same ticker-days and costs; the highlighted row is the policy. "

@@ -74,15 +74,38 @@ class EvalResult:
         )
 
 
+def _subset_indices(tickers: Sequence[str], asofs: Sequence[str], max_rows: int) -> list[int]:
+    """Row indices of a representative subset: every ticker, as-of dates spread over the period.
+
+    The first N rows of a split sorted by ticker are one ticker's first weeks; a backtest of those
+    says nothing about the period (buy-and-hold and the oracle can coincide). Instead keep whole
+    dates (all tickers, all variations of that day), evenly spaced across the sorted dates, as many
+    as fit in `max_rows`; a single date with more rows than that is cut to its first rows.
+    """
+    by_date: dict[str, list[int]] = {}
+    for i, d in enumerate(asofs):
+        by_date.setdefault(str(d)[:10], []).append(i)
+    dates = sorted(by_date)
+    per_date = max(len(v) for v in by_date.values())
+    k = max(1, min(len(dates), max_rows // per_date))
+    picks = [dates[int(j)] for j in np.unique(np.linspace(0, len(dates) - 1, k).round().astype(int))]
+    out = sorted(i for d in picks for i in by_date[d])
+    return out[:max_rows]
+
+
 def _rows_of(dataset: Any, max_rows: int | None) -> list[dict]:
     n = len(dataset)
+    idx: list[int] = list(range(n))
     if max_rows is not None:
         if max_rows < 1:
             raise ValueError(f"max_rows: expected >= 1, got {max_rows}")
-        n = min(n, max_rows)
+        if max_rows < n:
+            col = (lambda c: dataset[c]) if hasattr(dataset, "column_names") else (
+                lambda c: [dataset[i].get(c) for i in range(n)])
+            idx = _subset_indices(col("ticker"), col("asof"), max_rows)
     if hasattr(dataset, "select") and hasattr(dataset, "to_list"):
-        return dataset.select(range(n)).to_list()
-    return [dict(dataset[i]) for i in range(n)]
+        return dataset.select(idx).to_list()
+    return [dict(dataset[i]) for i in idx]
 
 
 def _decide(policy: Policy, rows: list[dict], *, desc: str, chunk: int, progress: bool) -> list[str]:
