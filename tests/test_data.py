@@ -219,7 +219,23 @@ def write_events(tmp_path: Path, rows: list[str], name: str = "events.csv") -> P
             "events.csv, line 3 (header = line 1), field 'published_at': naive timestamp '2020-01-02'",
             {},
         ),
-        ("AAPL,yesterday+01:00,news,wire,Title,,,", "field 'published_at'", {}),
+        (
+            # an offset counts only after a time of day, so this reads as naive, not as malformed
+            "AAPL,yesterday+01:00,news,wire,Title,,,",
+            "events.csv, line 3 (header = line 1), field 'published_at': naive timestamp 'yesterday+01:00' "
+            "(no timezone); use ISO-8601 with an offset (e.g. 2020-04-06T09:30:00-04:00) or pass assume_timezone=",
+            {},
+        ),
+        (
+            "AAPL,2020-13-45T09:30:00Z,news,wire,Title,,,",
+            "events.csv, line 3 (header = line 1), field 'published_at': not an ISO-8601 timestamp '2020-13-45T09:30:00Z'",
+            {},
+        ),
+        (
+            "AAPL,yesterday,news,wire,Title,,,",
+            "events.csv, line 3 (header = line 1), field 'published_at': not an ISO-8601 timestamp 'yesterday'",
+            {"assume_timezone": "America/New_York"},
+        ),
         (
             "AAPL,2020-01-02T09:30:00Z,gossip,wire,Title,,,",
             "events.csv, line 3 (header = line 1), field 'kind': unknown event kind 'gossip'",
@@ -311,6 +327,104 @@ def test_naive_datetime_column_in_a_frame_raises():
         validate_events(df)
     ok = validate_events(df, assume_timezone="America/New_York")
     assert ok["published_at"].iat[0] == pd.Timestamp("2020-01-02 15:00", tz="UTC")
+
+
+# --- the remaining rules, one per case: the whole message (file, row or line, field) is asserted ------
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def _store_with_truth(tmp_path: Path, truth_rows: list[tuple[str, str]]) -> Path:
+    """A saved store of the GOOD AAPL bars whose truth.parquet has the given (ticker, date) rows."""
+    store = MarketStore(bars=read_price_csv(write_prices(tmp_path, GOOD)))
+    store.save(tmp_path / "s")
+    n = len(truth_rows)
+    pd.DataFrame(
+        {
+            "ticker": [t for t, _ in truth_rows],
+            "date": pd.to_datetime([d for _, d in truth_rows]),
+            "expected_return": [0.01] * n,
+            "quality": [0.5] * n,
+            "regime": ["bull"] * n,
+        }
+    ).to_parquet(tmp_path / "s" / "truth.parquet", index=False)
+    return tmp_path / "s"
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        pytest.param(
+            lambda p: read_price_csv(write_prices(p, bad_row(1, "2020-01-03,10.5,11.5,10.0,inf,1200"))),
+            "AAPL.csv, line 3 (header = line 1), field 'Close': not finite inf",
+            id="price-inf",
+        ),
+        pytest.param(
+            lambda p: read_price_csv(
+                write_prices(
+                    p,
+                    ["AAA,2020-01-02,1,2,0.5,1.5,10", ",2020-01-03,1.5,2,1,1.8,10"],
+                    name="long.csv",
+                    header="Ticker,Date,Open,High,Low,Close,Volume\n",
+                )
+            ),
+            "long.csv, line 3 (header = line 1), field 'Ticker': missing ticker",
+            id="missing-ticker",
+        ),
+        pytest.param(
+            lambda p: read_price_csv(write_prices(p, bad_row(1, ",10.5,11.5,10.0,11.0,1200"))),
+            "AAPL.csv, line 3 (header = line 1), field 'Date': missing date",
+            id="missing-date",
+        ),
+        pytest.param(
+            lambda p: read_price_csv(
+                write_prices(p, [r + ",10.5" for r in GOOD], header="Date,Open,High,Low,Close,Volume,CLOSE\n")
+            ),
+            "AAPL.csv, header, field 'CLOSE': duplicate column (also 'Close')",
+            id="duplicate-column",
+        ),
+        pytest.param(
+            lambda p: read_events_csv(
+                _write(
+                    p / "events.csv", "ticker,published_at,kind,source\nAAPL,2020-01-02T09:30:00Z,news,wire\n"
+                )
+            ),
+            "events.csv, header, field 'title': missing column (an event needs a title or a text column)",
+            id="events-without-title-or-text",
+        ),
+        pytest.param(
+            lambda p: read_events_csv(
+                write_events(
+                    p, ["AAPL,2020-01-02T09:30:00-05:00,news,wire,Fine,,,", "AAPL,,news,wire,Title,,,"]
+                )
+            ),
+            "events.csv, line 3 (header = line 1), field 'published_at': missing timestamp",
+            id="missing-event-timestamp",
+        ),
+        pytest.param(
+            lambda p: load_store(_store_with_truth(p, [("AAPL", "2020-01-02"), ("ZZZ", "2020-01-02")])),
+            "truth.parquet, row 2 (1-based data row), field 'ticker': unknown ticker 'ZZZ'",
+            id="truth-unknown-ticker",
+        ),
+        pytest.param(
+            lambda p: load_store(
+                _store_with_truth(p, [("AAPL", "2020-01-02"), ("AAPL", "2020-01-03"), ("AAPL", "2020-01-02")])
+            ),
+            # the date is shown as the cell's Timestamp, time of day included (bars show the bare date)
+            "truth.parquet, row 3 (1-based data row), field 'date': duplicate (ticker, date) (AAPL, 2020-01-02 00:00:00)",
+            id="truth-duplicate-ticker-date",
+        ),
+    ],
+)
+def test_more_rules_name_file_row_and_field(tmp_path, make, expected):
+    with pytest.raises(DataValidationError) as info:
+        make(tmp_path)
+    message = str(info.value)
+    assert message.endswith(expected), message  # the whole (and only) problem, prefixed by the path
+    assert info.value.total == 1
+    prefix = message[: -len(expected)]
+    assert prefix == "" or prefix.endswith(os.sep)  # only load_store's directory precedes the file name
 
 
 def test_load_store_validates_what_it_reads(tmp_path):

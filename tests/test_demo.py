@@ -37,6 +37,7 @@ def test_run_demo_end_to_end_tiny(tmp_path):
     # the table compares the policy with the baselines and the true-expected-return ceiling
     assert {"tiny-grpo", "buy_and_hold", "truth_oracle"} <= set(summary["metrics"])
     assert "digits" in json.dumps(summary["probes"])
+    assert any("buy-and-hold" in v or "no Sharpe" in v for v in summary["verdict"])
     saved = json.loads((out / "summary.json").read_text())
     assert saved["seconds"]["total"] > 0 and saved["report"] == summary["report"]
 
@@ -53,6 +54,7 @@ def test_demo_cli_prints_table_and_report_path(tmp_path, monkeypatch):
                             "truth_oracle": {"cumulative_return": 0.2, "sharpe": 3.0, "max_drawdown": -0.01,
                                              "hit_rate": 0.6}},
                 "reasoning": {"grounding": 0.25, "loop_rate": 0.0}, "seconds": {"total": 12.0},
+                "verdict": ["Sharpe 0.10 vs 1.00 for buy-and-hold: tiny-grpo is not above it."],
                 "report": str(tmp_path / "report.html")}
 
     monkeypatch.setattr("thesisgym.demo.run_demo", fake_run_demo)
@@ -60,3 +62,4 @@ def test_demo_cli_prints_table_and_report_path(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     assert captured["config"].sft_steps == 3 and captured["config"].tickers == DemoConfig.quick().tickers
     assert "truth_oracle" in res.output and "report.html" in res.output and "n/a" in res.output
+    assert "not above it" in res.output

@@ -207,21 +207,34 @@ def test_loop_penalty_honest_vs_looping():
 
 
 # --- combiners --------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    ("r", "s", "g_fsr", "g_dsr"),
-    [
-        (1.0, 1.0, 3.0, 1.5),
-        (1.0, 0.0, 1.0, 0.5),
-        (2.0, 0.5, 3.0, 2.0),
-        (-1.0, 1.0, 1.0, -1.0),
-        (-1.0, 0.0, -1.0, -2.0),
-        (-2.0, 0.25, -1.5, -3.5),
-        (0.0, 0.7, 1.4, 0.0),
-        (3.0, 0.1, 3.2, 1.8),
-    ],
-)
+COMBINER_TABLE = [  # (r, s, G_fsr, G_dsr); G_market_only = r throughout
+    (1.0, 1.0, 3.0, 1.5),
+    (1.0, 0.0, 1.0, 0.5),
+    (2.0, 0.5, 3.0, 2.0),
+    (-1.0, 1.0, 1.0, -1.0),
+    (-1.0, 0.0, -1.0, -2.0),
+    (-2.0, 0.25, -1.5, -3.5),
+    (0.0, 0.7, 1.4, 0.0),
+    (3.0, 0.1, 3.2, 1.8),
+]
+
+
+@pytest.mark.parametrize(("r", "s", "g_fsr", "g_dsr"), COMBINER_TABLE)
 def test_fsr_dsr_table(r, s, g_fsr, g_dsr):
     assert fsr(r, s) == pytest.approx(g_fsr) and dsr(r, s) == pytest.approx(g_dsr)
+
+
+@pytest.mark.parametrize(("r", "s", "g_fsr", "g_dsr"), COMBINER_TABLE)
+def test_combiners_over_the_table_market_only_is_r(r, s, g_fsr, g_dsr):
+    # STRONG_BUY holds a full position, so r = fwd_return / fwd_vol; every r of the table is within the clip
+    row = make_row(fwd_return=r * 0.035, fwd_vol=0.035)
+    text = assemble(decision="STRONG_BUY")
+    fixed = lambda prompts, completions, **kw: [s] * len(completions)  # noqa: E731
+    (market_only,) = call(make_combined_reward("market_only", consistency=fixed), [text], [row])
+    assert market_only == pytest.approx(r)  # G = r: s is not read
+    assert call(make_combined_reward("market_only"), [text], [row]) == [pytest.approx(r)]
+    assert call(make_combined_reward("fsr", consistency=fixed), [text], [row]) == [pytest.approx(g_fsr)]
+    assert call(make_combined_reward("dsr", consistency=fixed), [text], [row]) == [pytest.approx(g_dsr)]
 
 
 def test_combined_rewards_match_formulas_and_have_unique_names():

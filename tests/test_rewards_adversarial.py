@@ -82,7 +82,10 @@ def test_invented_quotes_are_hallucinations():
     invented = assemble(
         mapped(lambda s, i, b: b.replace('"CEO holdings unchanged"', '"CEO plans to buy more shares soon"'))
     )
-    assert score_completion(invented, make_row())["n_hallucinated"] == 1
+    scores = score_completion(invented, make_row())
+    assert scores["n_hallucinated"] == 1
+    # one invented quote of 24 bullets: its section falls to 0.3 + 0.7 * HM(1, 1, 1, 0.01), the thesis ~0.745
+    assert scores["evidence"] < HONEST["evidence"] - 0.2
 
 
 def test_non_existent_citation_ids():
@@ -96,6 +99,14 @@ def test_two_different_decisions_get_the_missing_penalty():
     row = make_row()
     assert decision_reward(prompts=["p"], completions=[text], label=[row["label"]]) == [-1.5]
     assert market_reward(prompts=["p"], completions=[text], fwd_return=[0.021], fwd_vol=[0.035]) == [-1.0]
+    # against the honest thesis (the same text with only its BUY) on the same row
+    both = decision_reward(prompts=["p"], completions=[text, gold_thesis()], label=[row["label"]] * 2)
+    assert both[1] == HONEST["decision"] == 1.0  # the top of the matrix
+    assert both[0] < both[1] - 2.0
+    assert HONEST["market"] == pytest.approx(0.5 * 0.021 / 0.035)  # BUY = half a position
+    assert market_reward(prompts=["p"], completions=[text], fwd_return=[0.021], fwd_vol=[0.035])[0] < (
+        HONEST["market"] - 1.0
+    )
 
 
 def test_decision_only_inside_think_does_not_count():
@@ -154,3 +165,103 @@ def test_empty_and_megabyte_completions_are_fast_and_minimal(size):
     assert time.perf_counter() - start < 3.0
     assert values[0] <= 0.35 and values[1] <= 0.31 and values[2] == -1.5 and values[3] == -1.0
     assert all(v == v for v in values)
+
+
+# --- gold thesis on contexts built by the real pipeline -------------------------------------------
+# Opinions of 19-21 words without a single digit, so every bullet's only claim is its verbatim quote.
+PIPELINE_OPINIONS = (
+    "This item is worth weighing carefully because it shows how the recent picture has shifted for the shares overall",
+    "Read together with the rest of the section, this points to a cautious stance until the trend becomes clearer",
+    "The detail here matters for the holding period, since it changes how much risk a position would carry now",
+    "On its own this is modest evidence, yet it fits the broader story that the other items in this section tell",
+)
+_UNQUOTABLE = set('"[]<>')
+
+
+def _verbatim_quote(text: str, start: int) -> str:
+    """Up to five consecutive words of `text` from word `start` on (wrapping round), quotable as they stand."""
+    words = text.split()
+    for offset in range(len(words)):
+        k = (start + offset) % len(words)
+        quote = " ".join(words[k : k + 5])
+        if len(quote.strip(" .,;:!?'-")) >= 8 and not _UNQUOTABLE & set(quote):
+            return quote
+    raise AssertionError(f"nothing quotable in {text!r}")
+
+
+def _pipeline_gold(row: dict, *, reuse: bool = True) -> str:
+    """An honest thesis for a built row: per section with evidence, four bullets citing its items in turn.
+
+    reuse=True: a section with fewer than four items cites an item again, with another quote.
+    reuse=False: one bullet per item there instead (1-3 bullets).
+    """
+    by_section: dict[str, list[dict]] = {}
+    for item in row["evidence"]:
+        by_section.setdefault(item["section"], []).append(item)
+    bullets = {}
+    for name in row["sections"]:
+        items = by_section.get(name)
+        if not items:
+            continue
+        n = 4 if reuse else min(4, len(items))
+        bullets[name] = [
+            f'{PIPELINE_OPINIONS[j % 4]} "{_verbatim_quote(items[j % len(items)]["text"], 5 * (j // len(items)))}" '
+            f"[{items[j % len(items)]['id']}]"
+            for j in range(n)
+        ]
+    return assemble(
+        bullets,
+        decision="HOLD",
+        conclusion="The sections above pull in different directions, so a neutral stance fits the horizon best.",
+        think="Weigh each section, then decide.",
+    )
+
+
+def test_gold_thesis_on_pipeline_contexts_scores_high():
+    from thesisgym.context import build_contexts
+    from thesisgym.data import SynthConfig, generate_market
+    from thesisgym.rewards.evidence import bullet_count_score, harmonic_mean
+    from thesisgym.thesis import parse_thesis
+
+    store = generate_market(SynthConfig(n_tickers=2, n_days=80, seed=3))
+    ds = build_contexts(store, show_progress=False)
+    n_sections = [len(s) for s in ds["sections"]]
+    six = [i for i, n in enumerate(n_sections) if n == 6]
+    # the first and last rows with all six sections, and the sparsest row (3 sections for this seed)
+    rows = [ds[i] for i in (six[0], six[-1], n_sections.index(min(n_sections)))]
+    assert len({(r["ticker"], r["asof"]) for r in rows}) == 3 and min(n_sections) < 6
+    short_sections = 0
+    for row in rows:
+        counts = {s: sum(e["section"] == s for e in row["evidence"]) for s in row["sections"]}
+        present = [s for s in row["sections"] if counts[s]]
+        assert present == row["sections"], counts  # the prompt lists only sections with evidence
+        gold = _pipeline_gold(row)
+        thesis = parse_thesis(gold)
+        assert [s.name for s in thesis.sections] == present and thesis.decision == "HOLD"
+        for bullet in thesis.bullets:
+            assert not any(ch.isdigit() for ch in bullet.opinion) and bullet.numbers == ()
+            assert 15 <= bullet.word_count <= 25 and len(bullet.quotes) == 1 and len(bullet.citations) == 1
+        scores = score_completion(gold, row)
+        assert scores["n_hallucinated"] == 0 and scores["citation_precision"] == 1.0, scores
+        assert scores["structure"] >= 0.9 and scores["evidence"] >= 0.9, scores
+        assert structure_reward(prompts=[row["prompt"]], completions=[gold], sections=[row["sections"]]) == [
+            scores["structure"]
+        ]
+        assert evidence_reward(prompts=[row["prompt"]], completions=[gold], evidence=[row["evidence"]]) == [
+            scores["evidence"]
+        ]
+        # Synthetic rows rarely carry four fundamentals, insider or macro items, hence the reuse above.
+        # Without it (one bullet per item, n < 4) every bullet still scores 1 (verified quote,
+        # precision 1, 15-90 words), so only the documented bullet-count terms c(n) = n/4 move:
+        # evidence = harmonic mean over sections of 0.3 c(n) + 0.7; structure = 0.6 + 0.4 mean(0.5 c(n) + 0.5).
+        ns = [min(4, counts[s]) for s in present]
+        short_sections += sum(n < 4 for n in ns)
+        sparse_scores = score_completion(_pipeline_gold(row, reuse=False), row)
+        assert sparse_scores["n_hallucinated"] == 0
+        assert sparse_scores["evidence"] == pytest.approx(
+            harmonic_mean([0.3 * bullet_count_score(n) + 0.7 for n in ns])
+        )
+        assert sparse_scores["structure"] == pytest.approx(
+            0.6 + 0.4 * sum(0.5 * bullet_count_score(n) + 0.5 for n in ns) / len(ns)
+        )
+    assert short_sections > 0  # the formula branch above was really exercised

@@ -66,6 +66,7 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
     from thesisgym.data.synth import SynthConfig
     from thesisgym.distill import distill
     from thesisgym.evaluate import HFPolicy, evaluate
+    from thesisgym.evaluate.report import verdict
     from thesisgym.context.build import ContextConfig
     from thesisgym.splits import SplitConfig, build_splits
     from thesisgym.teachers import TemplateTeacher
@@ -154,6 +155,7 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
         "metrics": res.to_json()["metrics"],
         "reasoning": res.reasoning,
         "probes": res.probes,
+        "verdict": verdict(res),
         "seconds": {**timings, "total": round(time.perf_counter() - t_all, 1)},
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
