@@ -6,6 +6,9 @@ import json
 import math
 import os
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,7 @@ from thesisgym.train.config import (  # noqa: E402
     SFTRunConfig,
     apply_overrides,
     build_config,
+    dump_config,
     load_config,
     trl_args,
 )
@@ -41,6 +45,11 @@ def _one_thread():
 
 def _history(run_dir: Path) -> list[dict]:
     return json.loads((run_dir / "log_history.json").read_text())
+
+
+def _subprocess_env() -> dict[str, str]:
+    """What a CLI run needs here: offline, one torch thread per process (tiny models, busy box)."""
+    return {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
 @pytest.fixture(scope="module")
@@ -172,6 +181,100 @@ def test_resume_ends_at_the_same_step_with_the_same_loss(data, tmp_path):
     assert list((final.parent).glob("run_info.resume-*.json"))
     with pytest.raises(ValueError, match="no checkpoint"):
         run_sft(_sft_config(data, tmp_path / "fresh"), resume=True)
+
+
+def test_grpo_killed_after_a_checkpoint_resumes_to_the_same_final_step(data, sft_model, tmp_path):
+    """A real crash: `thesisgym train grpo` in a subprocess is SIGKILLed once checkpoint-2 is on disk."""
+    from thesisgym.train.grpo import run_grpo
+
+    cfg = build_config({
+        "output_dir": str(tmp_path / "run"), "model": {"name_or_path": str(sft_model)},
+        "data": {"dataset": str(data["contexts"])}, "max_steps": 4, "save_steps": 2, "save_total_limit": None,
+        "per_device_train_batch_size": 2, "num_generations": 2, "max_completion_length": 16, "report_to": "none",
+        "rewards": {"funcs": ["structure", "loop"]},
+    }, kind="grpo")
+    (tmp_path / "run.yaml").write_text(dump_config(cfg))
+    run, log = tmp_path / "run", tmp_path / "run.log"
+    state = run / "checkpoint-2" / "trainer_state.json"  # the last file a checkpoint writes
+
+    def checkpoint_done() -> bool:
+        try:
+            return json.loads(state.read_text())["global_step"] == 2
+        except (OSError, ValueError):
+            return False
+
+    with log.open("w") as sink:
+        proc = subprocess.Popen([sys.executable, "-m", "thesisgym.train.launch", "grpo", "-c",
+                                 str(tmp_path / "run.yaml")], env=_subprocess_env(), stdout=sink, stderr=sink)
+        try:
+            deadline = time.monotonic() + 120
+            while not checkpoint_done() and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            proc.kill()
+            proc.wait(timeout=30)
+    tail = log.read_text()[-3000:]
+    assert proc.returncode == -9, f"the run ended ({proc.returncode}) before it was killed:\n{tail}"
+    assert checkpoint_done(), log.read_text()[-3000:]
+    assert [p.name for p in run.glob("checkpoint-*")] == ["checkpoint-2"]
+    assert not (run / "final").exists() and not (run / "log_history.json").exists()
+
+    from transformers import TrainerCallback
+
+    class Steps(TrainerCallback):
+        seen: list[int] = []
+
+        def on_step_end(self, args, state, control, **kw):
+            self.seen.append(state.global_step)
+
+    final = run_grpo(cfg, resume=True, callbacks=[Steps()])
+    assert Steps.seen == [3, 4]  # started from checkpoint-2, trained only what was left
+    hist = _history(run)
+    assert hist[-1]["step"] == cfg.max_steps  # where an uninterrupted run ends
+    logged = [h["step"] for h in hist if "loss" in h]
+    assert logged == [1, 2, 3, 4]  # steps 1-2 restored from the checkpoint, 3-4 trained once
+    assert all(math.isfinite(h["loss"]) for h in hist if "loss" in h)
+    assert (final / "config.json").exists() and list(run.glob("run_info.resume-*.json"))
+
+
+@pytest.mark.slow
+def test_grpo_two_cpu_processes_through_accelerate_launch(data, tmp_path):
+    """The distributed code path without a GPU: two gloo processes via the shipped accelerate config.
+
+    Run: python -m pytest tests/test_train.py -m slow -k two_cpu -s   (prints the run's output tail)
+    """
+    from thesisgym.train.recipes import ACCELERATE
+
+    accelerate = shutil.which("accelerate")
+    if accelerate is None:
+        pytest.skip("the `accelerate` command is not on PATH")
+    # 2 per device x 2 processes = one group of num_generations=4 per step; in ONE process the global
+    # batch would be 2 and GRPOConfig would refuse it, so the run itself proves both ranks took part
+    cfg = build_config({
+        "output_dir": str(tmp_path / "run"), "model": {"name_or_path": "tiny", "tiny": TINY},
+        "data": {"dataset": str(data["contexts"])}, "max_steps": 2, "per_device_train_batch_size": 2,
+        "num_generations": 4, "max_completion_length": 16, "report_to": "none", "save_steps": 1000,
+        "rewards": {"funcs": ["structure", "loop"]},
+    }, kind="grpo")
+    (tmp_path / "run.yaml").write_text(dump_config(cfg))
+    cmd = [accelerate, "launch", "--config_file", str(ACCELERATE / "cpu.yaml"),
+           "-m", "thesisgym.train.launch", "grpo", "-c", str(tmp_path / "run.yaml")]
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, env=_subprocess_env(), capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    out = r.stdout + r.stderr
+    took = time.perf_counter() - t0
+    bars = ("it/s]", "s/it]", "examples/s]")  # tqdm redraws; the log lines are what tell the story
+    lines = [ln for ln in out.splitlines() if ln.strip() and not any(b in ln for b in bars)]
+    print(f"\n$ {' '.join(cmd)}\n[{took:.1f} s, exit {r.returncode}]\n" + "\n".join(lines[-12:]))
+    assert r.returncode == 0, out[-5000:]
+    run = tmp_path / "run"
+    assert json.loads((run / "run_info.json").read_text())["world_size"] == 2
+    assert not list(run.glob("run_info.resume-*.json"))  # rank 1 wrote nothing
+    hist = _history(run)
+    assert hist[-1]["step"] == 2
+    losses = [h["loss"] for h in hist if "loss" in h]
+    assert len(losses) == 2 and all(math.isfinite(v) for v in losses)
+    assert (run / "final" / "config.json").exists()
 
 
 # --- configs fail before training -----------------------------------------------------------------
