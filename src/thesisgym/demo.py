@@ -37,8 +37,13 @@ class DemoConfig(BaseModel):
     sft_learning_rate: float = Field(3e-3, gt=0)
     grpo_steps: int = Field(8, ge=1)
     num_generations: int = Field(4, ge=2)
-    max_completion_length: int = Field(320, gt=16)
+    # the distilled theses run to ~300-400 tokens of the tiny tokenizer: a shorter budget cuts the
+    # decision (the last tag) off even a perfect imitation
+    max_completion_length: int = Field(448, gt=16)
     eval_rows: int = Field(48, ge=1, description="test-split rows the trained policy writes theses for")
+    # Greedy decoding makes a model this small loop inside a quote until the budget runs out (no
+    # decision); seeded sampling, as in GRPO's rollouts, is how the policy was trained to write.
+    eval_temperature: float = Field(0.7, ge=0.0)
     probes: str = "anon,digits"
 
     @classmethod
@@ -62,15 +67,23 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
     import datasets
     from datasets import DatasetDict
 
+    from thesisgym.context.build import ContextConfig
     from thesisgym.data import generate_market
     from thesisgym.data.synth import SynthConfig
     from thesisgym.distill import distill
     from thesisgym.evaluate import HFPolicy, evaluate
     from thesisgym.evaluate.report import verdict
-    from thesisgym.context.build import ContextConfig
     from thesisgym.splits import SplitConfig, build_splits
     from thesisgym.teachers import TemplateTeacher
-    from thesisgym.train import DataConfig, GRPORunConfig, ModelConfig, RewardConfig, SFTRunConfig, run_grpo, run_sft
+    from thesisgym.train import (
+        DataConfig,
+        GRPORunConfig,
+        ModelConfig,
+        RewardConfig,
+        SFTRunConfig,
+        run_grpo,
+        run_sft,
+    )
 
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -139,7 +152,8 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
     done("GRPO (TRL GRPOTrainer, verifiable reward stack)")
 
     stage("evaluate (held-out test period)")
-    policy = HFPolicy(grpo_model, max_new_tokens=config.max_completion_length, batch_size=16, name="tiny-grpo")
+    policy = HFPolicy(grpo_model, max_new_tokens=config.max_completion_length, batch_size=16, name="tiny-grpo",
+                      temperature=config.eval_temperature, seed=config.seed)
     probes = [p for p in config.probes.split(",") if p]
     res = evaluate(policy, splits["test"], store, probes=probes, out_dir=out / "report",
                    max_rows=config.eval_rows, seed=config.seed, progress=True)
