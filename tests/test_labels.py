@@ -102,6 +102,26 @@ def test_real_prices_match_independent_computation_and_class_mix():
     )
 
 
+def test_real_prices_out_of_sample_class_mix_with_train_fitted_thresholds():
+    """The mix a user actually gets: thresholds fitted on 2013-2020, applied unchanged to 2021-2023."""
+    frame = compute_labels(_real_bars())
+    dates = pd.to_datetime(frame["date"])
+    train, test = frame[dates < "2021-01-01"], frame[dates >= "2021-01-01"]
+    th = LabelThresholds.fit(train["composite"])
+    fitted = class_mix(th.apply(train["composite"]))
+    oos = class_mix(th.apply(test["composite"].dropna()))
+    for name, want in zip(LABELS, (0.03, 0.12, 0.38, 0.32, 0.15), strict=False):
+        assert abs(fitted[name] - want) < 0.005, fitted
+    assert sum(oos.values()) == pytest.approx(1.0)
+    # frozen thresholds do not re-balance the later period: its mix is its own, not the paper's
+    assert max(abs(oos[k] - fitted[k]) for k in LABELS) > 0.005
+    # refitting on the later period would restore the paper's mix: the gap above is what leakage hides
+    refit = class_mix(LabelThresholds.fit(test["composite"]).apply(test["composite"].dropna()))
+    assert abs(refit["HOLD"] - 0.38) < 0.01
+    print("class mix 2021-2023 with 2013-2020 thresholds (NVDA+AAPL+SPY):",
+          json.dumps({k: round(v, 3) for k, v in oos.items()}))
+
+
 def test_forward_window_incomplete_rows_have_no_label():
     bars = _toy_bars()
     th = LabelThresholds.fit(compute_labels(bars)["composite"])
