@@ -64,7 +64,10 @@ DEMO_CONTEXT = dict(bars=3, indicators=False, news_buckets=((0, 3, 3), (4, 10, 2
 
 def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
     """Run every stage; returns a summary dict (also written to `<out>/summary.json`)."""
+    import warnings
+
     import datasets
+    import transformers
     from datasets import DatasetDict
 
     from thesisgym.context.build import ContextConfig
@@ -76,6 +79,7 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
     from thesisgym.splits import SplitConfig, build_splits
     from thesisgym.teachers import TemplateTeacher
     from thesisgym.train import (
+        CompactProgress,
         DataConfig,
         GRPORunConfig,
         ModelConfig,
@@ -87,7 +91,11 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
 
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
-    datasets.disable_progress_bars()  # the stage lines and the trainers' bars say enough
+    # the stage lines and one compact bar per trainer say enough; weight loading/saving bars and
+    # transformers' deprecation chatter would bury them
+    datasets.disable_progress_bars()
+    transformers.utils.logging.disable_progress_bar()
+    warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
     timings: dict[str, float] = {}
     t_all = time.perf_counter()
 
@@ -135,7 +143,7 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
         logging_steps=max(1, config.sft_steps // 5), save_steps=10_000, report_to="none",
         max_length=2 * config.token_budget + 2 * config.max_completion_length,
     )
-    sft_model = run_sft(sft_cfg)
+    sft_model = run_sft(sft_cfg, callbacks=[CompactProgress(label="SFT")])
     done("SFT (tiny Qwen2 + local BPE tokenizer, TRL SFTTrainer)")
 
     stage("GRPO (TRL GRPOTrainer, verifiable reward stack)")
@@ -148,7 +156,7 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
         rewards=RewardConfig(funcs=["structure", "evidence", "decision", "dsr", "loop"],
                              weights=[0.5, 1.0, 0.5, 1.0, 1.0]),
     )
-    grpo_model = run_grpo(grpo_cfg)
+    grpo_model = run_grpo(grpo_cfg, callbacks=[CompactProgress(label="GRPO")])
     done("GRPO (TRL GRPOTrainer, verifiable reward stack)")
 
     stage("evaluate (held-out test period)")

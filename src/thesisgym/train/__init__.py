@@ -4,6 +4,7 @@ Public API (TRL-like config/runner pairs; heavy libraries load on first use):
     SFTRunConfig, GRPORunConfig, CurriculumConfig, load_config
     run_sft(config) -> Path, run_grpo(config) -> Path, run_curriculum(config) -> Path
     build_tiny(corpus_texts, out_dir, ...), load_model(name_or_path, *, lora=None)
+    CompactProgress(): pass in `callbacks=` for one bar and one short metrics line per log
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from thesisgym.train.config import (
 )
 
 __all__ = [
+    "CompactProgress",
     "CurriculumConfig",
     "DataConfig",
     "GRPORunConfig",
@@ -43,6 +45,7 @@ _LAZY = {
     "build_tiny": "thesisgym.train.models",
     "load_model": "thesisgym.train.models",
     "recipe_path": "thesisgym.train.recipes",
+    "CompactProgress": "thesisgym.train.progress",
 }
 
 

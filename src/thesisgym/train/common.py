@@ -161,6 +161,9 @@ def finish(trainer: Any, tokenizer: Any, run_dir: Path, *, model_path: str | Non
 
 def train_with_resume(trainer: Any, run_dir: Path, *, resume: bool) -> None:
     """`trainer.train`, resuming from the last `checkpoint-N` in the run dir when asked."""
+    from thesisgym.train.progress import use_compact_progress
+
+    use_compact_progress(trainer)
     ckpt: bool | None = None
     if resume:
         if not any(p.name.startswith("checkpoint-") for p in run_dir.glob("checkpoint-*")):
