@@ -411,9 +411,13 @@ def _store_with_truth(tmp_path: Path, truth_rows: list[tuple[str, str]]) -> Path
             lambda p: load_store(
                 _store_with_truth(p, [("AAPL", "2020-01-02"), ("AAPL", "2020-01-03"), ("AAPL", "2020-01-02")])
             ),
-            # the date is shown as the cell's Timestamp, time of day included (bars show the bare date)
-            "truth.parquet, row 3 (1-based data row), field 'date': duplicate (ticker, date) (AAPL, 2020-01-02 00:00:00)",
+            "truth.parquet, row 3 (1-based data row), field 'date': duplicate (ticker, date) (AAPL, 2020-01-02)",
             id="truth-duplicate-ticker-date",
+        ),
+        pytest.param(
+            lambda p: load_store(_store_with_truth(p, [("AAPL", "2020-01-02"), ("AAPL", None)])),
+            "truth.parquet, row 2 (1-based data row), field 'date': missing date",
+            id="truth-missing-date",
         ),
     ],
 )

@@ -442,10 +442,9 @@ def validate_truth(
         loc.add_many((~tick.isin(known)).to_numpy(), "ticker", lambda i: f"unknown ticker {tick.iloc[i]!r}")
     for name in ("expected_return", "quality"):
         _numeric(df[cols[name]], loc, name, allow_missing=False)
-    dup = df[[cols["ticker"], cols["date"]]].duplicated().to_numpy()
-    loc.add_many(
-        dup, "date", lambda i: f"duplicate (ticker, date) ({tick.iloc[i]}, {df[cols['date']].iloc[i]})"
-    )
+    dates = pd.Series(_parse_dates(df[cols["date"]], loc, "date"))
+    dup = (pd.DataFrame({"t": tick.to_numpy(), "d": dates}).duplicated() & dates.notna()).to_numpy()
+    loc.add_many(dup, "date", lambda i: f"duplicate (ticker, date) ({tick.iloc[i]}, {dates.iloc[i].date()})")
     loc.raise_if_any()
     return df
 
