@@ -262,6 +262,7 @@ def test_cli_evaluate_with_completions(result, market, tmp_path):
         "completions" in cli.output
         and "report:" in cli.output
         and "probe anon: flip rate 0.00%" in cli.output
+        and "for buy-and-hold: completions is" in cli.output
     )
     metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text())
     assert metrics["metrics"]["completions"]["sharpe"] == pytest.approx(

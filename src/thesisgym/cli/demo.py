@@ -25,12 +25,15 @@ def register(app: typer.Typer) -> None:
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        import sys
+
         from rich.console import Console
         from rich.table import Table
 
         from thesisgym.demo import DemoConfig, run_demo
 
-        console = Console()
+        # piped output (logs, CI) gets room for the verdict lines instead of rich's 80 columns
+        console = Console(width=None if sys.stdout.isatty() else 120)
         overrides = dict(out=str(out), seed=seed, tickers=tickers, days=days, sft_steps=sft_steps, grpo_steps=grpo_steps)
         cfg = DemoConfig.quick(**overrides) if quick else DemoConfig(**{k: v for k, v in overrides.items() if v is not None})
         summary = run_demo(cfg, log=console.print)

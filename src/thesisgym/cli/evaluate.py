@@ -194,4 +194,8 @@ def register(app: typer.Typer) -> None:
                 f"probe {name}: flip rate {_fmt('hit_rate', p['flip_rate'])}"
                 + (f" ({p['skipped']})" if p.get("skipped") else "")
             )
+        from thesisgym.evaluate.report import verdict
+
+        for line in verdict(result):
+            console.print(f"- {line}")
         console.print(f"report: {result.report_path}")
