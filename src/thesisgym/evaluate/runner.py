@@ -74,7 +74,7 @@ class EvalResult:
         )
 
 
-def _subset_indices(tickers: Sequence[str], asofs: Sequence[str], max_rows: int) -> list[int]:
+def _subset_indices(asofs: Sequence[str], max_rows: int) -> list[int]:
     """Row indices of a representative subset: every ticker, as-of dates spread over the period.
 
     The first N rows of a split sorted by ticker are one ticker's first weeks; a backtest of those
@@ -100,9 +100,10 @@ def _rows_of(dataset: Any, max_rows: int | None) -> list[dict]:
         if max_rows < 1:
             raise ValueError(f"max_rows: expected >= 1, got {max_rows}")
         if max_rows < n:
-            col = (lambda c: dataset[c]) if hasattr(dataset, "column_names") else (
-                lambda c: [dataset[i].get(c) for i in range(n)])
-            idx = _subset_indices(col("ticker"), col("asof"), max_rows)
+            if hasattr(dataset, "column_names") and "asof" not in dataset.column_names:
+                raise ValueError("dataset: missing column 'asof'")
+            asofs = dataset["asof"] if hasattr(dataset, "column_names") else [r.get("asof") for r in dataset]
+            idx = _subset_indices(asofs, max_rows)
     if hasattr(dataset, "select") and hasattr(dataset, "to_list"):
         return dataset.select(idx).to_list()
     return [dict(dataset[i]) for i in idx]
