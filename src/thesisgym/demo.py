@@ -64,10 +64,7 @@ DEMO_CONTEXT = dict(bars=3, indicators=False, news_buckets=((0, 3, 3), (4, 10, 2
 
 def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
     """Run every stage; returns a summary dict (also written to `<out>/summary.json`)."""
-    import warnings
-
     import datasets
-    import transformers
     from datasets import DatasetDict
 
     from thesisgym.context.build import ContextConfig
@@ -91,11 +88,7 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
 
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
-    # the stage lines and one compact bar per trainer say enough; weight loading/saving bars and
-    # transformers' deprecation chatter would bury them
-    datasets.disable_progress_bars()
-    transformers.utils.logging.disable_progress_bar()
-    warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
+    datasets.disable_progress_bars()  # the stage lines and one compact bar per trainer say enough
     timings: dict[str, float] = {}
     t_all = time.perf_counter()
 

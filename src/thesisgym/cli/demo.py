@@ -25,6 +25,14 @@ def register(app: typer.Typer) -> None:
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        import warnings
+
+        import transformers
+
+        # this process only runs the demo: weight loading/saving bars and transformers' deprecation
+        # chatter would bury the stage lines
+        transformers.utils.logging.disable_progress_bar()
+        warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
         import sys
 
         from rich.console import Console
