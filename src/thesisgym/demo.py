@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -92,77 +93,71 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
     timings: dict[str, float] = {}
     t_all = time.perf_counter()
 
-    def stage(name: str):
+    @contextmanager
+    def stage(name: str) -> Iterator[None]:
         log(f"[bold cyan]==> {name}[/]")
-        timings[name] = time.perf_counter()
+        t0 = time.perf_counter()
+        yield
+        timings[name] = round(time.perf_counter() - t0, 1)
 
-    def done(name: str) -> None:
-        timings[name] = round(time.perf_counter() - timings[name], 1)
+    with stage("market"):
+        store = generate_market(SynthConfig(n_tickers=config.tickers, n_days=config.days, seed=config.seed, market="A"))
+        store.save(out / "market")
+        log(f"    synthetic market A: {len(store.tickers)} tickers x {len(store.dates)} days, {len(store.events)} events -> {out / 'market'}")
 
-    stage("market")
-    store = generate_market(SynthConfig(n_tickers=config.tickers, n_days=config.days, seed=config.seed, market="A"))
-    store.save(out / "market")
-    log(f"    synthetic market A: {len(store.tickers)} tickers x {len(store.dates)} days, {len(store.events)} events -> {out / 'market'}")
-    done("market")
+    with stage("datasets"):
+        split_cfg = SplitConfig(stride=config.stride, token_budget=config.token_budget,
+                                heldout_tickers=config.heldout_tickers, seed=config.seed,
+                                context=ContextConfig(**DEMO_CONTEXT))
+        data_dir = out / "dataset"
+        splits = build_splits(store, split_cfg, out=data_dir, store_path=(out / "market").resolve(), show_progress=False)
+        log("    " + ", ".join(f"{k}: {len(v)}" for k, v in splits.items()) + f" rows -> {data_dir}")
 
-    stage("datasets")
-    split_cfg = SplitConfig(stride=config.stride, token_budget=config.token_budget,
-                            heldout_tickers=config.heldout_tickers, seed=config.seed,
-                            context=ContextConfig(**DEMO_CONTEXT))
-    data_dir = out / "dataset"
-    splits = build_splits(store, split_cfg, out=data_dir, store_path=(out / "market").resolve(), show_progress=False)
-    log("    " + ", ".join(f"{k}: {len(v)}" for k, v in splits.items()) + f" rows -> {data_dir}")
-    done("datasets")
+    with stage("distil (template teacher, rejection sampling)"):
+        # calibrated cut points give the teacher the label's class mix; within one class of the label
+        # counts as agreement because the rule-based teacher reads the evidence, not the future
+        teacher = TemplateTeacher(noise=0.15, wrong_decision_rate=0.2, seed=config.seed, bullets=(1, 1),
+                                  quote_words=(3, 8), think=False)
+        teacher.calibrate(list(splits["train"]))
+        result = distill(splits["train"], teacher, n=config.distill_n, min_grounding=0.75, decision_tolerance=1,
+                         seed=config.seed)
+        sft_dir = out / "sft_data"
+        DatasetDict({"train": result.dataset}).save_to_disk(str(sft_dir))
+        acc = result.stats["acceptance_rate"]
+        log(f"    kept {result.stats['kept_rows']} theses, acceptance rate {acc:.0%} -> {sft_dir}")
 
-    stage("distil (template teacher, rejection sampling)")
-    # calibrated cut points give the teacher the label's class mix; within one class of the label
-    # counts as agreement because the rule-based teacher reads the evidence, not the future
-    teacher = TemplateTeacher(noise=0.15, wrong_decision_rate=0.2, seed=config.seed, bullets=(1, 1),
-                              quote_words=(3, 8), think=False)
-    teacher.calibrate(list(splits["train"]))
-    result = distill(splits["train"], teacher, n=config.distill_n, min_grounding=0.75, decision_tolerance=1,
-                     seed=config.seed)
-    sft_dir = out / "sft_data"
-    DatasetDict({"train": result.dataset}).save_to_disk(str(sft_dir))
-    acc = result.stats["acceptance_rate"]
-    log(f"    kept {result.stats['kept_rows']} theses, acceptance rate {acc:.0%} -> {sft_dir}")
-    done("distil (template teacher, rejection sampling)")
+    with stage("SFT (tiny Qwen2 + local BPE tokenizer, TRL SFTTrainer)"):
+        sft_cfg = SFTRunConfig(
+            output_dir=str(out / "sft"), model=ModelConfig(name_or_path="tiny"),
+            data=DataConfig(dataset=str(sft_dir), split="train"), seed=config.seed, max_steps=config.sft_steps,
+            learning_rate=config.sft_learning_rate, warmup_ratio=0.05, per_device_train_batch_size=4,
+            logging_steps=max(1, config.sft_steps // 5), save_steps=10_000, report_to="none",
+            max_length=2 * config.token_budget + 2 * config.max_completion_length,
+        )
+        sft_model = run_sft(sft_cfg, callbacks=[CompactProgress(label="SFT")])
 
-    stage("SFT (tiny Qwen2 + local BPE tokenizer, TRL SFTTrainer)")
-    sft_cfg = SFTRunConfig(
-        output_dir=str(out / "sft"), model=ModelConfig(name_or_path="tiny"),
-        data=DataConfig(dataset=str(sft_dir), split="train"), seed=config.seed, max_steps=config.sft_steps,
-        learning_rate=config.sft_learning_rate, warmup_ratio=0.05, per_device_train_batch_size=4,
-        logging_steps=max(1, config.sft_steps // 5), save_steps=10_000, report_to="none",
-        max_length=2 * config.token_budget + 2 * config.max_completion_length,
-    )
-    sft_model = run_sft(sft_cfg, callbacks=[CompactProgress(label="SFT")])
-    done("SFT (tiny Qwen2 + local BPE tokenizer, TRL SFTTrainer)")
+    with stage("GRPO (TRL GRPOTrainer, verifiable reward stack)"):
+        grpo_cfg = GRPORunConfig(
+            output_dir=str(out / "grpo"), model=ModelConfig(name_or_path=str(sft_model)),
+            data=DataConfig(dataset=str(data_dir), split="train"), seed=config.seed, max_steps=config.grpo_steps,
+            learning_rate=1e-4, per_device_train_batch_size=config.num_generations,
+            num_generations=config.num_generations, max_completion_length=config.max_completion_length,
+            save_steps=10_000, report_to="none", logging_steps=max(1, config.grpo_steps // 4),
+            rewards=RewardConfig(funcs=["structure", "evidence", "decision", "dsr", "loop"],
+                                 weights=[0.5, 1.0, 0.5, 1.0, 1.0]),
+        )
+        grpo_model = run_grpo(grpo_cfg, callbacks=[CompactProgress(label="GRPO")])
 
-    stage("GRPO (TRL GRPOTrainer, verifiable reward stack)")
-    grpo_cfg = GRPORunConfig(
-        output_dir=str(out / "grpo"), model=ModelConfig(name_or_path=str(sft_model)),
-        data=DataConfig(dataset=str(data_dir), split="train"), seed=config.seed, max_steps=config.grpo_steps,
-        learning_rate=1e-4, per_device_train_batch_size=config.num_generations,
-        num_generations=config.num_generations, max_completion_length=config.max_completion_length,
-        save_steps=10_000, report_to="none", logging_steps=max(1, config.grpo_steps // 4),
-        rewards=RewardConfig(funcs=["structure", "evidence", "decision", "dsr", "loop"],
-                             weights=[0.5, 1.0, 0.5, 1.0, 1.0]),
-    )
-    grpo_model = run_grpo(grpo_cfg, callbacks=[CompactProgress(label="GRPO")])
-    done("GRPO (TRL GRPOTrainer, verifiable reward stack)")
-
-    stage("evaluate (held-out test period)")
-    policy = HFPolicy(grpo_model, max_new_tokens=config.max_completion_length, batch_size=16, name="tiny-grpo",
-                      temperature=config.eval_temperature, seed=config.seed)
-    probes = [p for p in config.probes.split(",") if p]
-    res = evaluate(policy, splits["test"], store, probes=probes, out_dir=out / "report",
-                   max_rows=config.eval_rows, seed=config.seed, progress=True)
-    done("evaluate (held-out test period)")
+    with stage("evaluate (held-out test period)"):
+        policy = HFPolicy(grpo_model, max_new_tokens=config.max_completion_length, batch_size=16, name="tiny-grpo",
+                          temperature=config.eval_temperature, seed=config.seed)
+        probes = [p for p in config.probes.split(",") if p]
+        res = evaluate(policy, splits["test"], store, probes=probes, out_dir=out / "report",
+                       max_rows=config.eval_rows, seed=config.seed, progress=True)
 
     summary = {
         "out": str(out.resolve()),
-        "report": str((out / "report" / "report.html").resolve()),
+        "report": str(Path(res.report_path).resolve()),
         "rows": {k: len(v) for k, v in splits.items()},
         "distill": {k: result.stats[k] for k in ("samples", "accepted_samples", "acceptance_rate", "kept_rows")},
         "sft_model": str(sft_model),

@@ -22,24 +22,21 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Synthesize a market, build datasets, distil, SFT + GRPO the tiny model, evaluate, write the report."""
         import os
+        import sys
+        import warnings
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        import warnings
-
         import transformers
-
-        # this process only runs the demo: weight loading/saving bars and transformers' deprecation
-        # chatter would bury the stage lines
-        transformers.utils.logging.disable_progress_bar()
-        warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
-        import sys
-
         from rich.console import Console
         from rich.table import Table
 
         from thesisgym.demo import DemoConfig, run_demo
 
+        # this process only runs the demo: weight loading/saving bars and transformers' deprecation
+        # chatter would bury the stage lines
+        transformers.utils.logging.disable_progress_bar()
+        warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
         # piped output (logs, CI) gets room for the verdict lines instead of rich's 80 columns
         console = Console(width=None if sys.stdout.isatty() else 120)
         overrides = dict(out=str(out), seed=seed, tickers=tickers, days=days, sft_steps=sft_steps, grpo_steps=grpo_steps)
