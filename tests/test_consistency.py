@@ -287,9 +287,8 @@ def test_reward_never_raises(completion):
 
 
 def test_reward_plugs_into_make_combined_reward():
-    rewards = pytest.importorskip("thesisgym.rewards")
-    if not hasattr(rewards, "make_combined_reward"):
-        pytest.skip("thesisgym.rewards.make_combined_reward not available yet")
+    import thesisgym.rewards as rewards
+
     rng = random.Random(11)
     ev = make_context(rng, direction=1, n_items=20)
     th = three_theses(rng, ev, 1)
@@ -396,8 +395,8 @@ def test_rows_with_the_same_ids_never_share_evidence():
 
 # --- on the synthetic market (engineer 1 + 2 modules) -------------------------------------------------------
 def _synthetic_rows(n_tickers: int, n_days: int, seed: int):
-    synth = pytest.importorskip("thesisgym.data.synth")
-    build = pytest.importorskip("thesisgym.context.build")
+    import thesisgym.context.build as build
+    import thesisgym.data.synth as synth
     store = synth.generate_market(synth.SynthConfig(n_tickers=n_tickers, n_days=n_days, seed=seed))
     return build.build_contexts(store, show_progress=False)
 
@@ -406,7 +405,7 @@ OPPOSITE = {"STRONG_BUY": "STRONG_SELL", "BUY": "STRONG_SELL", "SELL": "STRONG_B
 
 
 def test_synthetic_market_honest_template_thesis_beats_its_flipped_decision():
-    teachers = pytest.importorskip("thesisgym.teachers")
+    import thesisgym.teachers as teachers
     ds = _synthetic_rows(2, 90, 1)
     teacher = teachers.TemplateTeacher(noise=0.0, wrong_decision_rate=0.0)
     v = ConsistencyVerifier()
@@ -430,7 +429,7 @@ def test_synthetic_market_evidence_decision_score_tracks_the_truth():
 
     import pandas as pd
 
-    teachers = pytest.importorskip("thesisgym.teachers")
+    import thesisgym.teachers as teachers
     ds = _synthetic_rows(8, 160, 0)
     teacher = teachers.TemplateTeacher()
     rows = [r for r in ds if np.isfinite(r["true_expected_return"])]

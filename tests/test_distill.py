@@ -11,8 +11,6 @@ from thesisgym.distill import distill, judge_sample
 from thesisgym.teachers import TemplateTeacher
 from thesisgym.train.toy import toy_dataset, toy_rows
 
-pytest.importorskip("thesisgym.rewards")
-
 
 def test_clean_teacher_is_mostly_accepted_and_output_is_sft_ready(tmp_path):
     ds = toy_dataset(6, seed=0)

@@ -59,9 +59,29 @@ def test_hand_values():
     assert M.sortino(r) == pytest.approx(
         ex.mean() / np.sqrt((np.minimum(ex, 0) ** 2).sum() / 3) * np.sqrt(252)
     )
-    assert M.hit_rate(
-        np.array([[1.0], [0.0], [-1.0], [1.0]]), np.array([[0.1], [0.2], [0.1], [0.0]])
-    ) == pytest.approx(1 / 3)
+    pos, ret = np.array([[1.0], [0.0], [-1.0], [1.0]]), np.array([[0.1], [0.2], [0.1], [0.0]])
+    # SPEC: every covered day counts, the flat one too (it misses: the price moved)
+    assert M.hit_rate(pos, ret) == pytest.approx(1 / 4)
+    assert M.hit_rate(pos, ret, traded=True) == pytest.approx(1 / 3)
+
+
+def test_hit_rate_edge_cases():
+    flat = np.zeros((4, 1))
+    moves = np.array([[0.01], [0.0], [-0.02], [0.0]])
+    # a flat policy hits exactly on the days the price did not move
+    assert M.hit_rate(flat, moves) == pytest.approx(0.5)
+    assert np.isnan(M.hit_rate(flat, moves, traded=True))  # it never traded
+    # cells no decision covers are not days of the policy at all
+    covered = np.array([[True], [False], [True], [False]])
+    assert M.hit_rate(np.ones((4, 1)), moves, covered) == pytest.approx(0.5)
+    assert np.isnan(M.hit_rate(np.ones((4, 1)), moves, np.zeros((4, 1), bool)))
+
+
+def test_sortino_is_undefined_without_a_losing_day():
+    # a flat policy: excess returns are -rf every day, but nothing was ever lost
+    assert np.isnan(M.sortino(np.zeros(50)))
+    assert np.isnan(M.sortino(np.full(50, 0.001)))
+    assert np.isfinite(M.sortino(np.array([0.01, -0.001, 0.02])))
 
 
 def test_nan_returns_are_rejected():

@@ -124,9 +124,8 @@ def test_assemble_thesis_rejects_bad_label():
 
 
 def test_distill_cli_builds_the_openai_teacher():
-    cli = pytest.importorskip("thesisgym.cli.distill")
-    if not hasattr(cli, "build_teacher"):
-        pytest.skip("cli.distill.build_teacher not available")
+    import thesisgym.cli.distill as cli
+
     t = cli.build_teacher("openai", mode="reverse", seed=3, noise=0.0, wrong_decision_rate=0.0,
                           drop_section_rate=0.0, base_url="http://127.0.0.1:9/v1", model="m")
     assert isinstance(t, OpenAITeacher) and t.mode == "reverse" and t.seed == 3
@@ -147,7 +146,7 @@ def test_many_sync_calls_do_not_leak_sockets(server, tmp_path):
 
 def test_reverse_teacher_feeds_distill(server, tmp_path):
     """engineer 6's `distill` accepts the reverse teacher's assembled theses (grounded by construction)."""
-    distill_mod = pytest.importorskip("thesisgym.distill")
+    import thesisgym.distill as distill_mod
     server.default = ("ok", json.dumps(REVERSE_JSON))
     res = distill_mod.distill([row("BUY")], teacher(server, tmp_path, mode="reverse"), n=2, min_grounding=0.0)
     assert res.stats["accepted_samples"] == 1 and res.stats["rejects"]["teacher_error"] == 0

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from thesisgym.evaluate.completions import join_completions, read_completions, split_keys
 from thesisgym.evaluate.policies import (
     INVALID,
     CallablePolicy,
@@ -79,24 +80,84 @@ def test_jsonl_policy_keyed_by_ticker_asof_variation_and_probe(tmp_path):
     rows = [_row(variation=1), _row(), {**_row(), "probe": "anon"}]
     assert [decision_of(c) for c in pol.decide(rows)] == ["SELL", "BUY", "HOLD"]
     assert pol.supports_probe("anon") and not pol.supports_probe("shift")
-    with pytest.raises(ValueError, match="no completion for row 0"):
-        pol.decide([_row(ticker="BBB")])
+    with pytest.raises(ValueError, match=r"no completion for 2 of 3 rows \(first: row 0 \('BBB'"):
+        pol.decide([_row(ticker="BBB"), _row(), _row(ticker="CCC")])
 
 
-def test_jsonl_policy_by_index_and_bad_files(tmp_path):
-    path = tmp_path / "i.jsonl"
-    path.write_text(
-        json.dumps({"completion": _thesis("BUY")}) + "\n" + json.dumps({"index": 1, "completion": "x"}) + "\n"
-    )
-    assert JsonlPolicy(path).decide([_row(), _row()])[1] == "x"
-    with pytest.raises(ValueError, match="no completion for row 2"):
-        JsonlPolicy(path).decide([_row()] * 3)
-    bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"completion": "a"}\n{oops\n')
-    with pytest.raises(ValueError, match=r"bad.jsonl:2: not valid JSON"):
-        JsonlPolicy(bad)
+def _write(path, recs):
+    path.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    return path
+
+
+def test_jsonl_policy_index_is_the_row_of_the_split_not_of_the_batch(tmp_path):
+    split = [_row(ticker=t) for t in ("AAA", "BBB", "CCC", "DDD")]
+    path = _write(tmp_path / "i.jsonl", [{"index": i, "completion": f"c{i}"} for i in range(4)])
+    pol = JsonlPolicy(path)
+    with pytest.raises(ValueError, match="need the split"):
+        pol.decide(split[:1])
+    pol.bind(split_keys(split))
+    # a subset (as --max-rows or chunking selects it) still gets each row's own completion
+    assert pol.decide([split[3], split[1]]) == ["c3", "c1"]
+
+
+def test_join_reports_unknown_duplicate_and_out_of_range_by_count_and_example(tmp_path):
+    keys = split_keys([_row(ticker=t) for t in ("AAA", "BBB")])
+    recs = [
+        {"index": 0, "completion": "a"},
+        {"ticker": "AAA", "asof": "2024-01-02", "completion": "dup"},
+        {"ticker": "ZZZ", "asof": "2024-01-02", "completion": "?"},
+        {"ticker": "YYY", "asof": "2024-01-02", "completion": "?"},
+        {"index": 7, "completion": "far"},
+        {"index": 1, "ticker": "AAA", "asof": "2024-01-02", "completion": "disagrees"},
+    ]
+    path = _write(tmp_path / "j.jsonl", recs)
+    with pytest.raises(ValueError) as exc:
+        join_completions(read_completions(path), keys, path=path)
+    msg = str(exc.value)
+    assert "1 indices out of range (first: line 5: index 7 (split has 2 rows))" in msg
+    assert "2 lines with keys not in the split (first: line 3: ticker=ZZZ" in msg
+    assert "1 duplicate completions (first: lines 1 and 2" in msg
+    assert "1 lines whose index and keys disagree" in msg
+
+
+@pytest.mark.parametrize(
+    ("line", "match"),
+    [
+        ('{"index": 0, "completion": 42}', r":1: field 'completion' must be a string"),
+        ('{"index": 0}', r":1: missing field 'completion'"),
+        ('{"completion": "x"}', r":1: needs 'index'"),
+        ('{"index": "0", "completion": "x"}', r":1: field 'index' must be a non-negative integer"),
+        ('{"ticker": "A", "completion": "x"}', r":1: 'ticker' and 'asof' go together"),
+        ('[1, 2]', r":1: expected a JSON object"),
+        ("{oops", r":1: not valid JSON"),
+    ],
+)
+def test_malformed_completions_name_line_and_field(tmp_path, line, match):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(line + "\n")
+    with pytest.raises(ValueError, match=match):
+        read_completions(path)
+
+
+def test_missing_completions_file(tmp_path):
     with pytest.raises(ValueError, match="does not exist"):
         JsonlPolicy(tmp_path / "missing.jsonl")
+
+
+def test_model_source_errors_are_one_line_and_immediate(tmp_path, monkeypatch):
+    with pytest.raises(ValueError, match=r"--model ./nope/model: no such directory"):
+        HFPolicy("./nope/model")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="has no config.json"):
+        HFPolicy(tmp_path / "empty")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    import time
+
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match="not in the Hugging Face cache"):
+        HFPolicy("some-org/never-downloaded")
+    assert time.perf_counter() - t0 < 5
 
 
 def test_callable_policy():
@@ -183,7 +244,7 @@ def test_openai_policy_against_a_local_server():
         fail = _row(ticker="FAIL")
         out = pol.decide([_row(), _row(ticker="BBB"), fail])
         assert [decision_of(c) for c in out] == ["STRONG_BUY", "STRONG_SELL", INVALID]
-        assert pol.failures == 1
+        assert [e is not None for e in pol.last_errors] == [False, False, True]
         assert (
             _Handler.seen[0]["model"] == "fake-model" and _Handler.seen[0]["messages"][0]["role"] == "system"
         )

@@ -164,7 +164,7 @@ def test_digits_leave_indicator_parameters_alone():
 
 
 def test_probed_rows_still_verify_with_the_reward_stack():
-    score_completion = pytest.importorskip("thesisgym.rewards").score_completion
+    from thesisgym.rewards import score_completion
     for probe in ("anon", "shift", "digits"):
         row = probe_row(_row(), probe, companies={"ACME": "Acme Corp."}, seed=2)
         quotes = [e["text"] for e in row["evidence"]]

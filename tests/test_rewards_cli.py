@@ -15,7 +15,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 @pytest.fixture(scope="module")
 def dataset_dir(tmp_path_factory):
-    datasets = pytest.importorskip("datasets")
+    import datasets
     rows = [make_row(), make_row(label="SELL", asof="2024-03-11", fwd_return=-0.03)]
     for r in rows:
         r["variation"] = 0

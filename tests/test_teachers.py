@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+import thesisgym.rewards as rewards
 from thesisgym.schema import LABELS
 from thesisgym.teachers import Teacher, TemplateTeacher, decide, item_stance, make_teacher
 from thesisgym.thesis import parse_thesis
 from thesisgym.train.toy import toy_row, toy_rows
-
-rewards = pytest.importorskip("thesisgym.rewards")
 
 
 def _score(text: str, row: dict) -> dict:
@@ -140,8 +139,8 @@ def test_calibration_matches_the_label_mix_without_reading_labels():
 
 
 def test_on_real_synthetic_contexts_grounded_and_evidence_driven():
-    synth = pytest.importorskip("thesisgym.data.synth")
-    ctx = pytest.importorskip("thesisgym.context.build")
+    import thesisgym.context.build as ctx
+    import thesisgym.data.synth as synth
     store = synth.generate_market(synth.SynthConfig(n_tickers=3, n_days=90, seed=1))
     rows = list(ctx.build_contexts(store, tickers=store.tickers, dates=store.dates[40:70:3]))
     assert rows

@@ -26,8 +26,6 @@ from thesisgym.train.config import (  # noqa: E402
 )
 from thesisgym.train.toy import toy_dataset  # noqa: E402
 
-pytest.importorskip("thesisgym.rewards")
-
 TINY = {"vocab_size": 600, "hidden_size": 32, "layers": 1, "heads": 2, "kv_heads": 1}
 FULL_STACK = ["structure", "evidence", "decision", "market", "loop", "consistency", "fsr", "dsr", "market_only"]
 
@@ -411,10 +409,10 @@ def test_grpo_raises_mean_reward_over_sft_start_on_heldout_prompts(tmp_path):
 
     Run: python -m pytest tests/test_train.py -m slow -k raises -s   (prints the numbers)
     """
-    synth = pytest.importorskip("thesisgym.data.synth")
-    splits = pytest.importorskip("thesisgym.splits")
     from datasets import DatasetDict
 
+    import thesisgym.data.synth as synth
+    import thesisgym.splits as splits
     from thesisgym.context.build import ContextConfig
     from thesisgym.distill import distill
     from thesisgym.rewards import score_completion

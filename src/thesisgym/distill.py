@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from thesisgym.rewards import score_completion
 from thesisgym.schema import LABEL_TO_ID, LABELS
 
 Scorer = Callable[[Any, dict], dict]
@@ -53,14 +54,6 @@ class DistillResult:
         DatasetDict({split: self.dataset}).save_to_disk(str(out))
         (out / "distill_stats.json").write_text(json.dumps(self.stats, indent=2, default=str))
         return out
-
-
-def default_scorer() -> Scorer:
-    try:
-        from thesisgym.rewards import score_completion
-    except ImportError as exc:
-        raise ValueError(f"distill: the verifier thesisgym.rewards.score_completion is not available: {exc}") from exc
-    return score_completion
 
 
 def _decision_of(text: str) -> str | None:
@@ -137,7 +130,7 @@ def distill(
         raise ValueError(f"distill: keep_per_prompt must be >= 1, got {keep_per_prompt}")
     if not callable(getattr(teacher, "write", None)):
         raise TypeError(f"distill: teacher {teacher!r} has no write(row, *, n, seed) method")
-    score = scorer or default_scorer()
+    score = scorer or score_completion
     rows = _rows(dataset)
     for i, row in enumerate(rows):
         for col in ("prompt", "evidence", "sections"):

@@ -9,7 +9,6 @@ build_meta.json ("store": path, or {"path": ...}).
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import typer
@@ -29,18 +28,72 @@ def _store_path(dataset_dir: Path, store: Path | None) -> Path:
     return p if p.is_absolute() or p.exists() else dataset_dir / p
 
 
-def _fmt(metric: str, v: float) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "-"
-    if metric in (
-        "cumulative_return",
-        "annualized_return",
-        "max_drawdown",
-        "hit_rate",
-        "annualized_volatility",
-    ):
-        return f"{100 * v:.2f}%"
-    return f"{v:.3f}"
+def _load_split(dataset: Path, split: str, *, required: bool = True):
+    """One split of a `thesisgym build` directory; None for an absent optional split."""
+    from datasets import Dataset, load_from_disk
+
+    if not (dataset / "dataset_dict.json").exists():
+        raise typer.BadParameter(f"{dataset}: not a split directory (dataset_dict.json missing)", param_hint="--dataset")
+    # load only the split asked for: a DatasetDict with an empty split (e.g. no held-out tickers)
+    # cannot be loaded as a whole by datasets' load_from_disk
+    if (dataset / split / "dataset_info.json").exists():
+        return Dataset.load_from_disk(str(dataset / split))
+    if not required:
+        return None
+    dd = load_from_disk(str(dataset))
+    if split not in dd:
+        raise typer.BadParameter(f"{dataset}: no split {split!r}; have {list(dd)}", param_hint="--split")
+    return dd[split]
+
+
+def print_summary(result, *, title: str, console) -> None:
+    """The headline table with intervals, the accuracy table and the verdict (what `evaluate` and the demo print)."""
+    from rich.table import Table
+
+    from thesisgym.evaluate.report import ci_text, verdict
+    from thesisgym.evaluate.stats import fmt_interval
+
+    m = result.metrics
+    table = Table(title=title)
+    for col, just in (("strategy", "left"), ("cum ret [95% CI]", "right"), ("Sharpe [95% CI]", "right"),
+                      ("hit [95% CI]", "right"), ("hit traded", "right"), ("Sortino", "right"), ("max DD", "right"),
+                      ("dates", "right"), ("decisions", "right")):
+        table.add_column(col, justify=just, no_wrap=True)
+    for name in m.index:
+        row = m.loc[name]
+        table.add_row(
+            str(name), ci_text(m, name, "cumulative_return", pct=True), ci_text(m, name, "sharpe"),
+            ci_text(m, name, "hit_rate", pct=True), fmt_interval(row["hit_rate_traded"], *[float("nan")] * 2, pct=True),
+            fmt_interval(row["sortino"], *[float("nan")] * 2), fmt_interval(row["max_drawdown"], *[float("nan")] * 2, pct=True),
+            f"{int(row['dates'])}", f"{int(row['decisions'])}",
+            style="bold" if name == result.policy else None,
+        )
+    console.print(table)
+    acc = result.accuracy
+    if len(acc):
+        t2 = Table(title="decision accuracy (labelled rows, all variations)")
+        for col in ("decider", "accuracy [95% CI]", "direction [95% CI]", "rows", "dates"):
+            t2.add_column(col, justify="left" if col == "decider" else "right", no_wrap=True)
+        for k in acc.index:
+            t2.add_row(str(k), ci_text(acc, k, "accuracy", pct=True), ci_text(acc, k, "direction_accuracy", pct=True),
+                       f"{int(acc.loc[k, 'rows'])}", f"{int(acc.loc[k, 'dates'])}",
+                       style="bold" if k == result.policy else None)
+        console.print(t2)
+    for name, pr in result.probes.items():
+        if pr.get("skipped"):
+            console.print(f"probe {name}: skipped ({pr['skipped']})")
+            continue
+        note = "" if pr.get("meaningful", True) else f" [{pr.get('note')}]"
+        console.print(
+            f"probe {name}: flip rate {fmt_interval(pr['flip_rate'], float('nan'), float('nan'), pct=True)} of "
+            f"{pr['compared']} decisions valid in both runs, to invalid "
+            f"{fmt_interval(pr['to_invalid_rate'], float('nan'), float('nan'), pct=True)}{note}"
+        )
+    if result.transport:
+        t = result.transport
+        console.print(f"transport: {t['errors']} of {t['requests']} requests failed ({100 * t['error_rate']:.1f}%) at {t['endpoint']}")
+    for line in verdict(result):
+        console.print(f"- {line}", soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -58,144 +111,103 @@ def register(app: typer.Typer) -> None:
         ),
         model: str | None = typer.Option(None, "--model", help="HF model path or id to generate with"),
         completions: Path | None = typer.Option(
-            None, "--completions", help="JSONL of precomputed completions"
+            None, "--completions", help="JSONL of precomputed completions (keyed by split row 'index' or ticker+asof+variation)"
         ),
         openai_model: str | None = typer.Option(
             None, "--openai-model", help="model name on an OpenAI-compatible server"
         ),
+        baselines_only: bool = typer.Option(False, "--baselines-only", help="no policy: backtest the baselines and oracles alone"),
         base_url: str | None = typer.Option(
             None, "--base-url", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1"
         ),
         api_key_env: str = typer.Option(
             "OPENAI_API_KEY", "--api-key-env", help="env var holding the API key"
         ),
+        concurrency: int = typer.Option(8, "--concurrency", min=1, help="--openai-model: requests in flight"),
+        timeout: float = typer.Option(120.0, "--timeout", min=0.001, help="--openai-model: seconds per request attempt"),
+        retries: int = typer.Option(4, "--retries", min=0, help="--openai-model: retries on 429/5xx/timeouts/connection errors"),
+        cache: str = typer.Option("~/.cache/thesisgym/llm_cache.sqlite", "--cache", help="--openai-model: sqlite response cache ('' = off)"),
+        max_error_rate: float = typer.Option(0.02, "--max-error-rate", min=0.0, max=1.0,
+                                             help="fail (exit 1) when more than this share of requests fail in transport"),
+        judge: str = typer.Option("local", "--judge", help="consistency judge for s: local | llm | none"),
+        judge_model: str | None = typer.Option(None, "--judge-model", help="--judge llm: model name"),
+        judge_base_url: str | None = typer.Option(None, "--judge-base-url", help="--judge llm: OpenAI-compatible base URL"),
         probes: str = typer.Option("anon,shift,digits", "--probes", help="comma list of probes; '' for none"),
-        max_rows: int | None = typer.Option(None, "--max-rows", help="evaluate at most N rows: whole as-of dates (every ticker) spread evenly over the split"),
+        max_rows: int | None = typer.Option(None, "--max-rows", help="evaluate at most N rows: whole consecutive as-of dates (every ticker) from the start of the split"),
         cost_bps: float = typer.Option(
             5.0, "--cost-bps", help="trading cost per unit of position change, in bps"
         ),
         long_only: bool = typer.Option(False, "--long-only", help="map short decisions to flat"),
         hold_days: int | None = typer.Option(
-            None, "--hold-days", help="close positions after N days (default: until the next decision)"
+            None, "--hold-days", min=1, help="close positions after N trading days (default: the label horizon, 7) or at the next decision"
         ),
+        heldout: bool = typer.Option(True, "--heldout/--no-heldout", help="also evaluate the held-out-ticker split when there is one"),
+        log_nav: bool = typer.Option(False, "--log-nav", help="NAV plot on a log scale"),
+        bootstrap_reps: int = typer.Option(1000, "--bootstrap-reps", min=100, help="bootstrap resamples per interval"),
         max_new_tokens: int = typer.Option(1024, "--max-new-tokens"),
         batch_size: int = typer.Option(8, "--batch-size"),
         temperature: float = typer.Option(0.0, "--temperature"),
         seed: int = typer.Option(0, "--seed"),
     ) -> None:
-        """Generate theses on a split, backtest them vs baselines/oracles, run probes, write an HTML report."""
-        from rich.console import Console
-        from rich.table import Table
+        """Generate theses on a split, backtest them vs baselines/oracles with intervals, run probes, write an HTML report."""
+        import sys
 
-        sources = [x is not None for x in (model, completions, openai_model)]
-        if sum(sources) != 1:
-            raise typer.BadParameter("give exactly one of --model, --completions, --openai-model")
+        from rich.console import Console
+
+        sources = [x for x, given in (("--model", model is not None), ("--completions", completions is not None),
+                                      ("--openai-model", openai_model is not None), ("--baselines-only", baselines_only)) if given]
+        if len(sources) != 1:
+            raise typer.BadParameter("give exactly one of --model, --completions, --openai-model, --baselines-only"
+                                     + (f" (got {', '.join(sources)})" if sources else ""))
         if openai_model is not None and base_url is None:
             raise typer.BadParameter("--openai-model needs --base-url", param_hint="--base-url")
 
-        from datasets import Dataset, load_from_disk
-
         from thesisgym.data.store import MarketStore
         from thesisgym.evaluate import HFPolicy, JsonlPolicy, OpenAIPolicy, evaluate
+        from thesisgym.evaluate.policies import make_verifier
+        from thesisgym.evaluate.runner import EndpointError
 
-        if not (dataset / "dataset_dict.json").exists():
-            raise typer.BadParameter(
-                f"{dataset}: not a split directory (dataset_dict.json missing)", param_hint="--dataset"
-            )
-        # load only the split asked for: a DatasetDict with an empty split (e.g. no held-out tickers)
-        # cannot be loaded as a whole by datasets' load_from_disk
-        if (dataset / split / "dataset_info.json").exists():
-            data = Dataset.load_from_disk(str(dataset / split))
-        else:
-            dd = load_from_disk(str(dataset))
-            if split not in dd:
-                raise typer.BadParameter(
-                    f"{dataset}: no split {split!r}; have {list(dd)}", param_hint="--split"
-                )
-            data = dd[split]
+        err = Console(stderr=True)
+
+        def fail(msg: str, code: int = 2) -> None:
+            err.print(f"[red]error:[/red] {msg}", soft_wrap=True, highlight=False)
+            raise typer.Exit(code)
+
+        data = _load_split(dataset, split)
         if len(data) == 0:
             raise typer.BadParameter(f"{dataset}: split {split!r} is empty", param_hint="--split")
-        mstore = MarketStore.load(_store_path(dataset, store))
-        if completions is not None:
-            policy = JsonlPolicy(completions)
-        elif model is not None:
-            policy = HFPolicy(
-                model,
-                max_new_tokens=max_new_tokens,
-                batch_size=batch_size,
-                temperature=temperature,
-                seed=seed,
-            )
-        else:
-            policy = OpenAIPolicy(
-                base_url,
-                openai_model,
-                api_key_env=api_key_env,
-                temperature=temperature,
-                max_tokens=max_new_tokens,
-            )
+        held = _load_split(dataset, "heldout", required=False) if heldout and split == "test" else None
+        train = _load_split(dataset, "train", required=False)
         try:
+            mstore = MarketStore.load(_store_path(dataset, store))
+            verifier = make_verifier(judge, model=judge_model, base_url=judge_base_url)
+            if completions is not None:
+                policy = JsonlPolicy(completions)
+            elif model is not None:
+                policy = HFPolicy(model, max_new_tokens=max_new_tokens, batch_size=batch_size,
+                                  temperature=temperature, seed=seed)
+            elif openai_model is not None:
+                policy = OpenAIPolicy(base_url, openai_model, api_key_env=api_key_env, temperature=temperature,
+                                      max_tokens=max_new_tokens, concurrency=concurrency, timeout=timeout,
+                                      max_retries=retries, cache_path=cache or None, seed=seed)
+            else:
+                policy = None
             result = evaluate(
-                policy,
-                data,
-                mstore,
-                probes=probes or None,
-                out_dir=out,
-                max_rows=max_rows,
-                cost_bps=cost_bps,
-                long_only=long_only,
-                hold_days=hold_days,
-                seed=seed,
+                policy, data, mstore, probes=probes or None, out_dir=out, max_rows=max_rows, cost_bps=cost_bps,
+                long_only=long_only, hold_days=hold_days, seed=seed, verifier=verifier, max_error_rate=max_error_rate,
+                train=train, heldout=held, bootstrap_reps=bootstrap_reps, log_nav=log_nav,
             )
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc)) from exc
+        except EndpointError as exc:
+            fail(str(exc), code=1)
+        except (ValueError, TypeError, FileNotFoundError) as exc:
+            fail(str(exc))
 
-        import sys
-
-        # piped output (CI logs) gets a width the 9-column table fits in instead of rich's 80
-        console = Console(width=None if sys.stdout.isatty() else 130)
-        cols = [
-            "cumulative_return",
-            "annualized_return",
-            "sharpe",
-            "sortino",
-            "max_drawdown",
-            "calmar",
-            "hit_rate",
-            "turnover",
-        ]
-        table = Table(
-            title=f"{result.policy} on {dataset.name}/{split} ({result.config['backtest_rows']} ticker-days, {cost_bps:g} bps)"
-        )
-        short = {
-            "cumulative_return": "cum ret",
-            "annualized_return": "ann ret",
-            "sharpe": "Sharpe",
-            "sortino": "Sortino",
-            "max_drawdown": "max DD",
-            "calmar": "Calmar",
-            "hit_rate": "hit",
-            "turnover": "turn/d",
-        }
-        table.add_column("strategy", no_wrap=True)
-        for c in cols:
-            table.add_column(short[c], justify="right", no_wrap=True)
-        for name, row in result.metrics.iterrows():
-            style = "bold" if name == result.policy else None
-            table.add_row(str(name), *(_fmt(c, row[c]) for c in cols), style=style)
-        console.print(table)
-        r = result.reasoning
-        console.print(
-            f"decision accuracy {_fmt('hit_rate', r['decision_accuracy'])}, invalid {_fmt('hit_rate', r['invalid_decision_rate'])}, "
-            f"hallucination {_fmt('x', r['hallucination_rate'])}, grounding {_fmt('x', r['grounding'])}, loop {_fmt('x', r['loop_rate'])}"
-        )
-        for name, p in result.probes.items():
-            console.print(
-                f"probe {name}: flip rate {_fmt('hit_rate', p['flip_rate'])}"
-                + (f" ({p['skipped']})" if p.get("skipped") else "")
-            )
-        from thesisgym.evaluate.report import verdict
-
-        for line in verdict(result):
-            console.print(f"- {line}")
+        # piped output (CI logs) gets a width the table fits in instead of rich's 80
+        console = Console(width=None if sys.stdout.isatty() else 160)
+        title = (f"{result.policy} on {dataset.name}/{split}: {result.config['backtest_rows']} ticker-days on "
+                 f"{result.config['decision_dates']} dates, held <= {result.config['hold_days']} days, {cost_bps:g} bps")
+        print_summary(result, title=title, console=console)
+        if result.heldout is not None:
+            print_summary(result.heldout, title=f"held-out tickers ({result.heldout.config['backtest_rows']} ticker-days)",
+                          console=console)
         console.print(f"report: {result.report_path}")

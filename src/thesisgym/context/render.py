@@ -20,18 +20,8 @@ from collections.abc import Sequence
 
 from thesisgym.schema import SECTIONS, SYSTEM_PROMPT, EvidenceItem, Message
 
-try:  # one number convention for evidence and claims: the REWARDS parser's, when present
-    from thesisgym.thesis import extract_numbers
-except ImportError:  # pragma: no cover - only while thesis.py does not exist yet
-    _NUM_RE = re.compile(r"(?<![\w.])([-+])?(?:[$€£¥]\s?)?(\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.(\d+))?(?!\d)")
-
-    def extract_numbers(text: str) -> list[float]:
-        out = []
-        for sign, whole, dec in _NUM_RE.findall(text or ""):
-            v = float(whole.replace(",", "") + ("." + dec if dec else ""))
-            out.append(-v if sign == "-" else v)
-        return out
-
+# one number convention for evidence and claims: the reward parser's (context.events imports it from here)
+from thesisgym.thesis import extract_numbers  # noqa: F401
 
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 ID_TOKENS = 3  # "[", "N12", "]"

@@ -49,6 +49,7 @@ class BacktestResult:
     net: pd.DataFrame  # gross - costs
     turnover: pd.DataFrame  # |position change| at each day's close
     active: pd.DataFrame  # bool: ticker is part of the portfolio that day
+    live: pd.DataFrame  # bool: a decision covers the position held after that day's close
     returns: pd.Series  # portfolio net daily returns
     gross_returns: pd.Series
     portfolio_turnover: pd.Series
@@ -64,20 +65,30 @@ class BacktestResult:
     def drawdown(self) -> pd.Series:
         return pd.Series(M.drawdown_series(self.returns), index=self.returns.index)
 
+    @property
+    def held(self) -> pd.DataFrame:
+        """The position held INTO each day (earning that day's return)."""
+        return self.positions.shift(1).fillna(0.0)
+
+    @property
+    def covered(self) -> pd.DataFrame:
+        """Cells whose held-into position comes from a live decision (the hit rate's days)."""
+        return self.live.shift(1, fill_value=False)
+
     def stats(self, *, rf: float | None = None) -> dict[str, float]:
         """Portfolio metrics (see metrics.py for every convention)."""
-        held = self.positions.shift(1).fillna(0.0)
         return M.summary(
             self.returns,
             rf=self.rf if rf is None else rf,
-            positions=held.to_numpy(),
+            positions=self.held.to_numpy(),
             asset_returns=self.asset_returns.to_numpy(),
             turnover=self.portfolio_turnover,
+            covered=self.covered.to_numpy(),
         )
 
     def ticker_stats(self, *, rf: float | None = None) -> pd.DataFrame:
         """Metrics per ticker over the span from its first to its last active day."""
-        held = self.positions.shift(1).fillna(0.0)
+        held, covered = self.held, self.covered
         rows = {}
         for ticker in self.net.columns:
             act = self.active[ticker].to_numpy()
@@ -90,6 +101,7 @@ class BacktestResult:
                 positions=held[ticker].iloc[lo:hi].to_numpy()[:, None],
                 asset_returns=self.asset_returns[ticker].iloc[lo:hi].to_numpy()[:, None],
                 turnover=self.turnover[ticker].iloc[lo:hi],
+                covered=covered[ticker].iloc[lo:hi].to_numpy()[:, None],
             )
         return pd.DataFrame.from_dict(rows, orient="index")
 
@@ -265,8 +277,8 @@ class Backtest:
         def port(a: np.ndarray, name: str) -> pd.Series:
             return pd.Series(np.where(act, a, 0.0).sum(axis=1) / denom, index=dates, name=name)
 
-        pos_f, rets_f, gross_f, costs_f, net_f, turn_f, active = (
-            frame(a) for a in (pos, rets, gross, costs, net, turnover, act)
+        pos_f, rets_f, gross_f, costs_f, net_f, turn_f, active, live_f = (
+            frame(a) for a in (pos, rets, gross, costs, net, turnover, act, live)
         )
         port_net, port_gross, port_turn = port(net, "net"), port(gross, "gross"), port(turnover, "turnover")
         return BacktestResult(
@@ -277,6 +289,7 @@ class Backtest:
             net=net_f,
             turnover=turn_f,
             active=active,
+            live=live_f,
             returns=port_net,
             gross_returns=port_gross,
             portfolio_turnover=port_turn,

@@ -4,7 +4,12 @@ A trained analyst is only interesting relative to what doing nothing clever earn
 returns a decisions frame (ticker, date, decision) for the given `keys` (ticker, date) so that it
 runs through exactly the same Backtest as the policy:
 
-- buy_and_hold: STRONG_BUY everywhere (full long; position 1.0 with the default map).
+- buy_and_hold_once + bought_once: the true buy-and-hold. Each ticker is bought (STRONG_BUY) at its
+  first date and held to the end; `bought_once` turns that backtest into a portfolio that puts
+  equal capital into each ticker at the start and never rebalances (weights drift with prices).
+- buy_and_hold: STRONG_BUY on every decision date (full long; position 1.0 with the default map).
+  Through the equal-weight Backtest this is an equal-weight long portfolio REBALANCED DAILY, which
+  is why evaluation names it "equal_weight_long".
 - momentum: sign of the trailing `lookback`-day return close(d) / close(d - lookback) - 1, using
   only closes dated <= d (point-in-time). Positive -> STRONG_BUY, negative -> STRONG_SELL, zero or
   not enough history -> HOLD.
@@ -17,12 +22,17 @@ runs through exactly the same Backtest as the policy:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from thesisgym.schema import LABELS
+
+if TYPE_CHECKING:
+    from thesisgym.evaluate.backtest import BacktestResult
 
 
 def _keys_frame(keys: pd.DataFrame) -> pd.DataFrame:
@@ -38,6 +48,33 @@ def buy_and_hold(keys: pd.DataFrame, *, decision: str = "STRONG_BUY") -> pd.Data
     if decision not in LABELS:
         raise ValueError(f"decision: {decision!r} is not one of {LABELS}")
     return _keys_frame(keys).assign(decision=decision)
+
+
+def buy_and_hold_once(keys: pd.DataFrame) -> pd.DataFrame:
+    """STRONG_BUY at each ticker's first date only (run it with hold_days=None: held to the end)."""
+    k = _keys_frame(keys).sort_values(["date", "ticker"], kind="stable")
+    return k.drop_duplicates("ticker").reset_index(drop=True).assign(decision="STRONG_BUY")
+
+
+def bought_once(bt: BacktestResult) -> BacktestResult:
+    """The portfolio of `bt` as equal capital per ticker at the start, never rebalanced.
+
+    Each ticker's sleeve grows with its own net returns (cash until it is bought); the NAV is the
+    mean of the sleeves, so weights drift with prices as in a real buy-and-hold.
+    """
+    n = max(bt.net.shape[1], 1)
+
+    def port(per_ticker: pd.DataFrame, name: str) -> pd.Series:
+        nav = (1.0 + per_ticker).cumprod().mean(axis=1)
+        return (nav / nav.shift(1, fill_value=1.0) - 1.0).rename(name)
+
+    return dataclasses.replace(
+        bt,
+        returns=port(bt.net, "net"),
+        gross_returns=port(bt.gross, "gross"),
+        portfolio_turnover=(bt.turnover.sum(axis=1) / n).rename("turnover"),
+        meta={**bt.meta, "weighting": "bought once, never rebalanced"},
+    )
 
 
 def momentum(keys: pd.DataFrame, prices: pd.DataFrame, *, lookback: int = 20) -> pd.DataFrame:

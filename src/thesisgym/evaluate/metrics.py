@@ -9,14 +9,17 @@ tested against quantstats 0.0.86 to 1e-6 (tests/test_metrics.py):
 - Sharpe = mean(r - rf_d) / std(r - rf_d, ddof=1) * sqrt(252).
 - Sortino = mean(r - rf_d) / DD * sqrt(252), DD = sqrt(sum(min(r - rf_d, 0) ** 2) / n): the downside
   deviation against the risk-free target, averaged over ALL n days (Red Rock Capital / quantstats),
-  not only over the losing days.
+  not only over the losing days. Undefined (nan, shown "-") when no day lost money: a flat policy
+  would otherwise score -sqrt(252), a figure made of the risk-free rate alone.
 - Annualised return = geometric (CAGR on trading days): (prod(1 + r)) ** (252 / n) - 1, rf not
   subtracted (quantstats' `cagr` ignores rf too).
 - Volatility = std(r, ddof=1) * sqrt(252) of raw (not excess) returns.
 - Max drawdown: NAV starts at 1.0 before the first day (a loss on day one is a drawdown), returned
   as a negative fraction. Calmar = annualised return / |max drawdown|.
-- Hit rate (Trading-R1): share of days with sign(position) == sign(return) among the days with a
-  non-zero position; a zero return on such a day is a miss. Pooled over ticker-days for a panel.
+- Hit rate (SPEC / Trading-R1): share of days with sign(position) == sign(return) among the days a
+  decision covers, flat (HOLD) days included: a flat day hits only when the price did not move.
+  `hit_rate_traded`: the same among the days with a non-zero position only. Pooled over
+  ticker-days for a panel.
 - Turnover: mean over days of the one-way position change (fraction of capital traded per day).
 
 Returns with NaN or inf are rejected (ValueError) instead of being skipped: a backtest never
@@ -91,7 +94,7 @@ def sortino(returns: pd.Series | np.ndarray, *, rf: float = DEFAULT_RF, periods:
         return float("nan")
     ex = r - daily_rf(rf, periods=periods)
     downside = math.sqrt(float(np.sum(np.minimum(ex, 0.0) ** 2)) / len(ex))
-    if downside == 0:
+    if downside == 0 or not (r < 0).any():
         return float("nan")
     return float(ex.mean() / downside * math.sqrt(periods))
 
@@ -116,20 +119,43 @@ def calmar(returns: pd.Series | np.ndarray, *, periods: int = TRADING_DAYS) -> f
     return annualized_return(returns, periods=periods) / abs(mdd)
 
 
-def hit_rate(positions: pd.DataFrame | np.ndarray, asset_returns: pd.DataFrame | np.ndarray) -> float:
-    """Share of (day, ticker) cells with a non-zero position whose sign matches the return's.
-
-    `positions` must already be aligned with the returns they earn (position held INTO the day).
-    """
+def hit_cells(
+    positions: pd.DataFrame | np.ndarray,
+    asset_returns: pd.DataFrame | np.ndarray,
+    covered: pd.DataFrame | np.ndarray | None = None,
+    *,
+    traded: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(hits, cells) per day: the counts behind `hit_rate`, for resampling by date."""
     p = np.asarray(positions, dtype=float)
     r = np.asarray(asset_returns, dtype=float)
     if p.shape != r.shape:
         raise ValueError(f"hit_rate: positions shape {p.shape} != returns shape {r.shape}")
-    held = p != 0
-    n = int(held.sum())
-    if n == 0:
-        return float("nan")
-    return float((np.sign(p[held]) == np.sign(r[held])).sum() / n)
+    mask = np.ones_like(p, dtype=bool) if covered is None else np.asarray(covered, dtype=bool)
+    if traded:
+        mask = mask & (p != 0)
+    hits = (np.sign(p) == np.sign(r)) & mask
+    if p.ndim == 1:
+        return hits.astype(float), mask.astype(float)
+    return hits.sum(axis=1).astype(float), mask.sum(axis=1).astype(float)
+
+
+def hit_rate(
+    positions: pd.DataFrame | np.ndarray,
+    asset_returns: pd.DataFrame | np.ndarray,
+    covered: pd.DataFrame | np.ndarray | None = None,
+    *,
+    traded: bool = False,
+) -> float:
+    """Share of (day, ticker) cells whose position sign matches the return's sign.
+
+    `positions` must already be aligned with the returns they earn (position held INTO the day);
+    `covered` marks the cells a decision covers (default: all); `traded=True` keeps only the cells
+    with a non-zero position.
+    """
+    hits, cells = hit_cells(positions, asset_returns, covered, traded=traded)
+    n = float(cells.sum())
+    return float(hits.sum() / n) if n else float("nan")
 
 
 def summary(
@@ -140,6 +166,7 @@ def summary(
     positions: pd.DataFrame | np.ndarray | None = None,
     asset_returns: pd.DataFrame | np.ndarray | None = None,
     turnover: pd.Series | np.ndarray | None = None,
+    covered: pd.DataFrame | np.ndarray | None = None,
 ) -> dict[str, float]:
     """All headline metrics of one daily return series (plus hit rate / turnover when given)."""
     r = _clean(returns)
@@ -153,11 +180,9 @@ def summary(
         "calmar": calmar(r, periods=periods),
         "days": float(len(r)),
     }
-    out["hit_rate"] = (
-        hit_rate(positions, asset_returns)
-        if positions is not None and asset_returns is not None
-        else float("nan")
-    )
+    have = positions is not None and asset_returns is not None
+    out["hit_rate"] = hit_rate(positions, asset_returns, covered) if have else float("nan")
+    out["hit_rate_traded"] = hit_rate(positions, asset_returns, covered, traded=True) if have else float("nan")
     out["turnover"] = (
         float(np.mean(_clean(turnover, name="turnover")))
         if turnover is not None and len(turnover)
@@ -175,6 +200,7 @@ METRIC_LABELS: dict[str, str] = {
     "max_drawdown": "Max drawdown",
     "calmar": "Calmar",
     "hit_rate": "Hit rate",
+    "hit_rate_traded": "Hit rate (traded days)",
     "turnover": "Turnover / day",
     "days": "Days",
 }

@@ -3,27 +3,34 @@
 A policy is `decide(rows) -> list[str]`: one completion per dataset row, in order. Evaluation is
 then the same whatever produced the text:
 
-- `JsonlPolicy(path)`: completions precomputed elsewhere, one JSON object per line with
-  `completion` (str or chat messages) and either `ticker` + `asof` (+ `variation`, default 0, and
-  `probe`, default "") or an `index` / the line number. A row without a completion raises.
+- `JsonlPolicy(path)`: completions precomputed elsewhere, read and joined to the split by
+  `thesisgym.evaluate.completions` (by the split's row `index` or by `ticker` + `asof` +
+  `variation` [+ `probe`]); `evaluate` binds it to the split first, and a row without a
+  completion raises with the count and an example of the missing rows.
 - `HFPolicy(model_path, ...)`: transformers `generate` (chat template when the tokenizer has one,
   left padding, batched); uses vLLM instead when it is installed, a GPU is present and
-  `use_vllm` is not False.
+  `use_vllm` is not False. A missing local path, or a hub name not in the cache while
+  `HF_HUB_OFFLINE` is set, is a one-line ValueError before anything is loaded.
 - `OpenAIPolicy(base_url, model, ...)`: any OpenAI-compatible endpoint through `thesisgym.llm.LLMClient`
-  (cache, retries, timeouts, concurrency); a request that fails for good becomes an empty completion
-  counted in `failures` (an empty thesis scores as invalid, which is what it is).
+  (cache, retries, timeouts, concurrency). A request that fails for good becomes an empty completion
+  AND is recorded in `last_errors` (aligned with the rows of the last `decide`), so evaluation counts
+  transport errors apart from the model's format errors.
 - `CallablePolicy(fn)`: `fn(row) -> str`, for tests and quick experiments.
 
-`reasoning_metrics(completions, rows)` turns completions into per-row scores (through
-`thesisgym.rewards.score_completion` when available) and aggregates: hallucination rate, grounding,
-decision accuracy, 5x5 confusion matrix (rows = truth, columns = prediction, schema.LABELS order),
-loop rate and invalid-decision rate.
+Policies that can sample again with another seed have `reseeded(seed)` (the probes' noise baseline).
+
+`score_rows(completions, rows)` scores each completion with the one verifier,
+`thesisgym.rewards.score_completion`, feeding it the Trade-R1 consistency s of the configured judge
+(`thesisgym.consistency.ConsistencyVerifier`, local by default), so the fsr/dsr columns are the
+training rewards; `reasoning_metrics` aggregates: hallucination rate, grounding, decision accuracy,
+5x5 confusion matrix (rows = truth, columns = prediction, schema.LABELS order), loop rate,
+invalid-decision rate.
 """
 
 from __future__ import annotations
 
-import json
-import re
+import copy
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -31,7 +38,10 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import pandas as pd
 
+from thesisgym.evaluate.completions import Key, join_completions, read_completions, row_key
+from thesisgym.rewards import score_completion
 from thesisgym.schema import LABELS
+from thesisgym.thesis import completion_text, parse_thesis
 
 INVALID = "INVALID"
 
@@ -45,106 +55,81 @@ class Policy(Protocol):
     def decide(self, rows: Sequence[dict]) -> list[str]: ...
 
 
-# --- text helpers ------------------------------------------------------------------------------------
-_DECISION_RE = re.compile(r"<\s*decision\s*>\s*([A-Za-z _-]+?)\s*<\s*/\s*decision\s*>", re.I)
-
-
-def completion_to_text(completion: Any) -> str:
-    try:
-        from thesisgym.thesis import completion_text
-    except ImportError:  # pragma: no cover - the thesis module ships with the package
-        return completion if isinstance(completion, str) else ""
-    return completion_text(completion)
-
-
 def decision_of(completion: Any) -> str:
-    """The valid decision of a completion, or INVALID (missing, unknown or repeated)."""
-    text = completion_to_text(completion)
-    try:
-        from thesisgym.thesis import parse_thesis
-    except ImportError:  # pragma: no cover
-        found = _DECISION_RE.findall(text)
-        label = found[-1].strip().upper().replace(" ", "_").replace("-", "_") if len(found) == 1 else ""
-        return label if label in LABELS else INVALID
-    dec = parse_thesis(text).decision
+    """The valid decision of a completion (the thesis parser's), or INVALID."""
+    dec = parse_thesis(completion_text(completion)).decision
     return dec if dec in LABELS else INVALID
 
 
 # --- policies ------------------------------------------------------------------------------------------
-def _row_key(row: dict) -> tuple[str, str, int, str]:
-    return (
-        str(row["ticker"]),
-        str(row["asof"])[:10],
-        int(row.get("variation", 0) or 0),
-        str(row.get("probe", "") or ""),
-    )
-
-
 class CallablePolicy:
     def __init__(self, fn: Callable[[dict], str], *, name: str = "callable") -> None:
         self.fn = fn
         self.name = name
 
     def decide(self, rows: Sequence[dict]) -> list[str]:
-        return [completion_to_text(self.fn(row)) for row in rows]
+        return [completion_text(self.fn(row)) for row in rows]
 
 
 class JsonlPolicy:
-    """Completions read from a JSONL file (e.g. written by an earlier `thesisgym evaluate`)."""
+    """Completions read from a JSONL file (e.g. the completions.jsonl of an earlier `evaluate`)."""
 
     def __init__(self, path: str | Path, *, name: str | None = None) -> None:
         self.path = Path(path)
         self.name = name or self.path.stem
-        if not self.path.exists():
-            raise ValueError(f"{self.path}: completions file does not exist")
-        self.by_key: dict[tuple[str, str, int, str], str] = {}
-        self.by_index: list[str] = []
-        for lineno, line in enumerate(self.path.read_text().splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{self.path}:{lineno}: not valid JSON ({exc.msg})") from None
-            if not isinstance(rec, dict) or "completion" not in rec:
-                raise ValueError(f"{self.path}:{lineno}: expected an object with a 'completion' field")
-            text = completion_to_text(rec["completion"])
-            if "ticker" in rec and "asof" in rec:
-                key = _row_key(rec)
-                if key in self.by_key:
-                    raise ValueError(f"{self.path}:{lineno}: duplicate completion for {key}")
-                self.by_key[key] = text
-            else:
-                idx = int(rec.get("index", len(self.by_index)))
-                if idx != len(self.by_index):
-                    raise ValueError(
-                        f"{self.path}:{lineno}: index {idx} out of order (expected {len(self.by_index)})"
-                    )
-                self.by_index.append(text)
-        self.probes = {k[3] for k in self.by_key}
+        self.records = read_completions(self.path)
+        self.by_key: dict[Key, str] | None = None
+        if all(r.index is None for r in self.records):
+            # keyed files need no split to be read; index-keyed ones wait for `bind`
+            self.bind(None)
+
+    def bind(self, keys: Sequence[Key] | None) -> None:
+        """Join the records to the split whose row keys (in row order) are `keys`."""
+        if keys is None:
+            keys = sorted({(str(r.ticker), str(r.asof), r.variation, "") for r in self.records})
+        joined, _ = join_completions(self.records, keys, path=self.path)
+        self.by_key = {k: rec.text for k, rec in joined.items()}
+
+    @property
+    def probes(self) -> set[str]:
+        return {r.probe for r in self.records}
 
     def supports_probe(self, probe: str) -> bool:
         return probe in self.probes
 
     def decide(self, rows: Sequence[dict]) -> list[str]:
-        out = []
-        for i, row in enumerate(rows):
-            if self.by_key:
-                key = _row_key(row)
-                if key not in self.by_key:
-                    raise ValueError(f"{self.path}: no completion for row {i} {key}")
-                out.append(self.by_key[key])
-            else:
-                if "probe" in row and row["probe"]:
-                    raise ValueError(
-                        f"{self.path}: index-keyed completions cannot answer probe {row['probe']!r}"
-                    )
-                if i >= len(self.by_index):
-                    raise ValueError(
-                        f"{self.path}: no completion for row {i} (file has {len(self.by_index)})"
-                    )
-                out.append(self.by_index[i])
-        return out
+        if self.by_key is None:
+            raise ValueError(f"{self.path}: completions keyed by 'index' need the split: call bind(split_keys(split))")
+        missing = [(i, row_key(r)) for i, r in enumerate(rows) if row_key(r) not in self.by_key]
+        if missing:
+            i, key = missing[0]
+            raise ValueError(
+                f"{self.path}: no completion for {len(missing)} of {len(rows)} rows (first: row {i} {key})"
+            )
+        return [self.by_key[row_key(r)] for r in rows]
+
+
+def check_model_source(model: str) -> None:
+    """Fail at once, in one line, for a model that cannot be loaded without a network wait.
+
+    A path that looks local (./x, ../x, /x, ~/x, or a name with more than one '/') must exist;
+    a hub id (name or org/name) must be in the local cache when HF_HUB_OFFLINE is set.
+    """
+    p = Path(model).expanduser()
+    if p.exists():
+        if p.is_dir() and not (p / "config.json").exists():
+            raise ValueError(f"--model {model}: the directory has no config.json (not a saved model)")
+        return
+    looks_local = model.startswith((".", "/", "~")) or model.count("/") > 1 or "\\" in model
+    if looks_local:
+        raise ValueError(f"--model {model}: no such directory")
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        from huggingface_hub import try_to_load_from_cache
+
+        if not isinstance(try_to_load_from_cache(model, "config.json"), str):
+            raise ValueError(
+                f"--model {model}: not a local directory and not in the Hugging Face cache (HF_HUB_OFFLINE is set)"
+            )
 
 
 class HFPolicy:
@@ -163,6 +148,7 @@ class HFPolicy:
         name: str | None = None,
     ) -> None:
         self.model_path = str(model_path)
+        check_model_source(self.model_path)
         self.max_new_tokens = max_new_tokens
         self.batch_size = batch_size
         self.temperature = temperature
@@ -172,6 +158,12 @@ class HFPolicy:
         self.name = name or Path(self.model_path).name
         self._model = None
         self._tok = None
+
+    def reseeded(self, seed: int) -> HFPolicy:
+        """The same model (shared, not reloaded) sampling with another seed."""
+        other = copy.copy(self)
+        other.seed = seed
+        return other
 
     def _want_vllm(self) -> bool:
         if self.use_vllm is False:
@@ -217,12 +209,18 @@ class HFPolicy:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if self._model is None:
-            self._tok = AutoTokenizer.from_pretrained(self.model_path)
+            try:
+                self._tok = AutoTokenizer.from_pretrained(self.model_path)
+                model = AutoModelForCausalLM.from_pretrained(self.model_path)
+            except (OSError, ValueError) as exc:
+                # transformers' messages run to many lines; the first one says what is wrong
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise ValueError(f"--model {self.model_path}: cannot load ({first})") from None
             self._tok.padding_side = "left"
             if self._tok.pad_token is None:
                 self._tok.pad_token = self._tok.eos_token
             device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
-            self._model = AutoModelForCausalLM.from_pretrained(self.model_path).to(device).eval()
+            self._model = model.to(device).eval()
         tok, model = self._tok, self._model
         texts = self._prompt_texts(rows, tok)
         # a chat template already writes BOS and role markers; raw prompt_text needs the tokenizer's own
@@ -262,23 +260,39 @@ class OpenAIPolicy:
         max_tokens: int = 2048,
         concurrency: int = 8,
         timeout: float = 120.0,
+        max_retries: int = 4,
         cache_path: str | None = None,
+        seed: int | None = None,
         name: str | None = None,
+        client: Any = None,
     ) -> None:
         from thesisgym.llm import LLMClient
 
-        self.client = LLMClient(
+        self.client = client or LLMClient(
             model=model,
             base_url=base_url,
             api_key_env=api_key_env,
             concurrency=concurrency,
             timeout=timeout,
+            max_retries=max_retries,
             cache_path=cache_path,
         )
         self.temperature = temperature
         self.max_tokens = max_tokens
+        self.seed = seed
         self.name = name or model
-        self.failures = 0
+        self.last_errors: list[str | None] = []
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.client.config.base_url or 'https://api.openai.com/v1'} (model {self.client.config.model})"
+
+    def reseeded(self, seed: int) -> OpenAIPolicy:
+        """The same client (cache, counters) asking with another seed: a new cache key, a new sample."""
+        other = copy.copy(self)
+        other.seed = seed
+        other.last_errors = []
+        return other
 
     def decide(self, rows: Sequence[dict]) -> list[str]:
         batch = []
@@ -286,33 +300,70 @@ class OpenAIPolicy:
             if not row.get("prompt"):
                 raise ValueError(f"row {i}: no chat prompt to send")
             batch.append(list(row["prompt"]))
-        results = self.client.chat_batch(batch, temperature=self.temperature, max_tokens=self.max_tokens)
-        out = []
+        results = self.client.chat_batch(
+            batch, temperature=self.temperature, max_tokens=self.max_tokens, seed=self.seed
+        )
+        out: list[str] = []
+        self.last_errors = []
         for r in results:
             if isinstance(r, BaseException):
-                self.failures += 1
                 out.append("")
+                self.last_errors.append(str(r))
             else:
                 out.append(r[0] if r else "")
+                self.last_errors.append(None)
         return out
 
 
 # --- reasoning metrics --------------------------------------------------------------------------------
-def default_scorer() -> Callable[[Any, dict], dict[str, float]] | None:
-    try:
-        from thesisgym.rewards import score_completion
-    except ImportError:
+def make_verifier(judge: str = "local", *, model: str | None = None, base_url: str | None = None,
+                  **client_options: Any) -> Any:
+    """The Trade-R1 consistency verifier that produces s: the local judge, or an LLM judge on any
+    OpenAI-compatible endpoint (`judge="llm"`, `model=`, `base_url=`); "none" -> no s (nan)."""
+    from thesisgym.consistency import ConsistencyVerifier
+
+    if judge == "none":
         return None
-    return score_completion
+    if judge == "local":
+        return ConsistencyVerifier()
+    if judge == "llm":
+        if not model:
+            raise ValueError("--judge llm needs --judge-model (and usually --judge-base-url)")
+        return ConsistencyVerifier(judge="llm", judge_options={"model": model, "base_url": base_url, **client_options})
+    raise ValueError(f"--judge: expected local, llm or none, got {judge!r}")
+
+
+def consistency_scores(verifier: Any, completions: Sequence[Any], rows: Sequence[dict]) -> list[float]:
+    """s of each completion against its row's evidence (nan without a verifier)."""
+    if verifier is None:
+        return [float("nan")] * len(completions)
+    results = verifier.score_batch(
+        list(completions), [list(r.get("evidence") or []) for r in rows], prompts=[r.get("prompt") for r in rows]
+    )
+    return [float(r.s) for r in results]
 
 
 def score_rows(
-    completions: Sequence[str], rows: Sequence[dict], *, scorer: Callable[[Any, dict], dict] | None = None
+    completions: Sequence[str],
+    rows: Sequence[dict],
+    *,
+    scorer: Callable[[Any, dict], dict] | None = None,
+    verifier: Any = "local",
 ) -> pd.DataFrame:
-    """One row per completion: decision, label, correct, plus every float the scorer reports."""
+    """One row per completion: decision, label, plus every number the scorer reports.
+
+    Default scorer: `score_completion` with s from `verifier` ("local", a ConsistencyVerifier, or
+    None for no s). A custom `scorer(completion, row)` is used as given.
+    """
     if len(completions) != len(rows):
         raise ValueError(f"{len(completions)} completions for {len(rows)} rows")
-    scorer = scorer or default_scorer()
+    if scorer is None:
+        v = make_verifier(verifier) if isinstance(verifier, str) else verifier
+        s_values = iter(consistency_scores(v, completions, rows))
+
+        def scorer(comp: Any, row: dict) -> dict:
+            return score_completion(comp, row, consistency_s=next(s_values))
+
     records = []
     for comp, row in zip(completions, rows, strict=True):
         rec: dict[str, Any] = {
@@ -322,11 +373,10 @@ def score_rows(
             "decision": decision_of(comp),
             "label": row.get("label"),
         }
-        if scorer is not None:
-            for k, v in (scorer(comp, row) or {}).items():
-                if isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool):
-                    # the scorer's "decision" is a reward value; ours is the label string
-                    rec[f"{k}_reward" if k in rec else k] = float(v)
+        for k, v in (scorer(comp, row) or {}).items():
+            if isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool):
+                # the scorer's "decision" is a reward value; ours is the label string
+                rec[f"{k}_reward" if k in rec else k] = float(v)
         records.append(rec)
     return pd.DataFrame.from_records(records)
 

@@ -195,13 +195,50 @@ def probe_rows(rows: Sequence[Mapping[str, Any]], probe: str, **kwargs: Any) -> 
     return [probe_row(r, probe, **kwargs) for r in rows]
 
 
-def flip_rate(original: Sequence[str], probed: Sequence[str]) -> float:
-    """Share of rows whose decision (INVALID included as its own outcome) changed under the probe."""
+INVALID = "INVALID"
+# a probe says something about decisions only where there are decisions to compare
+MIN_VALID_SHARE = 0.5
+MIN_COMPARED = 10
+
+
+def flip_stats(original: Sequence[str], probed: Sequence[str]) -> dict[str, Any]:
+    """How decisions moved between two runs over the same rows.
+
+    - flip_rate: share of the rows valid in BOTH runs whose decision changed (rows invalid in both
+      runs are not evidence of anything and are left out; so are the one-sided cases below);
+    - to_invalid_rate: share of the rows valid in the original that became INVALID under the probe
+      (the probe broke the format, which is not a change of mind);
+    - from_invalid: rows invalid in the original that became valid;
+    - meaningful: False when under half of the original rows were valid or fewer than 10 rows can
+      be compared, so a mostly invalid policy's 0 % does not read as robustness.
+    """
     if len(original) != len(probed):
         raise ValueError(f"{len(original)} original decisions vs {len(probed)} probed")
-    if not original:
-        return float("nan")
-    return sum(a != b for a, b in zip(original, probed, strict=True)) / len(original)
+    pairs = list(zip(original, probed, strict=True))
+    both = [(a, b) for a, b in pairs if a != INVALID and b != INVALID]
+    valid_orig = sum(a != INVALID for a, _ in pairs)
+    to_invalid = sum(a != INVALID and b == INVALID for a, b in pairs)
+    out = {
+        "rows": len(pairs),
+        "compared": len(both),
+        "flip_rate": sum(a != b for a, b in both) / len(both) if both else float("nan"),
+        "to_invalid_rate": to_invalid / valid_orig if valid_orig else float("nan"),
+        "from_invalid": sum(a == INVALID and b != INVALID for a, b in pairs),
+        "invalid_in_both": sum(a == INVALID and b == INVALID for a, b in pairs),
+        "invalid_rate": sum(b == INVALID for _, b in pairs) / len(pairs) if pairs else float("nan"),
+    }
+    meaningful = bool(pairs) and valid_orig / len(pairs) >= MIN_VALID_SHARE and len(both) >= MIN_COMPARED
+    out["meaningful"] = meaningful
+    if not meaningful:
+        out["note"] = (
+            f"not meaningful: {valid_orig} of {len(pairs)} original decisions valid, {len(both)} comparable"
+        )
+    return out
+
+
+def flip_rate(original: Sequence[str], probed: Sequence[str]) -> float:
+    """`flip_stats(...)["flip_rate"]`: changed decisions among the rows valid in both runs."""
+    return float(flip_stats(original, probed)["flip_rate"])
 
 
 def parse_probe_list(spec: str | Sequence[str] | None) -> list[str]:

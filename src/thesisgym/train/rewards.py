@@ -16,26 +16,15 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from thesisgym import rewards
+from thesisgym.consistency import make_consistency_reward
+from thesisgym.rewards import score_completion
 from thesisgym.train.config import REWARD_COLUMNS, RewardConfig
 
 RewardFunc = Callable[..., list]
 # diagnostics of score_completion worth a curve in tensorboard (the rest are reward components)
 DIAGNOSTIC_KEYS: tuple[str, ...] = ("hallucination_rate", "citation_precision", "grounding", "loop_rate",
                                     "decision_valid", "decision_correct", "n_sections", "n_bullets")
-
-
-def _rewards_module():
-    try:
-        return importlib.import_module("thesisgym.rewards")
-    except ImportError as exc:  # pragma: no cover - the package ships it
-        raise ValueError(f"the reward stack thesisgym.rewards cannot be imported: {exc}") from exc
-
-
-def _need(module: Any, attr: str, reward: str) -> Callable:
-    fn = getattr(module, attr, None)
-    if not callable(fn):
-        raise ValueError(f"reward {reward!r} needs {module.__name__}.{attr}, which is not available")
-    return fn
 
 
 def _import_callable(spec: str) -> Callable:
@@ -64,10 +53,6 @@ def _named(fn: Callable, name: str) -> Callable:
 
 
 def make_consistency(config: RewardConfig) -> Callable:
-    try:
-        from thesisgym.consistency import make_consistency_reward
-    except ImportError as exc:
-        raise ValueError(f"reward 'consistency' needs thesisgym.consistency.make_consistency_reward: {exc}") from exc
     return make_consistency_reward(judge=config.consistency, **config.consistency_options)
 
 
@@ -85,13 +70,12 @@ def build_reward_funcs(config: RewardConfig) -> tuple[list[Callable], list[float
         if name == "consistency":
             funcs.append(_named(consistency, "consistency_reward"))
             continue
-        rw = _rewards_module()
         if name in ("structure", "evidence", "decision", "market"):
-            funcs.append(_need(rw, f"{name}_reward", name))
+            funcs.append(getattr(rewards, f"{name}_reward"))
         elif name == "loop":
-            funcs.append(_need(rw, "loop_penalty", name))
+            funcs.append(rewards.loop_penalty)
         else:  # combiners
-            make = _need(rw, "make_combined_reward", name)
+            make = rewards.make_combined_reward
             kind = "market_only" if name == "market_only" else name
             fn = make(kind, consistency=consistency if name in ("fsr", "dsr") else None, **config.combined_options)
             funcs.append(_named(fn, f"{name}_reward"))
@@ -110,11 +94,6 @@ def with_diagnostics(fn: Callable) -> Callable:
     Logging uses TRL's `log_metric` kwarg, so it costs nothing outside GRPO and never changes the
     reward; a failure in the diagnostics is swallowed (a metric must never break a training step).
     """
-    try:
-        from thesisgym.rewards import score_completion
-    except ImportError:
-        return fn
-
     @functools.wraps(fn)
     def wrapper(prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None, **kwargs: Any) -> list:
         out = fn(prompts=prompts, completions=completions, **kwargs)
