@@ -72,11 +72,12 @@ def test_score_table_output(dataset_dir, tmp_path):
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ("{not json", "c.jsonl:1: invalid JSON"),
-        ('{"index": 0}', "c.jsonl:1: expected an object with a 'completion'"),
-        ('{"index": 7, "completion": "x"}', "c.jsonl:1: field 'index'"),
-        ('{"ticker": "MSFT", "asof": "2024-03-08", "completion": "x"}', "no row with ticker='MSFT'"),
-        ('{"completion": "x"}', "needs 'index' or both"),
+        ("{not json", "c.jsonl:1: not valid JSON"),
+        ('{"index": 0}', "c.jsonl:1: missing field 'completion'"),
+        ('{"index": 7, "completion": "x"}', "1 indices out of range (first: line 1: index 7"),
+        ('{"ticker": "MSFT", "asof": "2024-03-08", "completion": "x"}', "keys not in the split (first: line 1: ticker=MSFT"),
+        ('{"completion": "x"}', "needs 'index'"),
+        ('{"index": 0, "completion": 42}', "c.jsonl:1: field 'completion' must be a string"),
     ],
 )
 def test_score_bad_input_names_file_and_line(dataset_dir, tmp_path, line, message):
@@ -91,3 +92,23 @@ def test_score_unknown_split(dataset_dir, tmp_path):
     jsonl = write_jsonl(tmp_path / "c.jsonl", [{"index": 0, "completion": "x"}])
     result = run(jsonl, "--dataset", dataset_dir, "--split", "val")
     assert result.exit_code != 0 and "no split 'val'" in " ".join(result.output.split())
+
+
+def test_score_uses_the_judge_s_so_fsr_and_dsr_are_the_training_rewards(dataset_dir, tmp_path):
+    import datasets
+
+    from thesisgym.consistency import ConsistencyVerifier
+    from thesisgym.rewards import dsr, fsr
+
+    jsonl = write_jsonl(tmp_path / "c.jsonl", [{"index": 0, "completion": gold_thesis()}])
+    out = tmp_path / "s.jsonl"
+    assert run(jsonl, "--dataset", dataset_dir, "--json", "--output", out).exit_code == 0
+    rec = json.loads(out.read_text())
+    row = datasets.load_from_disk(str(dataset_dir))["test"][0]
+    s = ConsistencyVerifier().score(gold_thesis(), row["evidence"], prompt=row.get("prompt")).s
+    assert rec["s_is_placeholder"] == 0 and rec["s"] == pytest.approx(s)
+    assert rec["fsr"] == pytest.approx(fsr(rec["market"], s)) and rec["dsr"] == pytest.approx(dsr(rec["market"], s))
+    # --judge none falls back to the placeholder, and says so
+    plain = run(jsonl, "--dataset", dataset_dir, "--judge", "none", "--output", out)
+    assert plain.exit_code == 0 and json.loads(out.read_text())["s_is_placeholder"] == 1
+    assert "fsr/dsr are not the training rewards" in " ".join(plain.output.split())

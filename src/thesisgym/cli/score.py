@@ -1,13 +1,17 @@
 """`thesisgym score`: score a JSONL file of completions against a built dataset split.
 
 Each JSONL line holds `completion` (a string or TRL conversational messages) and says which row
-of the split it answers, either by `index` (the row number in the split, preferred) or by the
-row's keys `ticker` + `asof` (+ `variation`, default 0). Every line is scored with
-`thesisgym.rewards.score_completion`; the command prints the mean of each component, the
-hallucination rate and the worst examples (lowest `weighted`, with the reason their first bad
-bullet failed), or the same as JSON with `--json`. `--output` writes one JSON line of scores per
-completion. Bad input (unreadable JSON, missing fields, unknown index/keys) raises an error that
-names the file and line.
+of the split it answers, either by `index` (the row number in the split) or by the row's keys
+`ticker` + `asof` (+ `variation`, default 0): the same reader and join as `evaluate --completions`
+(`thesisgym.evaluate.completions`); several lines may answer one row (samples of one prompt).
+Every line is scored with `thesisgym.rewards.score_completion`, with the Trade-R1 consistency s of
+the configured judge (`--judge local` by default, `--judge llm` on any OpenAI-compatible endpoint),
+so the fsr/dsr columns are the rewards the fsr/dsr recipes train on. The command prints the mean of
+each component, the hallucination rate and the worst examples (lowest `weighted`, with the reason
+their first bad bullet failed), or the same as JSON with `--json`. `--output` writes one JSON line
+of scores per completion. Bad input (unreadable JSON, missing or non-string fields, unknown
+index/keys) is one error line naming the file, line and field. Lines that answer a probe's
+rewritten prompt (`probe` set) are not scored against the original row; their count is shown.
 """
 
 from __future__ import annotations
@@ -37,62 +41,6 @@ SUMMARY_KEYS = (
     "decision_valid",
     "decision_correct",
 )
-
-
-def read_completions(path: Path) -> list[dict[str, Any]]:
-    """Parse the JSONL file; every line must be an object with a `completion`."""
-    if not path.is_file():
-        raise ValueError(f"{path}: no such file")
-    records = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from exc
-            if not isinstance(record, dict) or "completion" not in record:
-                raise ValueError(f"{path}:{lineno}: expected an object with a 'completion' field")
-            record["_line"] = lineno
-            records.append(record)
-    if not records:
-        raise ValueError(f"{path}: no completions")
-    return records
-
-
-def match_rows(records: list[dict[str, Any]], split: Any, *, path: Path) -> list[int]:
-    """Row index in the split for each record (by `index`, else by ticker/asof/variation)."""
-    n = len(split)
-    key_index: dict[tuple, int] | None = None
-    out = []
-    for record in records:
-        where = f"{path}:{record['_line']}"
-        if "index" in record:
-            idx = record["index"]
-            if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < n:
-                raise ValueError(f"{where}: field 'index' must be an integer in [0, {n}), got {idx!r}")
-            out.append(idx)
-            continue
-        if "ticker" not in record or "asof" not in record:
-            raise ValueError(f"{where}: needs 'index' or both 'ticker' and 'asof' to find its dataset row")
-        if key_index is None:
-            missing = {"ticker", "asof"} - set(split.column_names)
-            if missing:
-                raise ValueError(
-                    f"{where}: the split has no column(s) {sorted(missing)} to match on; use 'index'"
-                )
-            variations = split["variation"] if "variation" in split.column_names else [0] * n
-            key_index = {}
-            for i, key in enumerate(zip(split["ticker"], split["asof"], variations, strict=True)):
-                key_index.setdefault(key, i)
-        key = (record["ticker"], str(record["asof"]), record.get("variation", 0))
-        if key not in key_index:
-            raise ValueError(
-                f"{where}: no row with ticker={key[0]!r} asof={key[1]!r} variation={key[2]!r} in the split"
-            )
-        out.append(key_index[key])
-    return out
 
 
 def _mean(values: list[float]) -> tuple[float, int]:
@@ -141,19 +89,31 @@ def register(app: typer.Typer) -> None:
         clip: float = typer.Option(
             3.0, "--clip", min=0.01, help="Clip for the market reward r, in volatility units."
         ),
+        judge: str = typer.Option("local", "--judge", help="Consistency judge for s: local | llm | none."),
+        judge_model: str | None = typer.Option(None, "--judge-model", help="--judge llm: model name."),
+        judge_base_url: str | None = typer.Option(
+            None, "--judge-base-url", help="--judge llm: OpenAI-compatible base URL."
+        ),
     ) -> None:
         """Score completions with the full reward stack and summarise every component."""
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
         from rich.table import Table
 
+        from thesisgym.evaluate.completions import join_completions, read_completions, split_keys
+        from thesisgym.evaluate.policies import consistency_scores, make_verifier
         from thesisgym.rewards import load_decision_matrix, score_completion
 
         try:
             load_decision_matrix(decision_matrix)
-            records = read_completions(completions)
+            verifier = make_verifier(judge, model=judge_model, base_url=judge_base_url)
+            all_records = read_completions(completions)
+            records = [r for r in all_records if not r.probe]
+            probe_lines = len(all_records) - len(records)
+            if not records:
+                raise ValueError(f"{completions}: every line answers a probe; nothing to score against the split")
             split_ds = _load_split(dataset, split)
-            indices = match_rows(records, split_ds, path=completions)
+            _, indices = join_completions(records, split_keys(split_ds), path=completions, allow_duplicates=True)
         except ValueError as exc:
             # plain one-line message (a rich box would wrap the file:line reference)
             typer.echo(f"Error: {exc}", err=True)
@@ -172,17 +132,25 @@ def register(app: typer.Typer) -> None:
             disable=as_json,
         ) as progress:
             task = progress.add_task("score", total=len(records))
-            for record, idx in zip(records, indices, strict=True):
-                if idx not in rows_cache:
-                    if len(rows_cache) > 4096:  # completions usually come grouped by row; bound memory
-                        rows_cache.clear()
-                    rows_cache[idx] = split_ds[idx]
-                results.append(
-                    score_completion(
-                        record["completion"], rows_cache[idx], decision_variant=decision_matrix, clip=clip
-                    )
+            batch = 256  # s is judged a batch at a time (one request batch for an LLM judge)
+            for lo in range(0, len(records), batch):
+                chunk = list(zip(records[lo : lo + batch], indices[lo : lo + batch], strict=True))
+                for _, idx in chunk:
+                    if idx not in rows_cache:
+                        if len(rows_cache) > 4096:  # completions usually come grouped by row; bound memory
+                            rows_cache.clear()
+                        rows_cache[idx] = split_ds[idx]
+                s_values = consistency_scores(
+                    verifier, [r.completion for r, _ in chunk], [rows_cache[i] for _, i in chunk]
                 )
-                progress.advance(task)
+                for (record, idx), s_val in zip(chunk, s_values, strict=True):
+                    results.append(
+                        score_completion(
+                            record.completion, rows_cache[idx], consistency_s=s_val,
+                            decision_variant=decision_matrix, clip=clip,
+                        )
+                    )
+                    progress.advance(task)
 
         summary = {key: _mean([r[key] for r in results]) for key in SUMMARY_KEYS}
         order = sorted(
@@ -194,20 +162,20 @@ def register(app: typer.Typer) -> None:
             row = split_ds[indices[i]]
             worst_rows.append(
                 {
-                    "line": records[i]["_line"],
+                    "line": records[i].line,
                     "index": indices[i],
                     "ticker": row.get("ticker"),
                     "asof": row.get("asof"),
                     "weighted": results[i]["weighted"],
                     "evidence": results[i]["evidence"],
                     "decision": results[i]["decision"],
-                    "reason": _first_failure(records[i]["completion"], row),
+                    "reason": _first_failure(records[i].completion, row),
                 }
             )
         if output is not None:
             with output.open("w", encoding="utf-8") as fh:
                 for record, idx, res in zip(records, indices, results, strict=True):
-                    fh.write(json.dumps({"line": record["_line"], "index": idx, **_jsonable(res)}) + "\n")
+                    fh.write(json.dumps({"line": record.line, "index": idx, **_jsonable(res)}) + "\n")
 
         if as_json:
             typer.echo(
@@ -217,6 +185,8 @@ def register(app: typer.Typer) -> None:
                         "dataset": str(dataset),
                         "split": split,
                         "decision_matrix": decision_matrix,
+                        "judge": judge,
+                        "probe_lines_not_scored": probe_lines,
                         "means": {k: _json_float(m) for k, (m, _) in summary.items()},
                         "counts": {k: c for k, (_, c) in summary.items()},
                         "worst": [_jsonable(w) for w in worst_rows],
@@ -234,6 +204,9 @@ def register(app: typer.Typer) -> None:
         for key, (mean, count) in summary.items():
             table.add_row(key, "nan" if math.isnan(mean) else f"{mean:.3f}", str(count))
         console.print(table)
+        console.print(f"s from the {judge} judge" + ("" if judge != "none" else " (none: s is the grounding placeholder, so fsr/dsr are not the training rewards)"))
+        if probe_lines:
+            console.print(f"{probe_lines} lines answer probe prompts and were not scored against the split")
         hall, _ = summary["hallucination_rate"]
         console.print(
             f"hallucination rate: {'nan' if math.isnan(hall) else f'{hall:.1%}'} of bullets (mean per completion)"

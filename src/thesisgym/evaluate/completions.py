@@ -141,13 +141,18 @@ def split_keys(dataset: Any) -> list[Key]:
 
 
 def join_completions(
-    records: Sequence[CompletionRecord], keys: Sequence[Key], *, path: str | Path
+    records: Sequence[CompletionRecord],
+    keys: Sequence[Key],
+    *,
+    path: str | Path,
+    allow_duplicates: bool = False,
 ) -> tuple[dict[Key, CompletionRecord], list[int]]:
     """Attach each record to a split row.
 
     Returns ({key with probe: record}, [split row index of each record]). Raises one ValueError
     listing every kind of problem by count and first example: duplicate rows in the split, indices
-    out of range, index/keys that disagree, keys not in the split, two records for one row.
+    out of range, index/keys that disagree, keys not in the split, two records for one row (unless
+    `allow_duplicates`, as when scoring several samples per prompt; the dict then keeps the first).
     """
     position: dict[Key, int] = {}
     dup_rows: list[str] = []
@@ -186,10 +191,11 @@ def join_completions(
                 continue
             idx = position[base]
         key = (*base[:3], rec.probe)
-        if key in out:
+        if key in out and not allow_duplicates:
             dups.append(f"lines {first_line[key]} and {rec.line} both answer {key}")
             continue
-        out[key], first_line[key] = rec, rec.line
+        if key not in out:
+            out[key], first_line[key] = rec, rec.line
         rows.append(idx)
     problems = [
         _problem(kind, items)
