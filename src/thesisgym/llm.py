@@ -12,8 +12,9 @@ where one flaky request must not kill the run and a rerun must not pay twice:
   (other 4xx are not retried: they will not get better);
 - an on-disk sqlite cache keyed by sha256(model + messages + params) in WAL mode with one connection per
   process (re-opened after a fork), so concurrent readers and a writer in other processes coexist;
-- a usage counter (requests, cache hits, retries, failures, tokens from the responses' `usage`, cost
-  from configurable prices per 1k tokens);
+- a usage counter (requests, cache hits, retries, failures and the last failure's message, tokens
+  from the responses' `usage`, cost from configurable prices per 1k tokens), so callers can report
+  transport errors apart from bad answers;
 - `ajson(...)`: a structured JSON answer validated with a pydantic model; a malformed answer is retried
   (`json_attempts`), then the caller's fallback is returned with a logged warning counted in
   `usage.json_fallbacks`. Transport failures also end in the fallback there: never a crash mid-training;
@@ -86,8 +87,9 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost: float = 0.0
+    last_error: str = ""  # the message of the latest call that failed for good ("" if none)
 
-    def as_dict(self) -> dict[str, float]:
+    def as_dict(self) -> dict[str, float | str]:
         return asdict(self)
 
 
@@ -336,7 +338,10 @@ class LLMClient:
                 self.cache.put(key, texts)
             return texts
         self._count(failures=1)
-        raise LLMError(f"{self.config.model} @ {self.config.base_url}: {type(last).__name__}: {last}") from last
+        message = f"{self.config.model} @ {self.config.base_url}: {type(last).__name__}: {last}"
+        with self._usage_lock:
+            self.usage.last_error = message
+        raise LLMError(message) from last
 
     def _record_usage(self, usage: Any) -> None:
         if usage is None:

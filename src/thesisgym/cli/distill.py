@@ -15,9 +15,13 @@ from pathlib import Path
 
 import typer
 
+from thesisgym.llm import DEFAULT_CACHE_PATH
+
 
 def build_teacher(kind: str, *, mode: str, seed: int, noise: float, wrong_decision_rate: float,
-                  drop_section_rate: float, base_url: str | None, model: str | None):
+                  drop_section_rate: float, base_url: str | None, model: str | None,
+                  timeout: float | None = None, max_retries: int | None = None, concurrency: int | None = None,
+                  cache_path: str | None = None):
     """The teacher named on the command line (openai is imported only when asked for)."""
     if kind == "template":
         from thesisgym.teachers.template import TemplateTeacher
@@ -27,10 +31,13 @@ def build_teacher(kind: str, *, mode: str, seed: int, noise: float, wrong_decisi
     if kind == "openai":
         from thesisgym.teachers.openai import OpenAITeacher
 
-        wanted = {"base_url": base_url, "model": model, "mode": mode, "seed": seed}
+        wanted = {"base_url": base_url, "model": model, "mode": mode, "seed": seed, "timeout": timeout,
+                  "max_retries": max_retries, "concurrency": concurrency}
         params = inspect.signature(OpenAITeacher).parameters
         accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
         kwargs = {k: v for k, v in wanted.items() if v is not None and (accepts_any or k in params)}
+        if cache_path is not None:
+            kwargs["cache_path"] = cache_path or None  # "" turns the cache off
         return OpenAITeacher(**kwargs)
     raise typer.BadParameter(f"unknown teacher {kind!r}; expected template or openai", param_hint="--teacher")
 
@@ -60,6 +67,13 @@ def register(app: typer.Typer) -> None:
         drop_section_rate: float = typer.Option(0.0, "--drop-section-rate", min=0.0, max=1.0),
         base_url: str | None = typer.Option(None, "--base-url", help="openai teacher: OpenAI-compatible endpoint."),
         model: str | None = typer.Option(None, "--model", help="openai teacher: model name."),
+        concurrency: int = typer.Option(8, "--concurrency", min=1, help="openai teacher: requests in flight per row."),
+        timeout: float = typer.Option(120.0, "--timeout", min=0.001, help="openai teacher: seconds per request attempt."),
+        retries: int = typer.Option(4, "--retries", min=0, help="openai teacher: retries on 429/5xx/timeouts/connection errors."),
+        cache: str = typer.Option(DEFAULT_CACHE_PATH, "--cache",
+                                  help="openai teacher: sqlite response cache ('' = off)."),
+        max_error_rate: float = typer.Option(0.02, "--max-error-rate", min=0.0, max=1.0,
+                                             help="fail (exit 1) when more than this share of teacher requests fail in transport."),
         calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate",
                                        help="template teacher: fit decision cut points to the label mix on these rows' evidence."),
     ) -> None:
@@ -76,7 +90,8 @@ def register(app: typer.Typer) -> None:
         try:
             rows = load_split(dataset, split, max_rows=max_rows, what="--dataset")
             t = build_teacher(teacher, mode=mode, seed=seed, noise=noise, wrong_decision_rate=wrong_decision_rate,
-                              drop_section_rate=drop_section_rate, base_url=base_url, model=model)
+                              drop_section_rate=drop_section_rate, base_url=base_url, model=model,
+                              timeout=timeout, max_retries=retries, concurrency=concurrency, cache_path=cache)
             if calibrate and hasattr(t, "calibrate") and len(rows) >= 10:
                 t.calibrate(rows)
             result = distill(rows, t, n=n, min_grounding=min_grounding, max_hallucination_rate=max_hallucination,
@@ -85,6 +100,16 @@ def register(app: typer.Typer) -> None:
         except (ValueError, TypeError) as exc:
             console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
             raise typer.Exit(2) from None
+        usage = getattr(getattr(t, "client", None), "usage", None)
+        failed = int(usage.failures) if usage is not None else 0
+        result.stats["teacher_transport_errors"] = failed
+        samples = int(result.stats["samples"]) or 1
+        if usage is not None and failed / samples > max_error_rate:
+            endpoint = t.client.config.base_url or "https://api.openai.com/v1"
+            console.print(f"[red]error:[/red] {failed} of {samples} teacher requests to {endpoint} failed in transport "
+                          f"({failed / samples:.0%} > --max-error-rate {max_error_rate:.0%}); last error: {usage.last_error}",
+                          soft_wrap=True, highlight=False)
+            raise typer.Exit(1)
         result.save(out, split=split)
         s = result.stats
         table = Table(title=f"distill {dataset} [{split}] -> {out}")
@@ -97,6 +122,9 @@ def register(app: typer.Typer) -> None:
         for reason, count in s["rejects"].items():
             if count:
                 table.add_row(f"rejected: {reason}", str(count))
+        if usage is not None:
+            # a failed request is an empty sample, so it is also among the "empty" rejects above
+            table.add_row("teacher transport errors", str(failed))
         console.print(table)
         if s["kept_rows"] == 0:
             console.print("[yellow]warning:[/yellow] no sample passed the filter; loosen --min-grounding or check the teacher")

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import typer
 
+from thesisgym.llm import DEFAULT_CACHE_PATH
+
 
 def _store_path(dataset_dir: Path, store: Path | None) -> Path:
     if store is not None:
@@ -126,7 +128,7 @@ def register(app: typer.Typer) -> None:
         concurrency: int = typer.Option(8, "--concurrency", min=1, help="--openai-model: requests in flight"),
         timeout: float = typer.Option(120.0, "--timeout", min=0.001, help="--openai-model: seconds per request attempt"),
         retries: int = typer.Option(4, "--retries", min=0, help="--openai-model: retries on 429/5xx/timeouts/connection errors"),
-        cache: str = typer.Option("~/.cache/thesisgym/llm_cache.sqlite", "--cache", help="--openai-model: sqlite response cache ('' = off)"),
+        cache: str = typer.Option(DEFAULT_CACHE_PATH, "--cache", help="--openai-model: sqlite response cache ('' = off)"),
         max_error_rate: float = typer.Option(0.02, "--max-error-rate", min=0.0, max=1.0,
                                              help="fail (exit 1) when more than this share of requests fail in transport"),
         judge: str = typer.Option("local", "--judge", help="consistency judge for s: local | llm | none"),
