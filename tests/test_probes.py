@@ -184,3 +184,28 @@ def test_probed_rows_still_verify_with_the_reward_stack():
     )
     thesis = f"<technical>\n{bullets}\n</technical>\n<conclusion>ok</conclusion>\n<decision>BUY</decision>"
     assert score_completion(thesis, probe_row(orig, "digits", seed=2))["hallucination_rate"] > 0.5
+
+
+def test_flip_stats_separate_flips_to_invalid_and_ignore_rows_invalid_in_both():
+    from thesisgym.evaluate.probes import flip_stats
+
+    orig = ["BUY", "BUY", "SELL", "HOLD", "INVALID", "INVALID"] * 2
+    probed = ["BUY", "SELL", "INVALID", "HOLD", "INVALID", "BUY"] * 2
+    st = flip_stats(orig, probed)
+    # comparable: rows valid in both runs (BUY/BUY, BUY/SELL, HOLD/HOLD) x 2 -> one flip in three
+    assert st["compared"] == 6 and st["flip_rate"] == pytest.approx(1 / 3)
+    # SELL -> INVALID is a broken format, not a change of mind: 2 of the 8 valid originals
+    assert st["to_invalid_rate"] == pytest.approx(2 / 8)
+    assert st["invalid_in_both"] == 2 and st["from_invalid"] == 2
+    assert st["meaningful"] is False and "6 comparable" in st["note"]  # under 10 comparable rows
+    assert flip_rate(orig, probed) == pytest.approx(1 / 3)
+
+
+def test_a_mostly_invalid_policy_is_not_called_robust():
+    from thesisgym.evaluate.probes import flip_stats
+
+    orig = ["INVALID"] * 80 + ["BUY"] * 20
+    st = flip_stats(orig, list(orig))
+    assert st["flip_rate"] == 0.0 and st["meaningful"] is False
+    assert "20 of 100 original decisions valid" in st["note"]
+    assert flip_stats(["BUY"] * 20, ["SELL"] * 20)["meaningful"] is True

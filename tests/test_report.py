@@ -336,3 +336,53 @@ def test_verdict_says_where_the_policy_stands(result, market):
                     scorer=_stub_scorer, progress=False)
     said = " ".join(verdict(mute))
     assert "no valid decision on 100%" in said and "no Sharpe ratio" in said
+
+
+class _Coin:
+    """Decides at random from its seed: what pure sampling noise looks like under the probes."""
+
+    name = "coin"
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+
+    def reseeded(self, seed: int) -> _Coin:
+        return _Coin(seed)
+
+    def decide(self, rows):
+        def one(row):  # a draw per (seed, row): batching does not change it
+            rng = np.random.default_rng([self.seed, int(row["asof"].replace("-", "")), ord(row["ticker"][0])])
+            return f"<decision>{LABELS[int(rng.integers(5))]}</decision>"
+
+        return [one(r) for r in rows]
+
+
+def test_probes_come_with_a_resampling_noise_baseline(market):
+    store, rows = market
+    res = evaluate(_Coin(), rows, store, probes=("anon",), scorer=_stub_scorer, progress=False, bootstrap_reps=100)
+    # same seed on the rewritten prompts: nothing flips; a new seed on the same prompts: ~80 % flip
+    assert res.probes["anon"]["flip_rate"] == 0.0
+    assert 0.65 < res.probes["noise"]["flip_rate"] < 0.95 and res.probes["noise"]["meaningful"]
+    from thesisgym.evaluate.report import verdict
+
+    assert any("Probe anon flips 0% of the valid decisions vs" in ln and "from resampling alone" in ln
+               for ln in verdict(res))
+
+
+def test_baselines_only_mode(market, tmp_path):
+    store, rows = market
+    res = evaluate(None, rows, store, out_dir=tmp_path, progress=False, bootstrap_reps=100, min_dates=50)
+    assert not res.has_policy and res.policy == "baselines" and "buy_and_hold" in res.metrics.index
+    assert res.probes == {} and res.reasoning == {}
+    from thesisgym.evaluate.report import verdict
+
+    lines = verdict(res)
+    assert lines[0].startswith("every backtest figure rests on 40 decision date(s)")  # under min_dates
+    assert any(ln.startswith("Baselines only (40 decision dates, 120 ticker-days)") for ln in lines)
+    assert (tmp_path / "report.html").exists()
+    # the true buy-and-hold is bought once; the daily-rebalanced long book is a different strategy
+    bh, ew = res.backtests["buy_and_hold"], res.backtests["equal_weight_long"]
+    assert bh.meta["decisions"] == 3 and ew.meta["decisions"] == 120
+    assert not np.allclose(bh.returns.to_numpy(), ew.returns.to_numpy())
+    nav = (1 + bh.net).cumprod().mean(axis=1)
+    assert bh.nav.iloc[-1] == pytest.approx(nav.iloc[-1])
