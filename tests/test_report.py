@@ -221,14 +221,17 @@ def test_report_renders_in_headless_chromium(result, tmp_path):
     ):
         assert text in dom.stdout
     assert dom.stdout.count("<img") == 5
-    shot = tmp_path / "shot.png"
-    run = subprocess.run(
-        [*base, f"--screenshot={shot}", "--window-size=1200,3000", url],
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
-    assert run.returncode == 0 and shot.exists() and shot.stat().st_size > 20_000  # a real page, not blank
+    for text in ("Decision accuracy vs baselines", "Example theses", "equal_weight_long", "Run settings"):
+        assert text in dom.stdout
+    for width in (900, 1400):  # a laptop half-screen and a desktop
+        shot = tmp_path / f"shot{width}.png"
+        run = subprocess.run(
+            [*base, f"--screenshot={shot}", f"--window-size={width},3000", url],
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        assert run.returncode == 0 and shot.exists() and shot.stat().st_size > 20_000  # a real page, not blank
 
 
 def test_cli_evaluate_with_completions(result, market, tmp_path):

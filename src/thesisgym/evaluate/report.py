@@ -62,6 +62,7 @@ body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:12
 .wide{overflow-x:auto} .txt{text-align:left;max-width:40em} pre{white-space:pre-wrap;font-size:.85em}
 table.settings th{text-align:left;font-weight:500;color:#444} tr.hallucinated td{background:#fdecea}
 tr.misfiled td{background:#fff6e0} tr.verified td{background:#eef9ee} details{margin:.4em 0}
+table.bullets th,table.bullets td{text-align:left} .ci{color:#666;font-size:.85em;white-space:nowrap} td{vertical-align:top}
 h1{margin-bottom:.2em} h2{margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
 table{border-collapse:collapse;margin:.6em 0;font-size:.92em} th,td{border:1px solid #ddd;padding:.3em .6em;text-align:right}
 th:first-child,td:first-child{text-align:left} tr.policy td{font-weight:600;background:#eef5ff}
@@ -92,7 +93,7 @@ def _table(df: pd.DataFrame, *, highlight: str | None = None, index_name: str = 
             for c in df.columns
         )
         body.append(f"<tr{cls}><td>{html.escape(str(idx))}</td>{cells}</tr>")
-    return f"<table><tr><th>{html.escape(index_name)}</th>{head}</tr>{''.join(body)}</table>"
+    return f"<div class='wide'><table><tr><th>{html.escape(index_name)}</th>{head}</tr>{''.join(body)}</table></div>"
 
 
 def _save(fig: Any, path: Path) -> Path:
@@ -162,7 +163,12 @@ def _plots(result: EvalResult, out: Path, *, log_nav: bool = False) -> list[tupl
         ax.plot(bt.nav.index, bt.nav.to_numpy(), label=name, **_style(name, i, pol))
     ax.axhline(1.0, color="grey", lw=0.8)
     if log_nav:
+        from matplotlib.ticker import ScalarFormatter
+
         ax.set_yscale("log")
+        for axis in (ax.yaxis,):
+            axis.set_major_formatter(ScalarFormatter())
+            axis.set_minor_formatter(ScalarFormatter())
     ax.set(
         title="Net asset value after costs: policy vs baselines and oracles" + (" (log scale)" if log_nav else ""),
         xlabel="date",
@@ -293,20 +299,29 @@ def _plots(result: EvalResult, out: Path, *, log_nav: bool = False) -> list[tupl
     return plots
 
 
+def _ci_cell(m: pd.DataFrame, k: str, metric: str, *, pct: bool = False) -> str:
+    """A table cell: the value, and its interval on a second, smaller line."""
+    text = ci_text(m, k, metric, pct=pct)
+    value, _, interval = text.partition(" [")
+    return f"<td>{html.escape(value)}" + (f"<br><span class='ci'>[{html.escape(interval)}</span>" if interval else "") + "</td>"
+
+
 def ci_text(m: pd.DataFrame | pd.Series, k: str, metric: str, *, pct: bool = False) -> str:
     row = m.loc[k] if isinstance(m, pd.DataFrame) else m
     get = lambda c: float(row[c]) if c in row.index and row[c] is not None else float("nan")  # noqa: E731
     return fmt_interval(get(metric), get(f"{metric}_lo"), get(f"{metric}_hi"), pct=pct)
 
 
-def _compare_words(lo: float, hi: float, what: str, confidence: float) -> str:
+def _compare_words(lo: float, hi: float, what: str | None, confidence: float) -> str:
+    """Where the interval of a difference (policy minus `what`) lies, in words."""
     if not (np.isfinite(lo) and np.isfinite(hi)):
-        return f"no interval for the difference with {what} (too few days)"
+        return "no interval for the difference (too few dates)"
+    of = f" {what}" if what else ""
     if lo > 0:
-        return f"above {what} at {confidence:.0%}"
+        return f"above{of} at {confidence:.0%}"
     if hi < 0:
-        return f"below {what} at {confidence:.0%}"
-    return f"indistinguishable from {what} at {confidence:.0%}"
+        return f"below{of} at {confidence:.0%}"
+    return f"indistinguishable{' from' + of if what else ''} at {confidence:.0%}"
 
 
 BASELINE_WORDS = {
@@ -359,9 +374,8 @@ def verdict(result: EvalResult) -> list[str]:
                 continue
             d = acc.loc[k]
             parts.append(f"{k} {ci_text(acc, k, 'accuracy', pct=True)}: "
-                         + _compare_words(float(d["first_minus_this_lo"]), float(d["first_minus_this_hi"]), "it", conf)
-                         .replace(" it at", " at"))
-        out.append(f"Decision accuracy {ci_text(acc, name, 'accuracy', pct=True)} over {int(acc.loc[name, 'rows'])} "
+                         + _compare_words(float(d["first_minus_this_lo"]), float(d["first_minus_this_hi"]), None, conf))
+        out.append(f"Decision accuracy {ci_text(acc, name, 'accuracy', pct=True)} (paired, by date) over {int(acc.loc[name, 'rows'])} "
                    f"rows on {int(acc.loc[name, 'dates'])} dates; vs " + "; ".join(parts) + ".")
     ceiling = next((k for k in ("truth_oracle", "label_oracle") if k in m.index), None)
     if ceiling is not None and np.isfinite(float(m.loc[ceiling, "sharpe"])):
@@ -454,14 +468,14 @@ def _settings_table(cfg: dict[str, Any]) -> str:
 
 def _headline(m: pd.DataFrame, policy: str) -> str:
     cols = [("cumulative_return", True), ("sharpe", False), ("hit_rate", True)]
-    plain = ["annualized_return", "annualized_volatility", "sortino", "max_drawdown", "calmar",
-             "hit_rate_traded", "turnover", "decisions", "dates", "days"]
+    # volatility, Calmar and the day count are in metrics.json; the table keeps what a reader compares
+    plain = ["annualized_return", "sortino", "max_drawdown", "hit_rate_traded", "turnover", "decisions", "dates"]
     head = "".join(f"<th>{html.escape(METRIC_LABELS.get(c, c))} [CI]</th>" for c, _ in cols)
     head += "".join(f"<th>{html.escape(METRIC_LABELS.get(c, c))}</th>" for c in plain if c in m.columns)
     body = []
     for k in m.index:
         cls = ' class="policy"' if k == policy else ""
-        cells = "".join(f"<td>{html.escape(ci_text(m, k, c, pct=pct))}</td>" for c, pct in cols)
+        cells = "".join(_ci_cell(m, k, c, pct=pct) for c, pct in cols)
         cells += "".join(f"<td>{html.escape(_fmt(c, m.loc[k, c]))}</td>" for c in plain if c in m.columns)
         body.append(f"<tr{cls}><td>{html.escape(str(k))}</td>{cells}</tr>")
     return f"<div class='wide'><table><tr><th>strategy</th>{head}</tr>{''.join(body)}</table></div>"
@@ -475,8 +489,8 @@ def _accuracy(acc: pd.DataFrame) -> str:
         d = acc.loc[k]
         diff = (fmt_interval(float(d.get("first_minus_this", np.nan)), float(d.get("first_minus_this_lo", np.nan)),
                              float(d.get("first_minus_this_hi", np.nan)), pct=True) if "first_minus_this" in acc.columns else "-")
-        body.append(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(ci_text(acc, k, 'accuracy', pct=True))}</td>"
-                    f"<td>{html.escape(ci_text(acc, k, 'direction_accuracy', pct=True))}</td><td>{html.escape(diff)}</td>"
+        body.append(f"<tr><td>{html.escape(str(k))}</td>{_ci_cell(acc, k, 'accuracy', pct=True)}"
+                    f"{_ci_cell(acc, k, 'direction_accuracy', pct=True)}<td>{html.escape(diff)}</td>"
                     f"<td>{int(d['rows'])}</td><td>{int(d['dates'])}</td></tr>")
     first = html.escape(str(acc.index[0]))
     return ("<div class='wide'><table><tr><th>decider</th><th>accuracy [CI]</th><th>direction accuracy [CI]</th>"

@@ -327,7 +327,9 @@ def evaluate(
     if policy is not None:
         completions, errors = _decide(policy, rows, desc=f"{name}: writing theses", chunk=chunk, progress=progress)
         transport = _check_transport(policy, errors, max_error_rate, "generation")
-        if transport["errors"]:
+        if transport["endpoint"] is None:
+            transport = {}  # no endpoint, nothing in transport to report
+        elif transport["errors"]:
             warnings.append(
                 f"{transport['errors']} of {transport['requests']} requests to {transport['endpoint']} failed in "
                 f"transport; those rows are empty theses (flat in the backtest), not format errors of the model"
