@@ -153,7 +153,7 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
                           temperature=config.eval_temperature, seed=config.seed)
         probes = [p for p in config.probes.split(",") if p]
         res = evaluate(policy, splits["test"], store, probes=probes, out_dir=out / "report",
-                       max_rows=config.eval_rows, seed=config.seed, progress=True)
+                       max_rows=config.eval_rows, seed=config.seed, progress=True, train=splits["train"])
 
     summary = {
         "out": str(out.resolve()),
