@@ -153,3 +153,15 @@ def test_distill_fails_on_an_unreachable_or_half_failing_teacher(built, tmp_path
     out = " ".join(res.output.split())
     assert res.exit_code == 1, res.output
     assert fake_openai.base_url in out and "6 of 12 teacher requests" in out
+
+
+def test_user_errors_are_one_line(built, tmp_path):
+    root, _ = built
+    res = _evaluate(root, tmp_path / "ev", "--model", "./no/such/model")
+    assert res.exit_code == 2 and "--model ./no/such/model: no such directory" in res.output
+    assert "Traceback" not in res.output and len(res.output.strip().splitlines()) == 1
+    bad = _write(tmp_path / "bad.jsonl", [{"index": 0, "completion": 42}])
+    res = _evaluate(root, tmp_path / "ev", "--completions", bad)
+    assert res.exit_code == 2 and "bad.jsonl:1: field 'completion' must be a string" in " ".join(res.output.split())
+    res = _evaluate(root, tmp_path / "ev", "--completions", bad, "--baselines-only")
+    assert res.exit_code != 0 and "exactly one of" in res.output

@@ -389,3 +389,44 @@ def test_baselines_only_mode(market, tmp_path):
     assert not np.allclose(bh.returns.to_numpy(), ew.returns.to_numpy())
     nav = (1 + bh.net).cumprod().mean(axis=1)
     assert bh.nav.iloc[-1] == pytest.approx(nav.iloc[-1])
+
+
+def test_bullets_are_marked_verified_hallucinated_or_misfiled():
+    from thesisgym.evaluate.report import bullet_marks
+
+    row = {
+        "evidence": [
+            {"id": "T1", "section": "technical", "date": "2024-01-02", "source": "prices", "text": "close 10.5 up 2%",
+             "numbers": [10.5, 2.0]},
+            {"id": "N1", "section": "news", "date": "2024-01-02", "source": "wire", "text": "Acme wins a contract",
+             "numbers": []},
+        ]
+    }
+    words = "which matters for the coming week of trading in this name"
+    thesis = (
+        f'<technical>\n- The close is strong {words} "close 10.5 up 2%" [T1]\n'
+        f'- A contract win {words} "Acme wins a contract" [N1]\n'
+        f'- A quote nobody wrote {words} "close 99.9 down" [T1]\n</technical>\n'
+        "<conclusion>ok</conclusion>\n<decision>BUY</decision>"
+    )
+    marks = bullet_marks(thesis, row)
+    assert [m[2] for m in marks] == ["verified", "misfiled", "hallucinated"]
+    assert "cites N1 from news, filed under technical" in marks[1][3]
+    assert marks[2][3]  # the verifier's reason
+
+
+def test_training_curves_are_read_from_the_model_dir(market, tmp_path):
+    store, rows = market
+    model_dir = tmp_path / "run" / "final"
+    model_dir.mkdir(parents=True)
+    log = [{"step": s, "loss": 1.0 / s, "reward": 0.1 * s, "kl": 0.01 * s} for s in range(1, 6)]
+    (tmp_path / "run" / "log_history.json").write_text(json.dumps(log))
+    pol = CallablePolicy(_momentum_writer, name="momo-writer")
+    pol.model_path = str(model_dir)
+    res = evaluate(pol, rows[:60], store, probes=(), out_dir=tmp_path / "ev", scorer=_stub_scorer,
+                   progress=False, bootstrap_reps=100)
+    html = (tmp_path / "ev" / "report.html").read_text()
+    assert "id='training'" in html and (tmp_path / "ev" / "training.png").exists()
+    assert res.config["model_dir"] == str(model_dir)
+    # the run settings are a table, not a Python dict
+    assert "<table class='settings'>" in html and "{'" not in html.split("<section id='verdict'>")[0]
