@@ -66,10 +66,10 @@ def test_an_oracle_file_scores_100_percent_and_the_label_oracles_sharpe(built, t
     random.Random(0).shuffle(recs)  # order in the file means nothing
     path = _write(tmp_path / "oracle.jsonl", recs)
     extra = ("--max-rows", max_rows) if max_rows else ()
-    res = _evaluate(root, tmp_path / "ev", "--completions", path, *extra)
+    res = _evaluate(root, tmp_path / "ev", "--completions", path, "--teacher-completions", path, *extra)
     assert res.exit_code == 0, res.output
     m = json.loads((tmp_path / "ev" / "metrics.json").read_text())
-    assert m["accuracy"]["oracle"]["accuracy"] == 1.0
+    assert m["accuracy"]["oracle"]["accuracy"] == 1.0 and m["accuracy"]["teacher"]["accuracy"] == 1.0
     assert m["metrics"]["oracle"]["sharpe"] == pytest.approx(m["metrics"]["label_oracle"]["sharpe"])
     if max_rows:
         assert m["config"]["rows"] <= max_rows

@@ -118,6 +118,9 @@ def register(app: typer.Typer) -> None:
         openai_model: str | None = typer.Option(
             None, "--openai-model", help="model name on an OpenAI-compatible server"
         ),
+        teacher_completions: Path | None = typer.Option(
+            None, "--teacher-completions", help="JSONL of the teacher's theses on the split: its accuracy becomes a baseline"
+        ),
         baselines_only: bool = typer.Option(False, "--baselines-only", help="no policy: backtest the baselines and oracles alone"),
         base_url: str | None = typer.Option(
             None, "--base-url", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1"
@@ -198,6 +201,7 @@ def register(app: typer.Typer) -> None:
                 policy, data, mstore, probes=probes or None, out_dir=out, max_rows=max_rows, cost_bps=cost_bps,
                 long_only=long_only, hold_days=hold_days, seed=seed, verifier=verifier, max_error_rate=max_error_rate,
                 train=train, heldout=held, bootstrap_reps=bootstrap_reps, log_nav=log_nav,
+                accuracy_policies={"teacher": JsonlPolicy(teacher_completions)} if teacher_completions else None,
             )
         except EndpointError as exc:
             fail(str(exc), code=1)

@@ -18,7 +18,8 @@ The one function the CLI, the demo and notebooks call. Order of work:
 5. statistics: date-block bootstrap intervals (`thesisgym.evaluate.stats`) for Sharpe, cumulative
    return, hit rate and accuracy; the paired Sharpe difference of the policy against each
    baseline; accuracy baselines (majority class of the train split when `train` is given,
-   always-BUY, seeded random, and any `accuracy_baselines` such as the teacher's decisions); a
+   always-BUY, seeded random, and any `accuracy_policies` / `accuracy_baselines`, e.g. the
+   teacher's theses or decisions); a
    warning when a figure rests on fewer than `min_dates` decision dates;
 6. probes rewrite the backtest rows and re-ask the policy (flip statistics in probes.flip_stats);
    a policy with `reseeded(seed)` is also re-asked the unchanged rows with a new seed: the
@@ -297,6 +298,7 @@ def evaluate(
     max_error_rate: float = 0.02,
     train: Any = None,
     accuracy_baselines: Mapping[str, Sequence[str]] | None = None,
+    accuracy_policies: Mapping[str, Policy] | None = None,
     heldout: Any = None,
     bootstrap_reps: int = S.DEFAULT_REPS,
     confidence: float = S.DEFAULT_CONFIDENCE,
@@ -436,6 +438,11 @@ def evaluate(
     acc_entries["always BUY"] = ["BUY"] * len(rows)
     rng = np.random.default_rng(seed)
     acc_entries["random"] = list(np.asarray(LABELS)[rng.integers(0, len(LABELS), size=len(rows))])
+    for k, other in (accuracy_policies or {}).items():
+        # e.g. the teacher's theses: asked for the same rows, only their decisions are compared
+        if hasattr(other, "bind"):
+            other.bind(split_keys(dataset))
+        acc_entries[k] = [decision_of(c) for c in _decide(other, rows, desc=k, chunk=chunk, progress=False)[0]]
     for k, decs in (accuracy_baselines or {}).items():
         if len(decs) != len(rows):
             raise ValueError(f"accuracy_baselines[{k!r}]: {len(decs)} decisions for {len(rows)} rows")
