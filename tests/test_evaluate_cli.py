@@ -165,3 +165,15 @@ def test_user_errors_are_one_line(built, tmp_path):
     assert res.exit_code == 2 and "bad.jsonl:1: field 'completion' must be a string" in " ".join(res.output.split())
     res = _evaluate(root, tmp_path / "ev", "--completions", bad, "--baselines-only")
     assert res.exit_code != 0 and "exactly one of" in res.output
+
+
+def test_a_failing_llm_judge_is_not_silently_replaced(built, tmp_path):
+    root, test = built
+    path = _write(tmp_path / "c.jsonl", [{"index": i, "completion": _thesis("HOLD")} for i in range(len(test))])
+    url = _closed_port_url()
+    res = _run("evaluate", "--dataset", root / "ds", "--out", tmp_path / "ev", "--probes", "", "--no-heldout",
+               "--completions", path, "--judge", "llm", "--judge-model", "j", "--judge-base-url", url,
+               "--retries", 0, "--timeout", 5, "--cache", "")
+    out = " ".join(res.output.split())
+    assert res.exit_code == 1, res.output
+    assert f"the LLM judge at {url} (model j) failed on {len(test)} of {len(test)} theses" in out

@@ -129,9 +129,9 @@ def register(app: typer.Typer) -> None:
             "OPENAI_API_KEY", "--api-key-env", help="env var holding the API key"
         ),
         concurrency: int = typer.Option(8, "--concurrency", min=1, help="--openai-model: requests in flight"),
-        timeout: float = typer.Option(120.0, "--timeout", min=0.001, help="--openai-model: seconds per request attempt"),
-        retries: int = typer.Option(4, "--retries", min=0, help="--openai-model: retries on 429/5xx/timeouts/connection errors"),
-        cache: str = typer.Option(DEFAULT_CACHE_PATH, "--cache", help="--openai-model: sqlite response cache ('' = off)"),
+        timeout: float = typer.Option(120.0, "--timeout", min=0.001, help="--openai-model and --judge llm: seconds per request attempt"),
+        retries: int = typer.Option(4, "--retries", min=0, help="--openai-model and --judge llm: retries on 429/5xx/timeouts/connection errors"),
+        cache: str = typer.Option(DEFAULT_CACHE_PATH, "--cache", help="--openai-model and --judge llm: sqlite response cache ('' = off)"),
         max_error_rate: float = typer.Option(0.02, "--max-error-rate", min=0.0, max=1.0,
                                              help="fail (exit 1) when more than this share of requests fail in transport"),
         judge: str = typer.Option("local", "--judge", help="consistency judge for s: local | llm | none"),
@@ -185,7 +185,9 @@ def register(app: typer.Typer) -> None:
         train = _load_split(dataset, "train", required=False)
         try:
             mstore = MarketStore.load(_store_path(dataset, store))
-            verifier = make_verifier(judge, model=judge_model, base_url=judge_base_url)
+            client_opts = {"timeout": timeout, "max_retries": retries, "cache_path": cache or None}
+            verifier = make_verifier(judge, model=judge_model, base_url=judge_base_url,
+                                     **(client_opts if judge == "llm" else {}))
             if completions is not None:
                 policy = JsonlPolicy(completions)
             elif model is not None:

@@ -55,6 +55,7 @@ from thesisgym.evaluate.policies import (
     Policy,
     confusion_matrix,
     decision_of,
+    make_verifier,
     reasoning_metrics,
     score_rows,
 )
@@ -336,8 +337,21 @@ def evaluate(
                 f"{transport['errors']} of {transport['requests']} requests to {transport['endpoint']} failed in "
                 f"transport; those rows are empty theses (flat in the backtest), not format errors of the model"
             )
-        scores = score_rows(completions, rows, scorer=scorer, verifier=verifier)
+        judge_obj = make_verifier(verifier) if isinstance(verifier, str) and scorer is None else verifier
+        judge_usage = getattr(getattr(getattr(judge_obj, "judge", None), "client", None), "usage", None)
+        before = judge_usage.json_fallbacks if judge_usage is not None else 0
+        scores = score_rows(completions, rows, scorer=scorer, verifier=judge_obj)
         scores["transport_error"] = [float(e is not None) for e in errors]
+        if judge_usage is not None:
+            # an LLM judge that fails falls back to the local verdict: say so, and stop above the threshold
+            failed = judge_usage.json_fallbacks - before
+            client = judge_obj.judge.client.config
+            msg = (f"the LLM judge at {client.base_url} (model {client.model}) failed on {failed} of {len(rows)} "
+                   f"theses; their s is the local judge's (last error: {judge_usage.last_error or 'malformed answer'})")
+            if rows and failed / len(rows) > max_error_rate:
+                raise EndpointError(msg)
+            if failed:
+                warnings.append(msg)
     else:
         completions, errors = [], []
         scores = pd.DataFrame(
