@@ -106,9 +106,11 @@ def register(app: typer.Typer) -> None:
         samples = int(result.stats["samples"]) or 1
         if usage is not None and failed / samples > max_error_rate:
             endpoint = t.client.config.base_url or "https://api.openai.com/v1"
+            from rich.markup import escape
+
             console.print(f"[red]error:[/red] {failed} of {samples} teacher requests to {endpoint} failed in transport "
-                          f"({failed / samples:.0%} > --max-error-rate {max_error_rate:.0%}); last error: {usage.last_error}",
-                          soft_wrap=True, highlight=False)
+                          f"({failed / samples:.0%} > --max-error-rate {max_error_rate:.0%}); "
+                          f"last error: {escape(usage.last_error)}", soft_wrap=True, highlight=False)
             raise typer.Exit(1)
         result.save(out, split=split)
         s = result.stats

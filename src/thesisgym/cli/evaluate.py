@@ -175,7 +175,10 @@ def register(app: typer.Typer) -> None:
         err = Console(stderr=True)
 
         def fail(msg: str, code: int = 2) -> None:
-            err.print(f"[red]error:[/red] {msg}", soft_wrap=True, highlight=False)
+            from rich.markup import escape
+
+            # escaped: messages quote user text and errors such as "[Errno 111]"
+            err.print(f"[red]error:[/red] {escape(msg)}", soft_wrap=True, highlight=False)
             raise typer.Exit(code)
 
         data = _load_split(dataset, split)

@@ -55,7 +55,7 @@ REWARD_FIRST = (
     "dsr",
     "weighted",
 )
-SCORE_SKIP = {"ticker", "asof", "variation", "decision", "label"}
+SCORE_SKIP = {"ticker", "asof", "variation", "decision", "label", "transport_error", "s_is_placeholder"}
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1200px;margin:2em auto;color:#222;padding:0 1em}
