@@ -321,7 +321,8 @@ def evaluate(
         if col not in rows[0]:
             raise ValueError(f"dataset: missing column {col!r}")
     name = getattr(policy, "name", type(policy).__name__) if policy is not None else BASELINES_ONLY
-    if name in ("buy_and_hold", "equal_weight_long", "random", "label_oracle", "truth_oracle"):
+    reserved = ("buy_and_hold", "equal_weight_long", "random", "label_oracle", "truth_oracle", BASELINES_ONLY)
+    if policy is not None and (name in reserved or name == f"momentum_{momentum_lookback}d"):
         raise ValueError(f"policy name {name!r} is taken by a baseline; give the policy another name")
     if hasattr(policy, "bind"):
         policy.bind(split_keys(dataset))
