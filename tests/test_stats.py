@@ -35,6 +35,8 @@ def test_block_indices_keep_runs_of_consecutive_days():
 
 def test_too_short_or_constant_series_give_no_interval():
     assert all(math.isnan(x) for x in block_bootstrap(np.mean, np.ones(3), block=1))
+    # 3 dates in blocks of 3: every resample is the sample itself; no interval, not a zero-width one
+    assert all(math.isnan(x) for x in rate_interval(["a", "b", "c"], [1.0, 0.0, 1.0], block=3)[1:3])
     assert all(math.isnan(x) for x in block_bootstrap(lambda x: sharpe(x), np.zeros(50), block=5, reps=100))
 
 

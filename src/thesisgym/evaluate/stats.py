@@ -9,7 +9,8 @@ strategies are resampled with the same dates, so a difference has its own interv
 B at 95 %" means the interval of the difference excludes 0.
 
 Resamples whose statistic is undefined (nan, e.g. a Sharpe ratio of a constant series) are left out
-of the percentiles; with fewer than `min_days` observations no interval is given (nan).
+of the percentiles; with fewer than `min_days` observations, or fewer than two blocks, no interval
+is given (nan, shown without brackets) rather than a falsely narrow one.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def block_bootstrap(
     """Percentile interval of `stat(*series)` under a circular block bootstrap of the rows.
 
     All series are resampled with the same block indices (paired). Returns (nan, nan) when the
-    series are shorter than `min_days` or every resample is undefined.
+    series are shorter than `min_days` or than two blocks (a resample of one block is the sample
+    itself, and its interval a false certainty), or when most resamples are undefined.
     """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence: expected a number in (0, 1), got {confidence}")
@@ -45,7 +47,7 @@ def block_bootstrap(
     n = len(arrays[0])
     if any(len(a) != n for a in arrays):
         raise ValueError(f"block_bootstrap: series of different lengths {[len(a) for a in arrays]}")
-    if n < max(min_days, 2):
+    if n < max(min_days, 2, 2 * block):
         return float("nan"), float("nan")
     draws = np.array(
         [stat(*(a[ix] for a in arrays)) for ix in bootstrap_indices(n, block=block, reps=reps, seed=seed)],
