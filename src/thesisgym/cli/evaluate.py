@@ -83,19 +83,20 @@ def print_summary(result, *, title: str, console) -> None:
         console.print(t2)
     for name, pr in result.probes.items():
         if pr.get("skipped"):
-            console.print(f"probe {name}: skipped ({pr['skipped']})")
+            console.print(f"probe {name}: skipped ({pr['skipped']})", markup=False)
             continue
-        note = "" if pr.get("meaningful", True) else f" [{pr.get('note')}]"
+        note = "" if pr.get("meaningful", True) else f" ({pr.get('note')})"
         console.print(
             f"probe {name}: flip rate {fmt_interval(pr['flip_rate'], float('nan'), float('nan'), pct=True)} of "
             f"{pr['compared']} decisions valid in both runs, to invalid "
-            f"{fmt_interval(pr['to_invalid_rate'], float('nan'), float('nan'), pct=True)}{note}"
+            f"{fmt_interval(pr['to_invalid_rate'], float('nan'), float('nan'), pct=True)}{note}",
+            markup=False,
         )
     if result.transport:
         t = result.transport
         console.print(f"transport: {t['errors']} of {t['requests']} requests failed ({100 * t['error_rate']:.1f}%) at {t['endpoint']}")
     for line in verdict(result):
-        console.print(f"- {line}", soft_wrap=True)
+        console.print(f"- {line}", soft_wrap=True, markup=False)
 
 
 def register(app: typer.Typer) -> None:
