@@ -20,13 +20,16 @@ Limits: request bodies over `max_body_bytes` get 413 before they are read in ful
 background, and at most `max_concurrency` batches score at once). Errors are JSON
 `{"error": {"type", "message"}}` with a 4xx/5xx status; malformed JSON is 400, a schema error 422.
 uvicorn stops gracefully on SIGTERM/SIGINT: it stops accepting, lets in-flight requests finish
-(up to `graceful_s`), and a response is only ever sent whole.
+(up to `--graceful` seconds), prints "thesisgym serve: stopped after scoring N completions" and
+then exits by the same signal (uvicorn re-raises it); a response is only ever sent whole.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -184,7 +187,7 @@ class BodyLimit:
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
             return await self._reject(scope, send)
         seen = 0
-        too_big = False
+        too_big = rejected = False
 
         async def limited() -> dict:
             nonlocal seen, too_big
@@ -196,15 +199,23 @@ class BodyLimit:
                     raise _TooBig
             return message
 
-        try:
-            await self.app(scope, limited, send)
-        except _TooBig:
-            await self._reject(scope, send)
-        except Exception:
+        async def guarded_send(message: dict) -> None:
+            # the app may catch _TooBig while parsing the body and answer 400: answer 413 instead
+            nonlocal rejected
             if too_big:
-                await self._reject(scope, send)
-            else:
+                if not rejected:
+                    rejected = True
+                    await self._reject(scope, send)
+                return
+            await send(message)
+
+        try:
+            await self.app(scope, limited, guarded_send)
+        except Exception:
+            if not too_big:
                 raise
+        if too_big and not rejected:
+            await self._reject(scope, send)
 
     async def _reject(self, scope: dict, send: Any) -> None:
         import json
@@ -242,9 +253,17 @@ def create_app(config: ServeConfig | None = None) -> Any:
     latency = Histogram("thesisgym_request_seconds", "scoring request latency", ["route"], registry=registry,
                         buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
     slots = asyncio.Semaphore(config.max_concurrency)
-    state = {"ready": True}
+    state = {"ready": True, "completions": 0}
 
-    app = FastAPI(title="thesisgym reward service", docs_url=None, redoc_url=None)
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> Any:
+        yield
+        # uvicorn runs this after in-flight requests finished (or `graceful_s` ran out)
+        state["ready"] = False
+        print(f"thesisgym serve: stopped after scoring {state['completions']} completions", file=sys.stderr,
+              flush=True)
+
+    app = FastAPI(title="thesisgym reward service", docs_url=None, redoc_url=None, lifespan=lifespan)
 
     def error(status: int, kind: str, message: str, route: str) -> JSONResponse:
         requests.labels(route, str(status)).inc()
@@ -255,6 +274,8 @@ def create_app(config: ServeConfig | None = None) -> Any:
         errs = exc.errors()
         if any(e.get("type") == "json_invalid" for e in errs):
             return error(400, "malformed_json", "request body is not valid JSON", request.url.path)
+        if any(e.get("type") == "missing" and tuple(e.get("loc", ())) == ("body",) for e in errs):
+            return error(400, "empty_body", "request body is empty; expected a JSON object", request.url.path)
         parts = []
         for e in errs[:3]:
             loc = ".".join(str(x) for x in e.get("loc", ()) if x != "body") or "<body>"
@@ -330,6 +351,7 @@ def create_app(config: ServeConfig | None = None) -> Any:
 
         results = await run_scoring("/score", work, len(items))
         scored.labels(recipe).inc(len(results))
+        state["completions"] += len(results)
         return {"recipe": recipe, "n": len(results), "results": [_jsonable(r) for r in results]}
 
     @app.post("/openrlhf")
@@ -340,6 +362,7 @@ def create_app(config: ServeConfig | None = None) -> Any:
         out = await run_scoring("/openrlhf", lambda: openrlhf_rewards(body.query, body.prompts, body.labels, name),
                                 len(body.query))
         scored.labels(name).inc(len(body.query))
+        state["completions"] += len(body.query)
         return out
 
     app.state.config = config

@@ -30,6 +30,13 @@ def serve(
     graceful_s: float = typer.Option(30.0, "--graceful", min=0, help="Seconds in-flight requests get on SIGTERM."),
 ) -> None:
     """Serve the verifier over HTTP: POST /score, POST /openrlhf, GET /healthz /readyz /metrics."""
+    try:
+        import fastapi  # noqa: F401
+        import prometheus_client  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        typer.echo(f"Error: thesisgym serve needs the serve extra: pip install 'thesisgym[serve]' ({exc})", err=True)
+        raise typer.Exit(2) from exc
     from thesisgym.integrations.core import default_recipe
     from thesisgym.serve import ServeConfig, create_app
 
