@@ -52,6 +52,7 @@ __all__ = [
     "ground_truth_json",
     "load_recipe",
     "recipe_names",
+    "recipe_with_judge_client",
     "record_from_ground_truth",
     "score_batch",
     "score_one",
@@ -235,6 +236,28 @@ def load_recipe(name: str | Recipe | None = None) -> Recipe:
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"recipe: expected a recipe name or YAML path, got {name!r}")
     return _load_recipe(name.strip())
+
+
+# consistency options that still apply when the judge's client is replaced
+_JUDGE_KEEP = frozenset({"top_k", "decision_k", "max_context_tokens", "combine", "retriever", "retriever_options",
+                         "fallback", "temperature", "max_tokens"})
+
+
+def recipe_with_judge_client(name: str | None, client: Any) -> Recipe:
+    """The recipe with its consistency judge (fsr/dsr's s, the `consistency` reward) run by the LLM
+    judge on `client`: any object with `thesisgym.llm.LLMClient`'s `ajson_batch` and `run`, e.g.
+    the verifiers judge adapter. The rewards become async; not cached (the client is per caller)."""
+    from thesisgym.train.rewards import build_reward_funcs
+
+    name = default_recipe() if name is None else name
+    rewards = _rewards_config(name)
+    keep = {k: v for k, v in rewards.consistency_options.items() if k in _JUDGE_KEEP}
+    rewards = rewards.model_copy(update={
+        "diagnostics": False, "consistency": "llm",
+        "consistency_options": {**keep, "client": client, "asynchronous": True},
+    })
+    funcs, weights = build_reward_funcs(rewards)
+    return Recipe(name=f"{name}+judge", funcs=tuple(funcs), weights=tuple(float(w) for w in weights))
 
 
 # --- scoring ---------------------------------------------------------------------------------------
