@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 import types
 
 import pytest
@@ -280,3 +281,63 @@ def test_export_openrlhf_jsonl_and_errors(dataset_dir, tmp_path):
     bad = _export("--dataset", tmp_path / "missing", "--out", tmp_path / "z.parquet")
     assert bad.exit_code == 2 and "no such dataset directory" in bad.output
     assert not list(tmp_path.glob(".*partial*"))
+
+
+# --- the TRL docs example: GRPO rewards with an LLM judge behind a vLLM-style endpoint ------------
+@pytest.fixture
+def fake_vllm(monkeypatch, tmp_path):
+    """An OpenAI-compatible /v1/chat/completions on loopback answering every judge prompt with s = 1."""
+    import socket
+    import threading
+
+    import uvicorn
+    from fastapi import FastAPI
+
+    monkeypatch.setenv("HOME", str(tmp_path))  # the judge's answer cache lands in ~/.cache
+    calls = []
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def chat(body: dict) -> dict:
+        calls.append(body)
+        content = '{"factuality": 1.0, "deduction": 1.0, "consistency": 1.0, "rationale": "ok"}'
+        return {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": content}}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}}
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}/v1", calls
+    server.should_exit = True
+    thread.join(10)
+
+
+def test_docs_example_async_llm_judge_reward(fake_vllm):
+    import asyncio
+    import importlib.util
+    import inspect
+    from pathlib import Path
+
+    from thesisgym.rewards import dsr
+
+    url, calls = fake_vllm
+    path = Path(__file__).resolve().parents[1] / "docs" / "examples" / "trl_grpo_llm_judge.py"
+    spec = importlib.util.spec_from_file_location("trl_grpo_llm_judge", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    funcs, weights = example.build_rewards(url, "fake-judge")
+    assert inspect.iscoroutinefunction(funcs[0]) and weights[0] == 1.0
+    row = make_row()
+    columns = {k: [row[k]] * 2 for k in ("evidence", "sections", "label", "fwd_return", "fwd_vol")}
+    completions = [gold_thesis(), assemble(decision="SELL")]
+    got = asyncio.run(funcs[0](prompts=[row["prompt"]] * 2, completions=completions, **columns))
+    markets = [core.score_one(c, row, "market-only")["score"] for c in completions]
+    assert got == pytest.approx([dsr(r, 1.0) for r in markets])  # s came from the served judge
+    assert len(calls) == 2 and calls[0]["model"] == "fake-judge"
