@@ -273,6 +273,8 @@ def test_export_openrlhf_jsonl_and_errors(dataset_dir, tmp_path):
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(lines) == 3 and set(lines[0]) == {"prompt", "label"}
     assert record_from_ground_truth(lines[1]["label"]).label == "SELL"
+    bad = _export("--dataset", dataset_dir, "--format", "openrlhf", "--out", tmp_path / "r.jsonl", "--recipe", "fsr")
+    assert bad.exit_code == 2 and "only verl rows carry a recipe" in bad.output
     bad = _export("--dataset", dataset_dir, "--format", "trl", "--out", tmp_path / "x")
     assert bad.exit_code == 2 and "format: expected one of" in bad.output
     bad = _export("--dataset", dataset_dir, "--out", tmp_path / "y.parquet", "--recipe", "nope")

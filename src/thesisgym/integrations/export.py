@@ -60,6 +60,9 @@ def export_rows(
     """Convert `rows` (a built split, in order) and write them to `out` atomically."""
     if fmt not in FORMATS:
         raise ValueError(f"format: expected one of {FORMATS}, got {fmt!r}")
+    if recipe and fmt != "verl":
+        raise ValueError("recipe: only verl rows carry a recipe (extra_info); OpenRLHF's reward "
+                         "function reads $THESISGYM_RECIPE")
     records, skipped = [], 0
     for i, row in enumerate(rows):
         if not keep_incomplete and not complete_window(row):

@@ -1,7 +1,8 @@
 """OpenRLHF glue: the `--remote_rm_url reward.py` file form; the HTTP form is `thesisgym serve`.
 
 Read from OpenRLHF's source (OpenRLHF/OpenRLHF @ 3c3be6234e0cb353e76bb8019947db9dfe99fca7,
-`openrlhf/utils/agent.py::SingleTurnAgentExecutor`): a `--remote_rm_url` ending in `.py` is loaded
+`openrlhf/utils/agent.py::SingleTurnAgentExecutor`): a `--reward.remote_url` (older releases:
+`--remote_rm_url`) ending in `.py` is loaded
 with `spec_from_file_location` and its `reward_func(queries, prompts, labels)` is called (in a
 thread) with `queries` = prompt + response decoded *with* special tokens, `prompts` = the prompt
 string, `labels` = the `--label_key` column; the result's `rewards`, `scores` (falling back to
@@ -10,8 +11,9 @@ string, `labels` = the `--label_key` column; the result's `rewards`, `scores` (f
 
 `thesisgym export --format openrlhf` writes `label` as the JSON verifier record, so
 
-    openrlhf.cli.train_ppo_ray ... --prompt_data train.jsonl --input_key prompt --label_key label \
-        --apply_chat_template --remote_rm_url $(python -c "import thesisgym.integrations.openrlhf as m; print(m.__file__)")
+    openrlhf.cli.train_ppo_ray ... --data.prompt_dataset train.jsonl --data.input_key prompt \
+        --data.label_key label --data.apply_chat_template \
+        --reward.remote_url $(python -c "import thesisgym.integrations.openrlhf as m; print(m.__file__)")
 
 scores with the recipe in $THESISGYM_RECIPE (default dsr). Only the response is scored: the
 prompt is cut off the query (the system prompt shows the thesis format, which must not be parsed
