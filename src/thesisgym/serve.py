@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from thesisgym.integrations.core import (
     VerifierRecord,
     default_recipe,
+    describe_errors,
     load_recipe,
     score_batch,
     verifier_record,
@@ -276,13 +277,8 @@ def create_app(config: ServeConfig | None = None) -> Any:
             return error(400, "malformed_json", "request body is not valid JSON", request.url.path)
         if any(e.get("type") == "missing" and tuple(e.get("loc", ())) == ("body",) for e in errs):
             return error(400, "empty_body", "request body is empty; expected a JSON object", request.url.path)
-        parts = []
-        for e in errs[:3]:
-            loc = ".".join(str(x) for x in e.get("loc", ()) if x != "body") or "<body>"
-            msg = "unknown field" if e.get("type") == "extra_forbidden" else e.get("msg", "invalid")
-            parts.append(f"field '{loc}': {msg}")
-        more = f" (+{len(errs) - 3} more)" if len(errs) > 3 else ""
-        return error(422, "invalid_request", "; ".join(parts) + more, request.url.path)
+        message = describe_errors(errs, skip=("body",)).replace("'<record>'", "'<body>'")
+        return error(422, "invalid_request", message, request.url.path)
 
     @app.exception_handler(ServiceError)
     async def _service(request: Request, exc: ServiceError) -> JSONResponse:

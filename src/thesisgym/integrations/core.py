@@ -49,6 +49,7 @@ __all__ = [
     "VerifierRecord",
     "ascore_batch",
     "default_recipe",
+    "describe_errors",
     "ground_truth_json",
     "load_recipe",
     "recipe_names",
@@ -122,14 +123,19 @@ class VerifierRecord(BaseModel):
         return self.model_dump(exclude_none=False)
 
 
-def _describe(exc: ValidationError, where: str) -> str:
+def describe_errors(errors: list[dict[str, Any]], *, skip: tuple[str, ...] = ()) -> str:
+    """pydantic error dicts as "field 'a.b': message; ..." (the first three), `skip` dropped from locations."""
     parts = []
-    for err in exc.errors()[:3]:
-        loc = ".".join(str(x) for x in err["loc"]) or "<record>"
-        msg = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
+    for err in errors[:3]:
+        loc = ".".join(str(x) for x in err.get("loc", ()) if x not in skip) or "<record>"
+        msg = "unknown field" if err.get("type") == "extra_forbidden" else err.get("msg", "invalid")
         parts.append(f"field '{loc}': {msg}")
-    more = f" (+{len(exc.errors()) - 3} more)" if len(exc.errors()) > 3 else ""
-    return f"{where}: " + "; ".join(parts) + more
+    more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
+    return "; ".join(parts) + more
+
+
+def _describe(exc: ValidationError, where: str) -> str:
+    return f"{where}: {describe_errors(exc.errors())}"
 
 
 def validate_record(data: Any, *, where: str = "record") -> VerifierRecord:
