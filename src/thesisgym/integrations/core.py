@@ -52,7 +52,6 @@ __all__ = [
     "describe_errors",
     "ground_truth_json",
     "load_recipe",
-    "recipe_names",
     "recipe_with_judge_client",
     "record_from_ground_truth",
     "score_batch",
@@ -395,10 +394,3 @@ async def ascore_batch(
 def score_one(completion: Any, record: Any, recipe: str | Recipe | None = None) -> dict[str, Any]:
     """`score_batch` for a single completion."""
     return score_batch([completion], [record], recipe)[0]
-
-
-def recipe_names() -> list[str]:
-    """Shipped recipes that score (GRPO recipes and curriculum stages)."""
-    from thesisgym.train.recipes import list_recipes
-
-    return [n for n in list_recipes() if n != "sft"]
