@@ -28,6 +28,7 @@ count is returned in an `EventsImport` and logged, never dropped silently.
 from __future__ import annotations
 
 import csv
+import io
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from thesisgym.data.files import read_text
 from thesisgym.data.store import MarketStore, empty_events
 from thesisgym.data.validate import DataValidationError, Problem, validate_bars, validate_events
 from thesisgym.schema import DEFAULT_TIMEZONE
@@ -87,9 +89,8 @@ def _read_csv(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
     The csv module rather than pandas: records may span lines (quoted newlines) and blank lines are
     skipped, and both would make "row index + 2" lie about where a bad cell is.
     """
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
-    with path.open(newline="", encoding="utf-8-sig") as fh:
+    text = read_text(path)  # binary / non-UTF-8 files fail here, naming the file
+    with io.StringIO(text, newline="") as fh:
         reader = csv.reader(fh)
         header: list[str] | None = None
         rows: list[list[str]] = []
@@ -112,6 +113,8 @@ def _read_csv(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
             starts.append(start)
     if header is None:
         raise ValueError(f"{path.name}: empty file (no header)")
+    if not rows:
+        raise ValueError(f"{path.name}: header only, no data rows (header: {', '.join(header)})")
     return pd.DataFrame(rows, columns=header, dtype=object), np.asarray(starts, dtype=np.int64)
 
 
@@ -136,7 +139,7 @@ def _peek_columns(path: Path) -> list[str]:
         return list(pq.read_schema(path).names)
     if path.suffix.lower() != ".csv":
         raise ValueError(f"{path}: unsupported file type {path.suffix!r} (expected .csv or .parquet)")
-    with path.open(newline="", encoding="utf-8-sig") as fh:
+    with io.StringIO(read_text(path), newline="") as fh:
         return next(csv.reader(fh), [])
 
 
@@ -198,17 +201,24 @@ def read_events_csv(
     *,
     assume_timezone: str | None = None,
     tickers: Iterable[str] | None = None,
+    date_only: bool | None = None,
 ) -> pd.DataFrame:
     """Read an events file in the generic layout (module docstring) into a validated events frame.
 
     `assume_timezone` (e.g. "America/New_York") is required for naive or date-only timestamps; a
-    date-only value is placed at 23:59 local time (visible from the next trading day). With
-    `tickers`, an event for a ticker outside it raises.
+    date-only value is placed at 23:59 local time (visible from the next trading day), and so is a
+    naive midnight from a datetime column (Parquet) unless `date_only=False` (see
+    `thesisgym.data.validate.parse_timestamps`). With `tickers`, an event for a ticker outside it raises.
     """
     path = Path(path)
     raw, lines = _read_table(path)
     return validate_events(
-        raw, source=path.name, tickers=tickers, assume_timezone=assume_timezone, lines=lines
+        raw,
+        source=path.name,
+        tickers=tickers,
+        assume_timezone=assume_timezone,
+        lines=lines,
+        date_only=date_only,
     )
 
 
