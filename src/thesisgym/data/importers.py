@@ -74,17 +74,37 @@ class EventsImport:
     dropped_duplicates: int = 0
     dropped_other_tickers: int = 0  # rows whose ticker was outside `keep_tickers`
     notes: list[str] = field(default_factory=list)
+    # family-specific counts (e.g. "stamped_by_acceptance_time", "restatements", "skipped_no_value")
+    counts: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> str:
+        extra = "".join(f", {k.replace('_', ' ')} {v}" for k, v in self.counts.items())
         return (
             f"{self.source}: {self.rows_read} rows read, {len(self.events)} kept, {self.duplicates} duplicates "
             f"({self.dropped_duplicates} dropped), {self.dropped_other_tickers} dropped for tickers not kept"
+            + extra
         )
+
+    def meta(self) -> dict:
+        """The store.meta["imports"] entry of this import."""
+        return {
+            "file": self.source,
+            "rows_read": self.rows_read,
+            "kept": len(self.events),
+            "duplicates": self.duplicates,
+            "dropped_duplicates": self.dropped_duplicates,
+            "dropped_other_tickers": self.dropped_other_tickers,
+            **({"counts": dict(self.counts)} if self.counts else {}),
+            **({"notes": list(self.notes)} if self.notes else {}),
+        }
 
 
 # --- CSV reading with physical line numbers -------------------------------------------------------
-def _read_csv(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
+def _read_csv(path: Path, skipped: list[int] | None = None) -> tuple[pd.DataFrame, np.ndarray]:
     """All cells as strings plus the file line where each record starts (header = line 1).
+
+    A record with the wrong number of fields raises, unless `skipped` is a list: then its line is
+    appended there (for the caller to count) and the record is left out.
 
     The csv module rather than pandas: records may span lines (quoted newlines) and blank lines are
     skipped, and both would make "row index + 2" lie about where a bad cell is.
@@ -106,6 +126,9 @@ def _read_csv(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
                     raise ValueError(f"{path.name}, line {start}: the header must be on line 1")
                 continue
             if len(record) != len(header):
+                if skipped is not None:
+                    skipped.append(start)
+                    continue
                 raise DataValidationError(
                     [Problem(path.name, start, "*", f"{len(record)} fields, header has {len(header)}", True)]
                 )
@@ -118,10 +141,10 @@ def _read_csv(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
     return pd.DataFrame(rows, columns=header, dtype=object), np.asarray(starts, dtype=np.int64)
 
 
-def _read_table(path: Path) -> tuple[pd.DataFrame, np.ndarray | None]:
+def _read_table(path: Path, skipped: list[int] | None = None) -> tuple[pd.DataFrame, np.ndarray | None]:
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        return _read_csv(path)
+        return _read_csv(path, skipped)
     if suffix in (".parquet", ".pq"):
         if not path.exists():
             raise FileNotFoundError(f"{path}: no such file")
@@ -433,17 +456,7 @@ def import_store(
     meta = {
         "market": "real",
         "sources": {"prices": [str(Path(p)) for p in prices], "events": [str(Path(p)) for p in events]},
-        "imports": [
-            {
-                "file": r.source,
-                "rows_read": r.rows_read,
-                "kept": len(r.events),
-                "duplicates": r.duplicates,
-                "dropped_duplicates": r.dropped_duplicates,
-                "dropped_other_tickers": r.dropped_other_tickers,
-            }
-            for r in reports
-        ],
+        "imports": [r.meta() for r in reports],
     }
     return MarketStore(bars=bars, events=ev, name=name, meta=meta)
 
