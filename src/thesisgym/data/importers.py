@@ -412,9 +412,14 @@ def read_events(
         )
     if "headline" in cols:
         return read_market_headlines(path, duplicates=duplicates, assume_timezone=tz)
+    if {"title", "pubdate"} <= cols:
+        from thesisgym.data.feeds import read_rss_csv
+
+        return read_rss_csv(path)
     raise ValueError(
         f"{path.name}: unknown events layout (columns: {', '.join(columns)}); expected "
-        "ticker,published_at,kind,source,title[,text,value,sentiment] or a headline file"
+        "ticker,published_at,kind,source,title[,text,value,sentiment], a headline file or an RSS CSV "
+        "(title,pubDate,...)"
     )
 
 
