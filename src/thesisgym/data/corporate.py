@@ -119,8 +119,15 @@ def read_insider(
     *,
     delay_business_days: int = 2,
     ticker_map: Mapping[str, str] | None = None,
+    missing_dates: str = "error",
 ) -> EventsImport:
-    """Insider transactions -> "insider" events (module docstring: layouts and dating rules)."""
+    """Insider transactions -> "insider" events (module docstring: layouts and dating rules).
+
+    `missing_dates="skip"` leaves out rows with an empty trade date or share count (a few in the AMZN
+    file) and counts them as `skipped_missing_date_or_shares`; by default they raise, naming the line.
+    """
+    if missing_dates not in ("error", "skip"):
+        raise ValueError(f"missing_dates must be 'error' or 'skip', got {missing_dates!r}")
     if not isinstance(delay_business_days, int) or delay_business_days < 0:
         raise ValueError(f"delay_business_days must be an int >= 0, got {delay_business_days!r}")
     path = Path(path)
@@ -150,6 +157,12 @@ def read_insider(
         rule = "filing date"
     else:
         _need(path, cols, ("transaction_date", "ticker", "executive", "acquisition_or_disposal", "shares"), "Alpha Vantage insider")
+        if missing_dates == "skip":
+            empty = np.zeros(len(raw), dtype=bool)
+            for c in ("transaction_date", "shares"):
+                empty |= raw[cols[c]].astype(str).str.strip().isin(["", "None", "nan"]).to_numpy()
+            counts["skipped_missing_date_or_shares"] = int(empty.sum())
+            raw, lines = raw[~empty].reset_index(drop=True), None if lines is None else lines[~empty]
         trade = _dates(path, raw, lines, cols["transaction_date"])
         shares = _numbers(path, raw, lines, cols["shares"], allow_none=False)
         price = _numbers(path, raw, lines, cols["share_price"], allow_none=True) if "share_price" in cols else np.full(len(raw), np.nan)

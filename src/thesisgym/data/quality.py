@@ -1,0 +1,148 @@
+"""Data quality of an events frame and coverage of built prompts: what a researcher must see first.
+
+- `merge_near_duplicates`: the same story for the same ticker and kind, republished within
+  `window_days` (a headline repeated by the collector, a title with a " - Source" suffix, different
+  case or punctuation), is kept once: the earliest copy, which is also the point-in-time-safe one.
+  The number merged is returned and recorded, never silent.
+- `flag_suspicious_timestamps`: events whose text contradicts their publication time, e.g. a
+  headline naming a quarter ("Q3 2020", "third quarter of 2020") whose results cannot exist yet
+  because the quarter ends after the publication time. Flagged and counted, not dropped: guidance
+  ("expects Q3 2020 revenue ...") is legitimate, so a human decides.
+- `coverage_table` / `coverage_warnings`: per ticker x split x section, the share of prompts that
+  carry the section and the mean number of its items; a warning for every split or ticker that has
+  none of a section, so an empty fundamentals or news section cannot go unnoticed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+import pyarrow.compute as pc
+
+from thesisgym.schema import SECTIONS
+
+__all__ = ["coverage_table", "coverage_warnings", "flag_suspicious_timestamps", "merge_near_duplicates", "render_coverage"]
+
+_SUFFIX = re.compile(r"\s+[-|–—]\s+[^-|–—]{1,40}$")
+_NON_WORD = re.compile(r"[^0-9a-z]+")
+
+
+def _norm_title(title: str) -> str:
+    t = _SUFFIX.sub("", str(title).strip().lower())
+    return _NON_WORD.sub(" ", t).strip()
+
+
+def merge_near_duplicates(events: pd.DataFrame, *, window_days: float = 3.0) -> tuple[pd.DataFrame, int]:
+    """(events without near-duplicates, number merged); see the module docstring."""
+    if not len(events):
+        return events, 0
+    key = pd.DataFrame({
+        "t": events["ticker"].to_numpy(), "k": events["kind"].to_numpy(),
+        "h": [_norm_title(x) for x in events["title"].where(events["title"].astype(bool), events["text"])],
+        "p": events["published_at"].to_numpy(), "i": np.arange(len(events)),
+    })
+    key = key[key["h"] != ""].sort_values(["t", "k", "h", "p"], kind="stable")
+    same = (key[["t", "k", "h"]] == key[["t", "k", "h"]].shift()).all(axis=1).to_numpy()
+    gap = key["p"].diff().to_numpy()
+    dup = same & (gap <= np.timedelta64(int(window_days * 86400), "s"))
+    drop = np.zeros(len(events), dtype=bool)
+    drop[key["i"].to_numpy()[dup]] = True
+    return events[~drop].reset_index(drop=True), int(drop.sum())
+
+
+_QUARTER = re.compile(
+    r"\b(?:Q([1-4])\s*(?:FY\s*)?'?((?:19|20)?\d{2})|(first|second|third|fourth)[- ]quarter(?:\s+of)?\s+((?:19|20)\d{2}))\b",
+    re.IGNORECASE,
+)
+_ORD = {"first": 1, "second": 2, "third": 3, "fourth": 4}
+
+
+def flag_suspicious_timestamps(events: pd.DataFrame, *, limit: int = 20) -> dict:
+    """{"count": n, "examples": [...]}: events naming a quarter that ends after their publication time."""
+    hits, examples = 0, []
+    text = (events["title"].astype(str) + " " + events["text"].astype(str)).tolist()
+    pub = pd.DatetimeIndex(events["published_at"])
+    for i, s in enumerate(text):
+        m = _QUARTER.search(s)
+        if not m:
+            continue
+        q = int(m.group(1)) if m.group(1) else _ORD[m.group(3).lower()]
+        y = m.group(2) or m.group(4)
+        year = int(y) if len(y) == 4 else 2000 + int(y)
+        end = pd.Timestamp(year=year, month=3 * q, day=1, tz="UTC") + pd.offsets.MonthEnd(0)
+        if end > pub[i]:
+            hits += 1
+            if len(examples) < limit:
+                examples.append({"ticker": str(events["ticker"].iat[i]), "published_at": str(pub[i]),
+                                 "names": m.group(0), "title": s.strip()[:120]})
+    return {"count": hits, "examples": examples}
+
+
+# --- coverage of built prompts ------------------------------------------------------------------
+def coverage_table(splits: Mapping[str, object]) -> pd.DataFrame:
+    """Rows (ticker, split, section, prompts, share, mean_items) over every row of every split."""
+    out = []
+    sections = list(SECTIONS)
+    for name, ds in splits.items():
+        if ds is None or len(ds) == 0:
+            continue
+        table = ds.data.table if hasattr(ds, "data") else ds
+        tick = table.column("ticker").to_numpy()
+        ev = table.column("evidence").combine_chunks()
+        parent = pc.list_parent_indices(ev).to_numpy()
+        sec = pc.struct_field(pc.list_flatten(ev), "section").to_numpy(zero_copy_only=False)
+        n = len(tick)
+        counts = np.zeros((n, len(sections)), dtype=np.int64)
+        codes = pd.Categorical(sec, categories=sections).codes
+        np.add.at(counts, (parent, codes), 1)
+        frame = pd.DataFrame(counts, columns=sections)
+        frame["ticker"] = tick
+        for t, g in frame.groupby("ticker", sort=True):
+            for s in sections:
+                c = g[s].to_numpy()
+                out.append({"ticker": t, "split": name, "section": s, "prompts": len(c),
+                            "share": float((c > 0).mean()), "mean_items": float(c.mean())})
+    return pd.DataFrame(out, columns=["ticker", "split", "section", "prompts", "share", "mean_items"])
+
+
+def coverage_warnings(table: pd.DataFrame) -> list[str]:
+    """A line for every split, and every ticker, that has no item of a section in any prompt."""
+    if not len(table):
+        return ["no prompts were built"]
+    warn = []
+    for by in ("split", "ticker"):
+        agg = table.groupby([by, "section"], sort=True)["mean_items"].max()
+        for (k, s), m in agg.items():
+            if s == "technical":
+                continue
+            if m == 0:
+                warn.append(f"{by} {k}: no {s} evidence in any prompt")
+    return warn
+
+
+def render_coverage(table: pd.DataFrame, *, title: str = "coverage"):
+    """A rich Table: one row per ticker x split, one column per section ("share% / mean items")."""
+    from rich.table import Table
+
+    out = Table(title=title + " (share of prompts with the section / mean items per prompt)")
+    out.add_column("ticker")
+    out.add_column("split")
+    out.add_column("prompts", justify="right")
+    for s in SECTIONS:
+        out.add_column(s, justify="right")
+    if not len(table):
+        return out
+    wide = table.pivot_table(index=["ticker", "split", "prompts"], columns="section", values=["share", "mean_items"], aggfunc="first")
+    order = {"train": 0, "val": 1, "test": 2, "heldout": 3}
+    keys = sorted(wide.index, key=lambda k: (k[0], order.get(k[1], 9), k[1]))
+    for t, sp, n in keys:
+        cells = []
+        for s in SECTIONS:
+            sh, mi = wide.loc[(t, sp, n), ("share", s)], wide.loc[(t, sp, n), ("mean_items", s)]
+            cells.append("-" if sh == 0 else f"{100 * sh:.0f}% / {mi:.1f}")
+        out.add_row(t, sp, f"{n:,}", *cells)
+    return out
+
