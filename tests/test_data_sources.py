@@ -361,3 +361,28 @@ def test_header_only_binary_and_non_utf8_files_are_clear_errors(tmp_path):
     (tmp_path / "e.json").write_text("")
     with pytest.raises(ValueError, match=re.escape("e.json: empty file, expected JSON")):
         read_json(tmp_path / "e.json")
+
+
+@needs_real
+def test_shared_mag7_store_covers_fundamentals_macro_and_dates_events_after_the_fact():
+    from thesisgym.data.quality import coverage_table
+    from thesisgym.data.sources import import_shared
+    from thesisgym.splits import SplitConfig
+
+    store = import_shared(SHARED)
+    assert store.meta["quality"]["near_duplicates_merged"] > 0
+    cfg = SplitConfig.from_yaml(Path(__file__).resolve().parents[1] / "src/thesisgym/configs/splits/mag7.yaml").context
+    days = [d for d in store.dates if d >= pd.Timestamp("2014-01-01")][::10]
+    tickers = ["AAPL", "NVDA", "GOOGL", "TSLA"]
+    ds = build_contexts(store, tickers=tickers, dates=days, config=cfg, show_progress=False)
+    cov = coverage_table({"all": ds}).set_index(["ticker", "section"])["share"]
+    for t in tickers:
+        assert cov[(t, "fundamentals")] >= 0.8 and cov[(t, "macro")] >= 0.8, (t, cov[t])
+    ev = store.events
+    # AAPL's FY2019 Q4 earnings (reported 2019-10-30 post-market) reach the 2019-10-31 prompt, not the 10-30 one
+    aapl = build_contexts(store, tickers=["AAPL"], dates=["2019-10-30", "2019-10-31"], config=cfg, show_progress=False)
+    assert "reported 2019-10-30 (post-market)" not in aapl[0]["prompt_text"]
+    assert "reported 2019-10-30 (post-market)" in aapl[1]["prompt_text"]
+    # the Musk sale of 2021-11-09 (no filing date in the file) is public 2 business days later, not before
+    musk = ev[(ev["ticker"] == "TSLA") & ev["title"].str.contains("MUSK") & ev["title"].str.contains("on 2021-11-09")]
+    assert len(musk) and (musk["published_at"] == pd.Timestamp("2021-11-11 23:59", tz=NY)).all()
