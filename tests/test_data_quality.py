@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from thesisgym.data.quality import coverage_table, coverage_warnings, flag_suspicious_timestamps, merge_near_duplicates
+from thesisgym.data.quality import (
+    coverage_table,
+    coverage_warnings,
+    flag_suspicious_timestamps,
+    merge_near_duplicates,
+)
 
 
 def _ev(rows):

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from thesisgym.data.files import read_json, read_zip_member
+from thesisgym.data.files import read_json_records
 from thesisgym.data.importers import EventsImport, _read_table
 from thesisgym.data.validate import DataValidationError, Problem, validate_events
 
@@ -341,19 +341,9 @@ def read_estimize_estimates(path: str | Path, *, flagged: str = "drop") -> Event
 
     `flagged` estimates (Estimize's own outlier flag) are dropped and counted (`flagged="keep"` keeps them).
     """
-    path = Path(path)
-    if path.suffix.lower() == ".zip":
-        member, text = read_zip_member(path, ".json")
-        name = f"{path.name}:{member}"
-        obj = read_json(Path(name), text=text)
-    else:
-        name, obj = path.name, read_json(path)
-    if not isinstance(obj, list):
-        raise ValueError(f"{name}: expected a JSON list of estimates, got {type(obj).__name__}")
+    name, obj = read_json_records(path, "estimates")
     rows = []
     for k, r in enumerate(obj):
-        if not isinstance(r, Mapping):
-            raise ValueError(f"{name}, record {k}: expected an object")
         for need in ("ticker", "fiscal_year", "fiscal_quarter", "eps", "created_at"):
             if r.get(need) is None and need != "eps":
                 raise ValueError(f"{name}, record {k} (id {r.get('id', '?')}), field '{need}': missing")

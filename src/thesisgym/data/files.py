@@ -12,7 +12,7 @@ import json
 import zipfile
 from pathlib import Path
 
-__all__ = ["check_text_file", "read_json", "read_text", "read_zip_member"]
+__all__ = ["check_text_file", "read_json", "read_json_records", "read_text", "read_zip_member"]
 
 _SNIFF = 8192
 
@@ -69,3 +69,21 @@ def read_zip_member(path: str | Path, suffix: str) -> tuple[str, str]:
             return names[0], _decode(Path(f"{path.name}:{names[0]}"), zf.read(names[0]), "utf-8-sig")
     except zipfile.BadZipFile as exc:
         raise ValueError(f"{path.name}: not a zip archive ({exc})") from exc
+
+
+def read_json_records(path: str | Path, what: str) -> tuple[str, list]:
+    """(source name, list) of a JSON list file or of the one .json member of a zip; each element must
+    be an object, else a ValueError names the file (and member) and the record."""
+    path = Path(path)
+    if path.suffix.lower() == ".zip":
+        member, text = read_zip_member(path, ".json")
+        name = f"{path.name}:{member}"
+        obj = read_json(Path(name), text=text)
+    else:
+        name, obj = path.name, read_json(path)
+    if not isinstance(obj, list):
+        raise ValueError(f"{name}: expected a JSON list of {what}, got {type(obj).__name__}")
+    for k, r in enumerate(obj):
+        if not isinstance(r, dict):
+            raise ValueError(f"{name}, record {k}: expected an object, got {type(r).__name__}")
+    return name, obj

@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from thesisgym.data.files import read_json, read_zip_member
+from thesisgym.data.files import read_json_records
 from thesisgym.data.importers import EventsImport, _read_table
 from thesisgym.data.validate import DataValidationError, Problem, validate_events
 
@@ -302,19 +302,9 @@ def fetch_alfred(
 # --- release calendar -------------------------------------------------------------------------------
 def read_release_calendar(path: str | Path) -> EventsImport:
     """Lean/TradingEconomics calendar JSON (or a zip holding it) -> macro events at their UTC times."""
-    path = Path(path)
-    if path.suffix.lower() == ".zip":
-        member, text = read_zip_member(path, ".json")
-        source = f"{path.name}:{member}"
-        obj = read_json(Path(source), text=text)
-    else:
-        source, obj = path.name, read_json(path)
-    if not isinstance(obj, list):
-        raise ValueError(f"{source}: expected a JSON list of calendar events")
+    source, obj = read_json_records(path, "calendar events")
     rows = []
     for k, e in enumerate(obj):
-        if not isinstance(e, Mapping):
-            raise ValueError(f"{source}, record {k}: expected an object")
         for need in ("Date", "Event"):
             if not e.get(need):
                 raise ValueError(f"{source}, record {k} (CalendarId {e.get('CalendarId', '?')}), field '{need}': missing")

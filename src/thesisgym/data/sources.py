@@ -30,7 +30,13 @@ import pandas as pd
 from thesisgym.data.corporate import read_analyst, read_earnings, read_estimize_estimates, read_insider
 from thesisgym.data.feeds import read_feed
 from thesisgym.data.importers import DEFAULT_TICKER_MAP, EventsImport, import_prices, read_events
-from thesisgym.data.macro import read_alfred, read_fredmd_vintage, read_release_calendar, read_rtdsm, read_series_csv
+from thesisgym.data.macro import (
+    read_alfred,
+    read_fredmd_vintage,
+    read_release_calendar,
+    read_rtdsm,
+    read_series_csv,
+)
 from thesisgym.data.quality import flag_suspicious_timestamps, merge_near_duplicates
 from thesisgym.data.sec import read_companyfacts
 from thesisgym.data.store import MarketStore, empty_events
