@@ -379,10 +379,30 @@ def test_shared_mag7_store_covers_fundamentals_macro_and_dates_events_after_the_
     for t in tickers:
         assert cov[(t, "fundamentals")] >= 0.8 and cov[(t, "macro")] >= 0.8, (t, cov[t])
     ev = store.events
-    # AAPL's FY2019 Q4 earnings (reported 2019-10-30 post-market) reach the 2019-10-31 prompt, not the 10-30 one
+    # AAPL's FY2019 Q4 earnings, released by an 8-K accepted 2019-10-30 16:30 Eastern, reach the 10-31 prompt only
     aapl = build_contexts(store, tickers=["AAPL"], dates=["2019-10-30", "2019-10-31"], config=cfg, show_progress=False)
-    assert "reported 2019-10-30 (post-market)" not in aapl[0]["prompt_text"]
-    assert "reported 2019-10-30 (post-market)" in aapl[1]["prompt_text"]
+    released = "AAPL quarter ended 2019-09-30 reported 2019-10-30 (8-K 16:30 ET): EPS 0.76 vs 0.71 estimated"
+    assert released not in aapl[0]["prompt_text"] and released in aapl[1]["prompt_text"]
+    # an after-close report mislabelled "pre-market" in the source (AMZN, 2014-07-24) is not in that day's prompt
+    amzn = ev[(ev["ticker"] == "AMZN") & ev["title"].str.contains("reported 2014-07-24")]
+    assert (amzn["published_at"] == pd.Timestamp("2014-07-24 16:05", tz=NY)).all() and len(amzn) == 1
     # the Musk sale of 2021-11-09 (no filing date in the file) is public 2 business days later, not before
     musk = ev[(ev["ticker"] == "TSLA") & ev["title"].str.contains("MUSK") & ev["title"].str.contains("on 2021-11-09")]
     assert len(musk) and (musk["published_at"] == pd.Timestamp("2021-11-11 23:59", tz=NY)).all()
+
+
+def test_earnings_timed_by_8k_release_and_distrusted_pre_market_label(tmp_path):
+    from thesisgym.data.sec import earnings_release_times
+
+    path = tmp_path / "alphavantage_earnings_AAA.csv"
+    path.write_text(EARN + "2019-12-31,2020-02-04,1.2,1.0,0.2,20,pre-market\n2019-09-30,2019-11-05,0.9,1.0,-0.1,-10,pre-market\n")
+    subs = pd.DataFrame({
+        "accn": ["x", "y"], "form": ["8-K", "8-K"], "items": ["2.02,9.01", "5.02"],
+        "accepted": pd.to_datetime(["2020-02-04 16:30", "2019-11-05 07:00"]).tz_localize(NY).tz_convert("UTC"),
+    })
+    rep = read_earnings(path, pre_market="next_day", release_times=earnings_release_times(subs))
+    ev = rep.events.sort_values("published_at")
+    assert ev["published_at"].tolist() == [pd.Timestamp("2019-11-05 16:05", tz=NY), pd.Timestamp("2020-02-04 16:30", tz=NY)]
+    assert "(8-K 16:30 ET)" in ev["title"].iat[1]  # the 8-K wins over the (wrong) pre-market label
+    assert rep.counts["timed_by_8k"] == 1 and rep.counts["pre_market_label_not_trusted"] == 1  # 5.02 is no release
+    assert read_earnings(path).events["published_at"].min() == pd.Timestamp("2019-11-05 08:00", tz=NY)  # trusted

@@ -14,7 +14,8 @@ Insider transactions (`read_insider`), two layouts, chosen by header:
 Earnings (`read_earnings`, Alpha Vantage `fiscalDateEnding,reportedDate,reportedEPS,estimatedEPS,
 surprise,surprisePercentage[,reportTime]`): reported vs estimated EPS and the surprise, at the report
 time: pre-market = 08:00 New York (visible to that day's 16:00 context), post-market = 16:05 (the
-next day's), no reportTime = 23:59 (the next day's). Kind "fundamentals", source "earnings".
+next day's), no reportTime = 23:59 (the next day's); or, given the company's 8-K earnings releases
+(item 2.02 in its SEC submissions), the release's acceptance time. Kind "fundamentals", source "earnings".
 
 Analyst (`read_analyst`), three layouts, chosen by header:
 - generic: `ticker,published_at,source,action,text[,price_target]`; published_at ISO-8601 with an offset
@@ -215,8 +216,23 @@ def read_insider(
 _REPORT_TIME = {"pre-market": pd.Timedelta(hours=8), "post-market": pd.Timedelta(hours=16, minutes=5)}
 
 
-def read_earnings(path: str | Path, *, ticker: str | None = None) -> EventsImport:
-    """Alpha Vantage earnings -> "fundamentals" events at the report time (module docstring)."""
+def read_earnings(
+    path: str | Path,
+    *,
+    ticker: str | None = None,
+    pre_market: str = "trust",
+    release_times: pd.Series | None = None,
+) -> EventsImport:
+    """Alpha Vantage earnings -> "fundamentals" events at the report time (module docstring).
+
+    `release_times` (from `thesisgym.data.sec.earnings_release_times` of the company's submissions):
+    when an 8-K item 2.02 was accepted on the report date, its acceptance time is used instead of the
+    label (counted as `timed_by_8k`). `pre_market="next_day"` distrusts a pre-market label that no 8-K
+    confirms and dates it 16:05 (counted as `pre_market_label_not_trusted`): the shared Alpha Vantage
+    files label several after-close reports of 2014 pre-market, which would leak them into the close.
+    """
+    if pre_market not in ("trust", "next_day"):
+        raise ValueError(f"pre_market must be 'trust' or 'next_day', got {pre_market!r}")
     path = Path(path)
     raw, lines = _read_table(path)
     cols = _norm_cols(raw)
@@ -232,17 +248,32 @@ def read_earnings(path: str | Path, *, ticker: str | None = None) -> EventsImpor
         i = int(np.flatnonzero(unknown)[0])
         raise DataValidationError([Problem(path.name, int(lines[i]) if lines is not None else i + 1, cols["reporttime"],
                                            f"expected pre-market or post-market, got {when.iloc[i]!r}", lines is not None)])
-    offset = np.array([_REPORT_TIME.get(w, _EOD) for w in when], dtype="timedelta64[ns]")
+    if pre_market == "next_day":
+        when_used = when.where(when != "pre-market", "post-market")
+    else:
+        when_used = when
+    offset = np.array([_REPORT_TIME.get(w, _EOD) for w in when_used], dtype="timedelta64[ns]")
+    published = _at(reported, offset)
+    timed = np.zeros(len(raw), dtype=bool)
+    if release_times is not None and len(release_times):
+        exact = pd.Series(release_times).reindex(reported).to_numpy()
+        timed = ~pd.isna(exact)
+        published = published.where(~timed, pd.Series(exact).astype("datetime64[ns, UTC]"))
     counts = {
         "pre_market": int((when == "pre-market").sum()),
         "post_market": int((when == "post-market").sum()),
         "no_report_time_dated_23_59": int((~when.isin(list(_REPORT_TIME))).sum()),
         "skipped_no_reported_eps": int(np.isnan(eps).sum()),
+        "timed_by_8k": int(timed.sum()),
     }
+    if pre_market == "next_day":
+        counts["pre_market_label_not_trusted"] = int(((when == "pre-market").to_numpy() & ~timed).sum())
     keep = ~np.isnan(eps)
     texts = []
-    for p, r, e, x, w in zip(period[keep], reported[keep], eps[keep], est[keep], when[keep], strict=False):
-        timing = f" ({w})" if w in _REPORT_TIME else ""
+    local = pd.DatetimeIndex(published).tz_convert(NY).strftime("%H:%M")
+    labels = [f"8-K {hm} ET" if t else w for t, w, hm in zip(timed, when_used, local, strict=False)]
+    for p, r, e, x, w in zip(period[keep], reported[keep], eps[keep], est[keep], np.asarray(labels, dtype=object)[keep], strict=False):
+        timing = f" ({w})" if w in _REPORT_TIME or w.startswith("8-K") else ""
         if np.isfinite(x):
             surprise = e - x
             pct = f", {100 * surprise / abs(x):+.1f}%" if x != 0 else ""
@@ -252,7 +283,7 @@ def read_earnings(path: str | Path, *, ticker: str | None = None) -> EventsImpor
         texts.append(f"{ticker} quarter ended {p.date()} reported {r.date()}{timing}: {body}")
     events = validate_events(
         pd.DataFrame({
-            "ticker": ticker, "published_at": _at(reported[keep], offset[keep]), "kind": "fundamentals",
+            "ticker": ticker, "published_at": published[keep].reset_index(drop=True), "kind": "fundamentals",
             "source": "earnings", "title": texts, "value": eps[keep],
         }),
         source=path.name,

@@ -45,6 +45,7 @@ from thesisgym.data.validate import validate_events
 __all__ = [
     "FACTS",
     "SecClient",
+    "earnings_release_times",
     "fetch_company",
     "read_companyfacts",
     "read_submissions",
@@ -89,7 +90,8 @@ def _submission_columns(obj: object, name: str) -> Mapping[str, list]:
 
 
 def read_submissions(paths: str | Path | Sequence[str | Path]) -> pd.DataFrame:
-    """Filings of one or more `submissions` files: accn, form, filing_date, accepted (UTC).
+    """Filings of one or more `submissions` files: accn, form, filing_date, accepted (UTC), report_date,
+    items (8-K item numbers, e.g. "2.02,9.01"; 2.02 = results of operations, i.e. an earnings release).
 
     `acceptanceDateTime` ends in "Z" but is Eastern time (module docstring); a value that does not
     parse raises naming the file, the accession number and the field.
@@ -118,11 +120,24 @@ def read_submissions(paths: str | Path | Sequence[str | Path]) -> pd.DataFrame:
                     "filing_date": cols["filingDate"],
                     "accepted": accepted.tz_convert("UTC"),
                     "report_date": cols.get("reportDate", [""] * len(raw)),
+                    "items": cols.get("items", [""] * len(raw)),
                 }
             )
         )
     out = pd.concat(frames, ignore_index=True)
     return out.drop_duplicates("accn", keep="first").reset_index(drop=True)
+
+
+def earnings_release_times(submissions: pd.DataFrame) -> pd.Series:
+    """Acceptance times (UTC) of 8-K filings with item 2.02 (results of operations), one per New York
+    day (the earliest), indexed by that day: when an earnings release became public, to the second."""
+    is_release = submissions["form"].astype(str).str.startswith("8-K") & submissions["items"].astype(str).str.contains(
+        r"\b2\.02\b"
+    )
+    acc = submissions.loc[is_release, "accepted"].sort_values()
+    day = pd.DatetimeIndex(acc).tz_convert(EASTERN).normalize().tz_localize(None)
+    out = pd.Series(acc.to_numpy(), index=day)
+    return out[~out.index.duplicated(keep="first")]
 
 
 # --- companyfacts -------------------------------------------------------------------------------

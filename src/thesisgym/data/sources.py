@@ -12,7 +12,8 @@ and records all counts in `store.meta["imports"]` and `store.meta["quality"]`.
 ticker and market headlines, the BBC RSS dump, SEC companyfacts + submissions (AAPL, NVDA, GOOGL,
 TSLA), Alpha Vantage insider (dated trade date + 2 business days) and Finnhub insider (filing
 dates), Alpha Vantage earnings, Benzinga rating headlines, Finnhub recommendation trends and
-Estimize estimates (analyst), Philadelphia Fed RTDSM CPI and unemployment vintages, FRED-MD
+Estimize estimates (analyst; earnings timed by 8-K item 2.02 where submissions exist, unconfirmed
+"pre-market" labels distrusted), Philadelphia Fed RTDSM CPI and unemployment vintages, FRED-MD
 vintages, the Fed calendar, the primary credit rate and the (latest-vintage, unrevised) fed funds
 rate. GOOG files are mapped to GOOGL and FB to META.
 """
@@ -38,7 +39,7 @@ from thesisgym.data.macro import (
     read_series_csv,
 )
 from thesisgym.data.quality import flag_suspicious_timestamps, merge_near_duplicates
-from thesisgym.data.sec import read_companyfacts
+from thesisgym.data.sec import earnings_release_times, read_companyfacts, read_submissions
 from thesisgym.data.store import MarketStore, empty_events
 from thesisgym.data.validate import validate_events
 
@@ -94,11 +95,14 @@ def import_sources(
     insider_delay_days: int = 2,
     merge_window_days: float = 3.0,
     assume_timezone: str | None = None,
+    earnings_pre_market: str = "trust",
 ) -> MarketStore:
     """A validated MarketStore from prices and any source families (module docstring).
 
     `submissions` files are matched to companyfacts files by the CIK in their names
-    (`..._CIK0000320193_...`). Events of tickers without bars are dropped and counted per file.
+    (`..._CIK0000320193_...`); those named `..._<TICKER>.json` also time that ticker's earnings files
+    by its 8-K item 2.02 releases. `earnings_pre_market`: see `read_earnings(pre_market=)`. Events of
+    tickers without bars are dropped and counted per file.
     """
     bars = import_prices(prices)
     tickers = set(bars["ticker"])
@@ -117,8 +121,16 @@ def import_sources(
         reports.append(rep)
     for p in insider:
         reports.append(read_insider(p, delay_business_days=insider_delay_days, ticker_map=tmap, missing_dates="skip"))
-    for p in earnings:
-        rep = read_earnings(p)
+    releases: dict[str, list[pd.DataFrame]] = {}
+    for p in map(Path, submissions):
+        m = re.search(r"_([A-Z]{1,6})\.json$", p.name)
+        if m:
+            releases.setdefault(tmap.get(m.group(1), m.group(1)), []).append(read_submissions(p))
+    for p in map(Path, earnings):
+        m = re.search(r"_([A-Z]{1,6})(?:_[^/]*)?\.csv$", p.name)
+        t = tmap.get(m.group(1), m.group(1)) if m else None
+        rel = earnings_release_times(pd.concat(releases[t], ignore_index=True)) if t in releases else None
+        rep = read_earnings(p, pre_market=earnings_pre_market, release_times=rel)
         rep.events["ticker"] = rep.events["ticker"].replace(tmap)
         reports.append(rep)
     for p in analyst:
@@ -181,4 +193,5 @@ def import_shared(root: str | Path, *, tickers: Sequence[str] = MAG7, name: str 
         ),
         name=name,
         ticker_map=SHARED_TICKER_MAP,
+        earnings_pre_market="next_day",  # the 2014 "pre-market" labels of AMZN, META, NVDA, TSLA are after-close
     )
