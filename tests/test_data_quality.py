@@ -55,3 +55,52 @@ def test_coverage_table_warnings_and_cli(tmp_path):
     res = CliRunner().invoke(app, ["data", "info", str(tmp_path / "m"), "--coverage"])
     assert res.exit_code == 0, res.output
     assert "coverage per ticker x split" in res.output and "no insider evidence" in res.output
+
+
+def test_cli_import_with_families_and_yfinance_errors(tmp_path):
+    from typer.testing import CliRunner
+
+    from thesisgym.cli import app
+    from thesisgym.data import load_store
+
+    prices = tmp_path / "AAA.csv"
+    days = pd.bdate_range("2020-01-01", periods=30)
+    prices.write_text("Date,Open,High,Low,Close,Volume\n" + "".join(f"{d.date()},10,11,9,10.5,100\n" for d in days))
+    earn = tmp_path / "alphavantage_earnings_AAA.csv"
+    earn.write_text("fiscalDateEnding,reportedDate,reportedEPS,estimatedEPS,surprise,surprisePercentage,reportTime\n"
+                    "2019-12-31,2020-01-28,1.2,1.0,0.2,20,post-market\n")
+    ins = tmp_path / "ins.csv"
+    ins.write_text("transaction_date,ticker,executive,executive_title,security_type,acquisition_or_disposal,shares,share_price\n"
+                   "2020-01-10,AAA,DOE,CEO,Common Stock,D,10,10\n2020-01-10,ZZZ,DOE,CEO,Common Stock,D,10,10\n")
+    runner = CliRunner()
+    res = runner.invoke(app, ["data", "import", "--prices", str(prices), "--earnings", str(earn), "--insider", str(ins),
+                              "--insider-delay", "3", "--out", str(tmp_path / "s")])
+    assert res.exit_code == 0, res.output
+    store = load_store(tmp_path / "s")
+    assert sorted(store.events["kind"]) == ["fundamentals", "insider"]
+    ins_meta = next(r for r in store.meta["imports"] if r["file"] == "ins.csv")
+    assert ins_meta["dropped_other_tickers"] == 1 and ins_meta["notes"] == ["public time: trade date + 3 business days (no filing date in the file)"]
+    res = runner.invoke(app, ["data", "import", "--prices", str(prices), "--earnings", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "t")])
+    assert res.exit_code == 2 and "missing.csv: no such file" in res.output
+    res = runner.invoke(app, ["data", "import", "--yfinance", "AAPL", "--out", str(tmp_path / "y")])
+    assert res.exit_code == 2 and "--yfinance takes --start and --end" in res.output
+    res = runner.invoke(app, ["data", "import", "--out", str(tmp_path / "y")])
+    assert res.exit_code == 2 and "give --prices" in res.output
+
+
+def test_build_cli_ends_with_coverage_and_stores_it_in_the_meta(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from thesisgym.cli import app
+    from thesisgym.data.synth import SynthConfig, generate_market
+
+    generate_market(SynthConfig(n_tickers=3, n_days=240, seed=3)).save(tmp_path / "m")
+    res = CliRunner().invoke(app, ["build", "--store", str(tmp_path / "m"), "--out", str(tmp_path / "d"), "--sample-chars", "0"])
+    assert res.exit_code == 0, res.output
+    assert "coverage per ticker x split" in res.output
+    meta = json.loads((tmp_path / "d" / "build_meta.json").read_text())
+    rows = [r for r in meta["coverage"] if r["section"] == "technical" and r["split"] == "train"]
+    assert len(rows) == 3 and all(r["share"] == 1.0 for r in rows)
+    assert sum(r["prompts"] for r in rows) == meta["counts"]["train"]["rows"]

@@ -406,3 +406,52 @@ def test_earnings_timed_by_8k_release_and_distrusted_pre_market_label(tmp_path):
     assert "(8-K 16:30 ET)" in ev["title"].iat[1]  # the 8-K wins over the (wrong) pre-market label
     assert rep.counts["timed_by_8k"] == 1 and rep.counts["pre_market_label_not_trusted"] == 1  # 5.02 is no release
     assert read_earnings(path).events["published_at"].min() == pd.Timestamp("2019-11-05 08:00", tz=NY)  # trusted
+
+
+def test_fredmd_vintage_is_public_at_month_end_and_later_vintages_do_not_leak(tmp_path):
+    from thesisgym.data.macro import read_fredmd_vintage
+
+    def write(name, apr):
+        p = tmp_path / name
+        p.write_text(f"sasdate,PAYEMS,UNRATE\nTransform:,5,2\n3/1/2020,151000,4.4\n4/1/2020,{apr},14.7\n")
+        return p
+
+    may = read_fredmd_vintage(write("fredmd_vintage_2020-05.csv", 131045), series=["PAYEMS", "UNRATE"]).events
+    assert may["title"].iat[0] == "nonfarm payrolls (thousands) for 2020-04: 131045 (previous 151000)"
+    assert (may["published_at"] == pd.Timestamp("2020-05-31 23:59", tz=NY)).all()
+    june = read_fredmd_vintage(write("fredmd_vintage_2020-06.csv", 130403), series=["PAYEMS", "UNRATE"]).events
+    day = "2020-06-15"
+    both = _prompt(pd.concat([may, june], ignore_index=True), day)
+    assert "131045" in both and "130403" not in both
+    other = read_fredmd_vintage(write("fredmd_vintage_2020-06.csv", 999999), series=["PAYEMS", "UNRATE"]).events
+    assert _prompt(pd.concat([may, other], ignore_index=True), day) == both
+    with pytest.raises(ValueError, match=re.escape("fredmd_vintage_2020-06.csv, header, field 'INDPRO': series not in this vintage")):
+        read_fredmd_vintage(tmp_path / "fredmd_vintage_2020-06.csv", series=["INDPRO"])
+
+
+def test_release_calendar_times_and_bad_records(tmp_path):
+    from thesisgym.data.macro import read_release_calendar
+
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps([{"CalendarId": "1", "Date": "2020-03-15T21:00:00", "Event": "Fed Interest Rate Decision",
+                                 "Actual": "0.25%", "Previous": "1.25%", "Source": "Federal Reserve"}]))
+    ev = read_release_calendar(path).events
+    assert ev["title"].iat[0] == "Fed Interest Rate Decision: actual 0.25%, previous 1.25%"
+    assert ev["published_at"].iat[0] == pd.Timestamp("2020-03-15 21:00", tz="UTC")  # Lean stores UTC
+    path.write_text(json.dumps([{"CalendarId": "7", "Event": "CPI"}]))
+    with pytest.raises(ValueError, match=re.escape("cal.json, record 0 (CalendarId 7), field 'Date': missing")):
+        read_release_calendar(path)
+    path.write_text(json.dumps({"Date": "x"}))
+    with pytest.raises(ValueError, match=re.escape("cal.json: expected a JSON list of calendar events, got dict")):
+        read_release_calendar(path)
+
+
+@needs_real
+def test_nvda_split_restatement_appears_only_at_its_filing():
+    rep = read_companyfacts(FUND / "companyfacts_CIK0001045810_NVDA.json", submissions=FUND / "submissions_CIK0001045810_NVDA.json")
+    ev = rep.events
+    fy21 = ev[ev["title"].str.contains("10-K FY2021 ")]
+    assert "diluted EPS 6.90" in fy21["text"].iat[0]  # as filed on 2021-02-26, before the 4:1 split
+    restated = ev[ev["text"].str.contains("diluted EPS for the 12 months ended 2021-01-31: 1.73, previously 6.90")]
+    assert len(restated) == 1 and restated["published_at"].iat[0] > pd.Timestamp("2021-07-20", tz="UTC")  # after the split
+    assert rep.counts["restatements"] > 0

@@ -158,6 +158,9 @@ def import_(
     yfinance: str | None = typer.Option(
         None, "--yfinance", help="download prices instead: comma list of tickers (needs the yfinance extra)"
     ),
+    merge_days: float = typer.Option(
+        3.0, "--merge-days", help="merge near-duplicate items published within this many days (0: keep all)"
+    ),
     start: str | None = typer.Option(None, "--start", help="with --yfinance: first date"),
     end: str | None = typer.Option(None, "--end", help="with --yfinance: end date (exclusive)"),
 ) -> None:
@@ -190,7 +193,7 @@ def import_(
                 submissions=submissions or [], insider=insider or [], earnings=earnings or [],
                 analyst=analyst or [], macro=macro or [], feeds=feed or [], name=name,
                 ticker_map=None if no_ticker_map else DEFAULT_TICKER_MAP, insider_delay_days=insider_delay,
-                assume_timezone=assume_timezone,
+                assume_timezone=assume_timezone, merge_window_days=merge_days or None,
             )
         except (ValueError, OSError) as exc:
             _fail(str(exc))
@@ -206,6 +209,7 @@ def import_(
             duplicates=duplicates,
             assume_timezone=assume_timezone,  # type: ignore[arg-type]
             ticker_map=None if no_ticker_map else DEFAULT_TICKER_MAP,
+            merge_window_days=merge_days or None,
         )
     except (ValueError, OSError) as exc:
         hint = "  (use --unknown-tickers drop to drop and count them)" if "unknown ticker" in str(exc) else ""

@@ -24,7 +24,14 @@ import pyarrow.compute as pc
 
 from thesisgym.schema import SECTIONS
 
-__all__ = ["coverage_table", "coverage_warnings", "flag_suspicious_timestamps", "merge_near_duplicates", "render_coverage"]
+__all__ = [
+    "coverage_table",
+    "coverage_warnings",
+    "flag_suspicious_timestamps",
+    "merge_near_duplicates",
+    "quality_pass",
+    "render_coverage",
+]
 
 _SUFFIX = re.compile(r"\s+[-|–—]\s+[^-|–—]{1,40}$")
 _NON_WORD = re.compile(r"[^0-9a-z]+")
@@ -79,6 +86,20 @@ def flag_suspicious_timestamps(events: pd.DataFrame, *, limit: int = 20) -> dict
                 examples.append({"ticker": str(events["ticker"].iat[i]), "published_at": str(pub[i]),
                                  "names": m.group(0), "title": s.strip()[:120]})
     return {"count": hits, "examples": examples}
+
+
+def quality_pass(events: pd.DataFrame, *, merge_window_days: float | None = 3.0) -> tuple[pd.DataFrame, dict]:
+    """Near-duplicates merged (unless `merge_window_days` is None) and timestamps flagged:
+    (events, the `store.meta["quality"]` entry with the counts)."""
+    merged = 0
+    if merge_window_days is not None and len(events):
+        events, merged = merge_near_duplicates(events, window_days=merge_window_days)
+    flags = flag_suspicious_timestamps(events) if len(events) else {"count": 0, "examples": []}
+    return events, {
+        "near_duplicates_merged": merged,
+        "merge_window_days": merge_window_days,
+        "suspicious_timestamps": flags,
+    }
 
 
 # --- coverage of built prompts ------------------------------------------------------------------

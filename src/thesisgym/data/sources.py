@@ -38,7 +38,7 @@ from thesisgym.data.macro import (
     read_rtdsm,
     read_series_csv,
 )
-from thesisgym.data.quality import flag_suspicious_timestamps, merge_near_duplicates
+from thesisgym.data.quality import quality_pass
 from thesisgym.data.sec import earnings_release_times, read_companyfacts, read_submissions
 from thesisgym.data.store import MarketStore, empty_events
 from thesisgym.data.validate import validate_events
@@ -93,7 +93,7 @@ def import_sources(
     name: str = "real",
     ticker_map: Mapping[str, str] | None = DEFAULT_TICKER_MAP,
     insider_delay_days: int = 2,
-    merge_window_days: float = 3.0,
+    merge_window_days: float | None = 3.0,
     assume_timezone: str | None = None,
     earnings_pre_market: str = "trust",
 ) -> MarketStore:
@@ -157,17 +157,12 @@ def import_sources(
         log.info(rep.summary())
     ev = pd.concat(frames, ignore_index=True) if frames else empty_events()
     ev = validate_events(ev, source=f"{name}/events", tickers=sorted(tickers)) if len(ev) else ev
-    ev, merged = merge_near_duplicates(ev, window_days=merge_window_days) if len(ev) else (ev, 0)
-    flags = flag_suspicious_timestamps(ev) if len(ev) else {"count": 0, "examples": []}
+    ev, quality = quality_pass(ev, merge_window_days=merge_window_days)
     meta = {
         "market": "real",
         "sources": {"prices": [str(Path(p)) for p in prices]},
         "imports": [r.meta() for r in reports],
-        "quality": {
-            "near_duplicates_merged": merged,
-            "merge_window_days": merge_window_days,
-            "suspicious_timestamps": flags,
-        },
+        "quality": quality,
     }
     return MarketStore(bars=bars, events=ev, name=name, meta=meta)
 
