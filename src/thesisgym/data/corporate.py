@@ -248,10 +248,7 @@ def read_earnings(
         i = int(np.flatnonzero(unknown)[0])
         raise DataValidationError([Problem(path.name, int(lines[i]) if lines is not None else i + 1, cols["reporttime"],
                                            f"expected pre-market or post-market, got {when.iloc[i]!r}", lines is not None)])
-    if pre_market == "next_day":
-        when_used = when.where(when != "pre-market", "post-market")
-    else:
-        when_used = when
+    when_used = when.where(when != "pre-market", "post-market") if pre_market == "next_day" else when
     offset = np.array([_REPORT_TIME.get(w, _EOD) for w in when_used], dtype="timedelta64[ns]")
     published = _at(reported, offset)
     timed = np.zeros(len(raw), dtype=bool)
