@@ -39,7 +39,9 @@ def _events(published) -> pd.DataFrame:
     )
 
 
-DATETIMES = pd.to_datetime(["2020-02-03 00:00", "2020-02-03 09:30"])  # naive midnight = a date read as datetime
+DATETIMES = pd.to_datetime(
+    ["2020-02-03 00:00", "2020-02-03 09:30"]
+)  # naive midnight = a date read as datetime
 
 
 def test_naive_midnight_in_a_frame_is_date_only_and_not_in_that_days_context():
@@ -71,9 +73,9 @@ def test_parquet_date_column_is_date_only(tmp_path):
     store = MarketStore(bars=_bars(), events=ev)
     assert "Date-only story" not in store.visible_events("2020-02-03", "AAA")["title"].tolist()
     # a parquet of pure dates (datetime64 from date objects) behaves the same
-    _events(pd.to_datetime(["2020-02-03", "2020-02-04"]).date).astype({"published_at": "datetime64[ns]"}).to_parquet(
-        path, index=False
-    )
+    _events(pd.to_datetime(["2020-02-03", "2020-02-04"]).date).astype(
+        {"published_at": "datetime64[ns]"}
+    ).to_parquet(path, index=False)
     ev = read_events_csv(path, assume_timezone=NY)
     assert ev["published_at"].dt.tz_convert(NY).dt.strftime("%Y-%m-%d %H:%M").tolist() == [
         "2020-02-03 23:59",
@@ -93,5 +95,9 @@ def test_naive_midnight_text_is_date_only_too(tmp_path):
 
 @pytest.mark.parametrize("date_only", [None, True, False])
 def test_missing_naive_value_is_still_reported(date_only):
-    with pytest.raises(ValueError, match="row 2 \\(1-based data row\\), field 'published_at': missing timestamp"):
-        validate_events(_events(pd.to_datetime(["2020-02-03", None])), assume_timezone=NY, date_only=date_only)
+    with pytest.raises(
+        ValueError, match="row 2 \\(1-based data row\\), field 'published_at': missing timestamp"
+    ):
+        validate_events(
+            _events(pd.to_datetime(["2020-02-03", None])), assume_timezone=NY, date_only=date_only
+        )

@@ -14,25 +14,51 @@ from thesisgym.data.quality import (
 
 def _ev(rows):
     return pd.DataFrame(
-        [{"ticker": t, "published_at": pd.Timestamp(p, tz="UTC"), "kind": "news", "source": "w", "title": h, "text": "",
-          "value": float("nan"), "sentiment": float("nan")} for t, p, h in rows]
+        [
+            {
+                "ticker": t,
+                "published_at": pd.Timestamp(p, tz="UTC"),
+                "kind": "news",
+                "source": "w",
+                "title": h,
+                "text": "",
+                "value": float("nan"),
+                "sentiment": float("nan"),
+            }
+            for t, p, h in rows
+        ]
     )
 
 
 def test_near_duplicates_are_merged_and_counted_keeping_the_earliest():
-    ev = _ev([
-        ("AAA", "2020-01-02 10:00", "Apple beats estimates - Reuters"),
-        ("AAA", "2020-01-03 10:00", "apple beats estimates!"),
-        ("AAA", "2020-01-09 10:00", "Apple beats estimates"),  # outside the 3-day window of the previous copy
-        ("BBB", "2020-01-02 11:00", "Apple beats estimates"),  # another ticker
-    ])
+    ev = _ev(
+        [
+            ("AAA", "2020-01-02 10:00", "Apple beats estimates - Reuters"),
+            ("AAA", "2020-01-03 10:00", "apple beats estimates!"),
+            (
+                "AAA",
+                "2020-01-09 10:00",
+                "Apple beats estimates",
+            ),  # outside the 3-day window of the previous copy
+            ("BBB", "2020-01-02 11:00", "Apple beats estimates"),  # another ticker
+        ]
+    )
     out, n = merge_near_duplicates(ev, window_days=3)
     assert n == 1
-    assert out["published_at"].tolist() == [ev["published_at"][0], ev["published_at"][2], ev["published_at"][3]]
+    assert out["published_at"].tolist() == [
+        ev["published_at"][0],
+        ev["published_at"][2],
+        ev["published_at"][3],
+    ]
 
 
 def test_headline_naming_a_future_quarter_is_flagged():
-    ev = _ev([("AAA", "2020-04-16 03:59", "Fund's Q4 2020 Investor Letter"), ("AAA", "2021-01-20", "Q4 2020 results")])
+    ev = _ev(
+        [
+            ("AAA", "2020-04-16 03:59", "Fund's Q4 2020 Investor Letter"),
+            ("AAA", "2021-01-20", "Q4 2020 results"),
+        ]
+    )
     flags = flag_suspicious_timestamps(ev)
     assert flags["count"] == 1 and flags["examples"][0]["names"] == "Q4 2020"
 
@@ -65,22 +91,57 @@ def test_cli_import_with_families_and_yfinance_errors(tmp_path):
 
     prices = tmp_path / "AAA.csv"
     days = pd.bdate_range("2020-01-01", periods=30)
-    prices.write_text("Date,Open,High,Low,Close,Volume\n" + "".join(f"{d.date()},10,11,9,10.5,100\n" for d in days))
+    prices.write_text(
+        "Date,Open,High,Low,Close,Volume\n" + "".join(f"{d.date()},10,11,9,10.5,100\n" for d in days)
+    )
     earn = tmp_path / "alphavantage_earnings_AAA.csv"
-    earn.write_text("fiscalDateEnding,reportedDate,reportedEPS,estimatedEPS,surprise,surprisePercentage,reportTime\n"
-                    "2019-12-31,2020-01-28,1.2,1.0,0.2,20,post-market\n")
+    earn.write_text(
+        "fiscalDateEnding,reportedDate,reportedEPS,estimatedEPS,surprise,surprisePercentage,reportTime\n"
+        "2019-12-31,2020-01-28,1.2,1.0,0.2,20,post-market\n"
+    )
     ins = tmp_path / "ins.csv"
-    ins.write_text("transaction_date,ticker,executive,executive_title,security_type,acquisition_or_disposal,shares,share_price\n"
-                   "2020-01-10,AAA,DOE,CEO,Common Stock,D,10,10\n2020-01-10,ZZZ,DOE,CEO,Common Stock,D,10,10\n")
+    ins.write_text(
+        "transaction_date,ticker,executive,executive_title,security_type,acquisition_or_disposal,shares,share_price\n"
+        "2020-01-10,AAA,DOE,CEO,Common Stock,D,10,10\n2020-01-10,ZZZ,DOE,CEO,Common Stock,D,10,10\n"
+    )
     runner = CliRunner()
-    res = runner.invoke(app, ["data", "import", "--prices", str(prices), "--earnings", str(earn), "--insider", str(ins),
-                              "--insider-delay", "3", "--out", str(tmp_path / "s")])
+    res = runner.invoke(
+        app,
+        [
+            "data",
+            "import",
+            "--prices",
+            str(prices),
+            "--earnings",
+            str(earn),
+            "--insider",
+            str(ins),
+            "--insider-delay",
+            "3",
+            "--out",
+            str(tmp_path / "s"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     store = load_store(tmp_path / "s")
     assert sorted(store.events["kind"]) == ["fundamentals", "insider"]
     ins_meta = next(r for r in store.meta["imports"] if r["file"] == "ins.csv")
-    assert ins_meta["dropped_other_tickers"] == 1 and ins_meta["notes"] == ["public time: trade date + 3 business days (no filing date in the file)"]
-    res = runner.invoke(app, ["data", "import", "--prices", str(prices), "--earnings", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "t")])
+    assert ins_meta["dropped_other_tickers"] == 1 and ins_meta["notes"] == [
+        "public time: trade date + 3 business days (no filing date in the file)"
+    ]
+    res = runner.invoke(
+        app,
+        [
+            "data",
+            "import",
+            "--prices",
+            str(prices),
+            "--earnings",
+            str(tmp_path / "missing.csv"),
+            "--out",
+            str(tmp_path / "t"),
+        ],
+    )
     assert res.exit_code == 2 and "missing.csv: no such file" in res.output
     res = runner.invoke(app, ["data", "import", "--yfinance", "AAPL", "--out", str(tmp_path / "y")])
     assert res.exit_code == 2 and "--yfinance takes --start and --end" in res.output
@@ -97,7 +158,9 @@ def test_build_cli_ends_with_coverage_and_stores_it_in_the_meta(tmp_path):
     from thesisgym.data.synth import SynthConfig, generate_market
 
     generate_market(SynthConfig(n_tickers=3, n_days=240, seed=3)).save(tmp_path / "m")
-    res = CliRunner().invoke(app, ["build", "--store", str(tmp_path / "m"), "--out", str(tmp_path / "d"), "--sample-chars", "0"])
+    res = CliRunner().invoke(
+        app, ["build", "--store", str(tmp_path / "m"), "--out", str(tmp_path / "d"), "--sample-chars", "0"]
+    )
     assert res.exit_code == 0, res.output
     assert "coverage per ticker x split" in res.output
     meta = json.loads((tmp_path / "d" / "build_meta.json").read_text())

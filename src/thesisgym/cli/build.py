@@ -161,7 +161,9 @@ def print_coverage(console, meta: dict) -> None:
 
     from thesisgym.data.quality import render_coverage
 
-    console.print(render_coverage(pd.DataFrame(meta.get("coverage", [])), title="coverage per ticker x split"))
+    console.print(
+        render_coverage(pd.DataFrame(meta.get("coverage", [])), title="coverage per ticker x split")
+    )
     for w in meta.get("coverage_warnings", []):
         console.print(Text("warning: ", style="yellow") + Text(w), highlight=False)
     q = meta.get("store_quality")

@@ -78,11 +78,17 @@ def print_summary(store: MarketStore, *, path: Path | None = None) -> None:
     q = store.meta.get("quality")
     if q:
         st = q.get("suspicious_timestamps", {})
-        table.add_row("near-duplicates merged", f"{q.get('near_duplicates_merged', 0):,} (within {q.get('merge_window_days')} days)")
+        table.add_row(
+            "near-duplicates merged",
+            f"{q.get('near_duplicates_merged', 0):,} (within {q.get('merge_window_days')} days)",
+        )
         table.add_row(
             "suspicious timestamps",
             f"{st.get('count', 0):,} flagged"
-            + "".join(f"\n  {e['published_at'][:16]} {e['ticker'] or '(market)'}: {e['title'][:80]}" for e in st.get("examples", [])[:3]),
+            + "".join(
+                f"\n  {e['published_at'][:16]} {e['ticker'] or '(market)'}: {e['title'][:80]}"
+                for e in st.get("examples", [])[:3]
+            ),
         )
     console.print(table)
 
@@ -147,7 +153,9 @@ def import_(
     insider_delay: int = typer.Option(
         2, "--insider-delay", help="business days after the trade when a file has no filing date"
     ),
-    earnings: list[Path] | None = typer.Option(None, "--earnings", help="earnings CSVs (reported vs estimated EPS)"),
+    earnings: list[Path] | None = typer.Option(
+        None, "--earnings", help="earnings CSVs (reported vs estimated EPS)"
+    ),
     analyst: list[Path] | None = typer.Option(
         None, "--analyst", help="analyst CSVs (generic, rating headlines, trends) or Estimize zip/JSON"
     ),
@@ -176,7 +184,9 @@ def import_(
         if prices or events or any(families) or not (start and end):
             _fail("--yfinance takes --start and --end and no other inputs")
         try:
-            store = fetch_yfinance([t.strip() for t in yfinance.split(",") if t.strip()], start, end, name=name)
+            store = fetch_yfinance(
+                [t.strip() for t in yfinance.split(",") if t.strip()], start, end, name=name
+            )
         except (ValueError, OSError, ImportError, TypeError) as exc:
             _fail(str(exc))
         store.save(out)
@@ -189,11 +199,20 @@ def import_(
 
         try:
             store = import_sources(
-                prices=prices, events=events or [], fundamentals=fundamentals or [],
-                submissions=submissions or [], insider=insider or [], earnings=earnings or [],
-                analyst=analyst or [], macro=macro or [], feeds=feed or [], name=name,
-                ticker_map=None if no_ticker_map else DEFAULT_TICKER_MAP, insider_delay_days=insider_delay,
-                assume_timezone=assume_timezone, merge_window_days=merge_days or None,
+                prices=prices,
+                events=events or [],
+                fundamentals=fundamentals or [],
+                submissions=submissions or [],
+                insider=insider or [],
+                earnings=earnings or [],
+                analyst=analyst or [],
+                macro=macro or [],
+                feeds=feed or [],
+                name=name,
+                ticker_map=None if no_ticker_map else DEFAULT_TICKER_MAP,
+                insider_delay_days=insider_delay,
+                assume_timezone=assume_timezone,
+                merge_window_days=merge_days or None,
             )
         except (ValueError, OSError) as exc:
             _fail(str(exc))

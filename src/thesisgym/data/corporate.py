@@ -58,7 +58,15 @@ def _need(path: Path, cols: Mapping[str, str], names: tuple[str, ...], layout: s
     missing = [n for n in names if n not in cols]
     if missing:
         raise DataValidationError(
-            [Problem(path.name, None, m, f"missing column for the {layout} layout (have: {', '.join(cols.values())})") for m in missing]
+            [
+                Problem(
+                    path.name,
+                    None,
+                    m,
+                    f"missing column for the {layout} layout (have: {', '.join(cols.values())})",
+                )
+                for m in missing
+            ]
         )
 
 
@@ -68,9 +76,15 @@ def _dates(path: Path, raw: pd.DataFrame, lines, col: str) -> pd.DatetimeIndex:
     bad = parsed.isna().to_numpy()
     if bad.any():
         probs = [
-            Problem(path.name, int(lines[i]) if lines is not None else i + 1, col,
-                    "missing date" if text.iloc[i] in ("", "None", "nan") else f"not a YYYY-MM-DD date {text.iloc[i]!r}",
-                    lines is not None)
+            Problem(
+                path.name,
+                int(lines[i]) if lines is not None else i + 1,
+                col,
+                "missing date"
+                if text.iloc[i] in ("", "None", "nan")
+                else f"not a YYYY-MM-DD date {text.iloc[i]!r}",
+                lines is not None,
+            )
             for i in np.flatnonzero(bad)[:10]
         ]
         raise DataValidationError(probs, unlisted=max(0, int(bad.sum()) - 10))
@@ -86,8 +100,13 @@ def _numbers(path: Path, raw: pd.DataFrame, lines, col: str, *, allow_none: bool
         bad |= none
     if bad.any():
         probs = [
-            Problem(path.name, int(lines[i]) if lines is not None else i + 1, col,
-                    "missing value" if none[i] else f"not a number {text.iloc[i]!r}", lines is not None)
+            Problem(
+                path.name,
+                int(lines[i]) if lines is not None else i + 1,
+                col,
+                "missing value" if none[i] else f"not a number {text.iloc[i]!r}",
+                lines is not None,
+            )
             for i in np.flatnonzero(bad)[:10]
         ]
         raise DataValidationError(probs, unlisted=max(0, int(bad.sum()) - 10))
@@ -110,8 +129,16 @@ def _ticker_from_name(path: Path, ticker: str | None) -> str:
 
 # --- insider --------------------------------------------------------------------------------------
 _FINNHUB_CODES = {
-    "S": "sold", "P": "bought", "M": "exercised options for", "A": "was awarded", "F": "withheld for tax",
-    "G": "gifted", "C": "converted", "D": "disposed of", "X": "exercised", "J": "other transaction in",
+    "S": "sold",
+    "P": "bought",
+    "M": "exercised options for",
+    "A": "was awarded",
+    "F": "withheld for tax",
+    "G": "gifted",
+    "C": "converted",
+    "D": "disposed of",
+    "X": "exercised",
+    "J": "other transaction in",
 }
 
 
@@ -136,28 +163,63 @@ def read_insider(
     cols = _norm_cols(raw)
     counts: dict[str, int] = {}
     if "filingdate" in cols:
-        _need(path, cols, ("symbol", "change", "transactiondate", "transactioncode", "name", "filingdate"), "Finnhub insider")
+        _need(
+            path,
+            cols,
+            ("symbol", "change", "transactiondate", "transactioncode", "name", "filingdate"),
+            "Finnhub insider",
+        )
         tick = raw[cols["symbol"]].astype(str).str.strip().str.upper()
         trade = _dates(path, raw, lines, cols["transactiondate"])
         filed = _dates(path, raw, lines, cols["filingdate"])
         change = _numbers(path, raw, lines, cols["change"], allow_none=False)
-        price = _numbers(path, raw, lines, cols["transactionprice"], allow_none=True) if "transactionprice" in cols else np.full(len(raw), np.nan)
+        price = (
+            _numbers(path, raw, lines, cols["transactionprice"], allow_none=True)
+            if "transactionprice" in cols
+            else np.full(len(raw), np.nan)
+        )
         code = raw[cols["transactioncode"]].astype(str).str.strip().str.upper()
-        frame = pd.DataFrame({
-            "ticker": tick, "who": raw[cols["name"]].astype(str).str.strip(), "title": "",
-            "trade": trade, "published_at": _at(filed, _EOD),
-            "verb": [_FINNHUB_CODES.get(c, f"code {c}") if not (c == "S" or c == "P") else ("sold" if ch < 0 else "bought") for c, ch in zip(code, change, strict=False)],
-            "security": "shares", "shares": np.abs(change), "price": price,
-        })
+        frame = pd.DataFrame(
+            {
+                "ticker": tick,
+                "who": raw[cols["name"]].astype(str).str.strip(),
+                "title": "",
+                "trade": trade,
+                "published_at": _at(filed, _EOD),
+                "verb": [
+                    _FINNHUB_CODES.get(c, f"code {c}")
+                    if not (c == "S" or c == "P")
+                    else ("sold" if ch < 0 else "bought")
+                    for c, ch in zip(code, change, strict=False)
+                ],
+                "security": "shares",
+                "shares": np.abs(change),
+                "price": price,
+            }
+        )
         counts["dated_by_filing_date"] = len(frame)
         late = np.asarray(filed < trade)
         if late.any():
             i = int(np.flatnonzero(late)[0])
-            raise DataValidationError([Problem(path.name, int(lines[i]) if lines is not None else i + 1, cols["filingdate"],
-                                               f"filing date {filed[i].date()} before the trade date {trade[i].date()}", lines is not None)])
+            raise DataValidationError(
+                [
+                    Problem(
+                        path.name,
+                        int(lines[i]) if lines is not None else i + 1,
+                        cols["filingdate"],
+                        f"filing date {filed[i].date()} before the trade date {trade[i].date()}",
+                        lines is not None,
+                    )
+                ]
+            )
         rule = "filing date"
     else:
-        _need(path, cols, ("transaction_date", "ticker", "executive", "acquisition_or_disposal", "shares"), "Alpha Vantage insider")
+        _need(
+            path,
+            cols,
+            ("transaction_date", "ticker", "executive", "acquisition_or_disposal", "shares"),
+            "Alpha Vantage insider",
+        )
         if missing_dates == "skip":
             empty = np.zeros(len(raw), dtype=bool)
             for c in ("transaction_date", "shares"):
@@ -166,23 +228,46 @@ def read_insider(
             raw, lines = raw[~empty].reset_index(drop=True), None if lines is None else lines[~empty]
         trade = _dates(path, raw, lines, cols["transaction_date"])
         shares = _numbers(path, raw, lines, cols["shares"], allow_none=False)
-        price = _numbers(path, raw, lines, cols["share_price"], allow_none=True) if "share_price" in cols else np.full(len(raw), np.nan)
+        price = (
+            _numbers(path, raw, lines, cols["share_price"], allow_none=True)
+            if "share_price" in cols
+            else np.full(len(raw), np.nan)
+        )
         ad = raw[cols["acquisition_or_disposal"]].astype(str).str.strip().str.upper()
         bad = ~ad.isin(["A", "D"]).to_numpy()
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise DataValidationError([Problem(path.name, int(lines[i]) if lines is not None else i + 1, cols["acquisition_or_disposal"],
-                                               f"expected A or D, got {ad.iloc[i]!r}", lines is not None)])
-        public = pd.DatetimeIndex(trade + pd.offsets.BDay(delay_business_days)) if delay_business_days else trade
-        frame = pd.DataFrame({
-            "ticker": raw[cols["ticker"]].astype(str).str.strip().str.upper(),
-            "who": raw[cols["executive"]].astype(str).str.strip(),
-            "title": raw[cols["executive_title"]].astype(str).str.strip() if "executive_title" in cols else "",
-            "trade": trade, "published_at": _at(public, _EOD),
-            "verb": np.where(ad == "D", "sold", "acquired"),
-            "security": raw[cols["security_type"]].astype(str).str.strip() if "security_type" in cols else "shares",
-            "shares": shares, "price": price,
-        })
+            raise DataValidationError(
+                [
+                    Problem(
+                        path.name,
+                        int(lines[i]) if lines is not None else i + 1,
+                        cols["acquisition_or_disposal"],
+                        f"expected A or D, got {ad.iloc[i]!r}",
+                        lines is not None,
+                    )
+                ]
+            )
+        public = (
+            pd.DatetimeIndex(trade + pd.offsets.BDay(delay_business_days)) if delay_business_days else trade
+        )
+        frame = pd.DataFrame(
+            {
+                "ticker": raw[cols["ticker"]].astype(str).str.strip().str.upper(),
+                "who": raw[cols["executive"]].astype(str).str.strip(),
+                "title": raw[cols["executive_title"]].astype(str).str.strip()
+                if "executive_title" in cols
+                else "",
+                "trade": trade,
+                "published_at": _at(public, _EOD),
+                "verb": np.where(ad == "D", "sold", "acquired"),
+                "security": raw[cols["security_type"]].astype(str).str.strip()
+                if "security_type" in cols
+                else "shares",
+                "shares": shares,
+                "price": price,
+            }
+        )
         counts["dated_by_trade_date_plus_delay"] = len(frame)
         rule = f"trade date + {delay_business_days} business days (no filing date in the file)"
     if ticker_map:
@@ -191,20 +276,33 @@ def read_insider(
     frame["pv"] = frame["shares"] * frame["price"].fillna(0.0)
     frame["priced"] = np.where(frame["price"].notna(), frame["shares"], 0.0)
     key = ["ticker", "who", "title", "trade", "published_at", "verb", "security"]
-    agg = frame.groupby(key, sort=False, dropna=False).agg(shares=("shares", "sum"), pv=("pv", "sum"), priced=("priced", "sum")).reset_index()
+    agg = (
+        frame.groupby(key, sort=False, dropna=False)
+        .agg(shares=("shares", "sum"), pv=("pv", "sum"), priced=("priced", "sum"))
+        .reset_index()
+    )
     counts["lots_merged"] = len(frame) - len(agg)
     avg = np.where(agg["priced"] > 0, agg["pv"] / agg["priced"].where(agg["priced"] > 0, 1.0), np.nan)
     texts = []
-    for who, title, verb, sec, sh, px, day in zip(agg["who"], agg["title"], agg["verb"], agg["security"], agg["shares"], avg, agg["trade"], strict=False):
+    for who, title, verb, sec, sh, px, day in zip(
+        agg["who"], agg["title"], agg["verb"], agg["security"], agg["shares"], avg, agg["trade"], strict=False
+    ):
         role = f" ({title})" if title and title != "nan" else ""
         at = f" at {px:,.2f}" if np.isfinite(px) and px > 0 else ""
-        texts.append(f"{who}{role} {verb} {sh:,.0f} {sec if sec and sec != 'nan' else 'shares'}{at} on {day.date()}")
+        texts.append(
+            f"{who}{role} {verb} {sh:,.0f} {sec if sec and sec != 'nan' else 'shares'}{at} on {day.date()}"
+        )
     events = validate_events(
-        pd.DataFrame({
-            "ticker": agg["ticker"], "published_at": agg["published_at"], "kind": "insider",
-            "source": "Form 4" if rule == "filing date" else "insider trade", "title": texts,
-            "value": agg["shares"] * np.where(agg["verb"] == "sold", -1, 1),
-        }),
+        pd.DataFrame(
+            {
+                "ticker": agg["ticker"],
+                "published_at": agg["published_at"],
+                "kind": "insider",
+                "source": "Form 4" if rule == "filing date" else "insider trade",
+                "title": texts,
+                "value": agg["shares"] * np.where(agg["verb"] == "sold", -1, 1),
+            }
+        ),
         source=path.name,
     )
     rep = EventsImport(events=events, source=path.name, rows_read=len(frame), counts=counts)
@@ -236,18 +334,36 @@ def read_earnings(
     path = Path(path)
     raw, lines = _read_table(path)
     cols = _norm_cols(raw)
-    _need(path, cols, ("fiscaldateending", "reporteddate", "reportedeps", "estimatedeps"), "Alpha Vantage earnings")
+    _need(
+        path,
+        cols,
+        ("fiscaldateending", "reporteddate", "reportedeps", "estimatedeps"),
+        "Alpha Vantage earnings",
+    )
     ticker = _ticker_from_name(path, ticker)
     period = _dates(path, raw, lines, cols["fiscaldateending"])
     reported = _dates(path, raw, lines, cols["reporteddate"])
     eps = _numbers(path, raw, lines, cols["reportedeps"], allow_none=True)
     est = _numbers(path, raw, lines, cols["estimatedeps"], allow_none=True)
-    when = raw[cols["reporttime"]].astype(str).str.strip().str.lower() if "reporttime" in cols else pd.Series([""] * len(raw))
+    when = (
+        raw[cols["reporttime"]].astype(str).str.strip().str.lower()
+        if "reporttime" in cols
+        else pd.Series([""] * len(raw))
+    )
     unknown = ~when.isin(["", "none", "nan", *_REPORT_TIME]).to_numpy()
     if unknown.any():
         i = int(np.flatnonzero(unknown)[0])
-        raise DataValidationError([Problem(path.name, int(lines[i]) if lines is not None else i + 1, cols["reporttime"],
-                                           f"expected pre-market or post-market, got {when.iloc[i]!r}", lines is not None)])
+        raise DataValidationError(
+            [
+                Problem(
+                    path.name,
+                    int(lines[i]) if lines is not None else i + 1,
+                    cols["reporttime"],
+                    f"expected pre-market or post-market, got {when.iloc[i]!r}",
+                    lines is not None,
+                )
+            ]
+        )
     when_used = when.where(when != "pre-market", "post-market") if pre_market == "next_day" else when
     offset = np.array([_REPORT_TIME.get(w, _EOD) for w in when_used], dtype="timedelta64[ns]")
     published = _at(reported, offset)
@@ -269,7 +385,14 @@ def read_earnings(
     texts = []
     local = pd.DatetimeIndex(published).tz_convert(NY).strftime("%H:%M")
     labels = [f"8-K {hm} ET" if t else w for t, w, hm in zip(timed, when_used, local, strict=False)]
-    for p, r, e, x, w in zip(period[keep], reported[keep], eps[keep], est[keep], np.asarray(labels, dtype=object)[keep], strict=False):
+    for p, r, e, x, w in zip(
+        period[keep],
+        reported[keep],
+        eps[keep],
+        est[keep],
+        np.asarray(labels, dtype=object)[keep],
+        strict=False,
+    ):
         timing = f" ({w})" if w in _REPORT_TIME or w.startswith("8-K") else ""
         if np.isfinite(x):
             surprise = e - x
@@ -279,20 +402,31 @@ def read_earnings(
             body = f"EPS {e:g} (no estimate)"
         texts.append(f"{ticker} quarter ended {p.date()} reported {r.date()}{timing}: {body}")
     events = validate_events(
-        pd.DataFrame({
-            "ticker": ticker, "published_at": published[keep].reset_index(drop=True), "kind": "fundamentals",
-            "source": "earnings", "title": texts, "value": eps[keep],
-        }),
+        pd.DataFrame(
+            {
+                "ticker": ticker,
+                "published_at": published[keep].reset_index(drop=True),
+                "kind": "fundamentals",
+                "source": "earnings",
+                "title": texts,
+                "value": eps[keep],
+            }
+        ),
         source=path.name,
     )
     rep = EventsImport(events=events, source=path.name, rows_read=len(raw), counts=counts)
     if counts["skipped_no_reported_eps"]:
-        rep.notes.append(f"{counts['skipped_no_reported_eps']} rows without reportedEPS (upcoming quarters) not imported")
+        rep.notes.append(
+            f"{counts['skipped_no_reported_eps']} rows without reportedEPS (upcoming quarters) not imported"
+        )
     return rep
 
 
 # --- analyst --------------------------------------------------------------------------------------
-_RATING = re.compile(r"\b(?:upgrades?|downgrades?|maintains|initiates|reiterates|price target|resumes|assumes)\b", re.IGNORECASE)
+_RATING = re.compile(
+    r"\b(?:upgrades?|downgrades?|maintains|initiates|reiterates|price target|resumes|assumes)\b",
+    re.IGNORECASE,
+)
 
 
 def read_analyst(
@@ -316,40 +450,74 @@ def read_analyst(
     counts: dict[str, int] = {"malformed_records_skipped": len(skipped)} if skipped else {}
     if "published_at" in cols:
         _need(path, cols, ("ticker", "published_at", "action", "text"), "generic analyst")
-        frame = pd.DataFrame({
-            "ticker": raw[cols["ticker"]], "published_at": raw[cols["published_at"]], "kind": "analyst",
-            "source": raw[cols["source"]] if "source" in cols else "analyst",
-            "title": raw[cols["action"]].astype(str).str.strip(),
-            "text": raw[cols["text"]],
-            "value": raw[cols["price_target"]] if "price_target" in cols else np.nan,
-        })
-        fields = {"published_at": cols["published_at"], "title": cols["action"], "value": cols.get("price_target", "price_target")}
-        events = validate_events(frame, source=path.name, lines=lines, assume_timezone=assume_timezone, fields=fields)
+        frame = pd.DataFrame(
+            {
+                "ticker": raw[cols["ticker"]],
+                "published_at": raw[cols["published_at"]],
+                "kind": "analyst",
+                "source": raw[cols["source"]] if "source" in cols else "analyst",
+                "title": raw[cols["action"]].astype(str).str.strip(),
+                "text": raw[cols["text"]],
+                "value": raw[cols["price_target"]] if "price_target" in cols else np.nan,
+            }
+        )
+        fields = {
+            "published_at": cols["published_at"],
+            "title": cols["action"],
+            "value": cols.get("price_target", "price_target"),
+        }
+        events = validate_events(
+            frame, source=path.name, lines=lines, assume_timezone=assume_timezone, fields=fields
+        )
     elif {"title", "date", "stock"} <= set(cols):
         title = raw[cols["title"]].astype(str).str.strip()
         rating = title.str.contains(_RATING).to_numpy()
         counts["not_rating_actions"] = int((~rating).sum())
-        frame = pd.DataFrame({
-            "ticker": raw[cols["stock"]].astype(str).str.strip().str.upper(), "published_at": raw[cols["date"]],
-            "kind": "analyst", "source": "Benzinga", "title": title,
-        })[rating].reset_index(drop=True)
-        events = validate_events(frame, source=path.name, lines=None if lines is None else lines[rating],
-                                 assume_timezone=assume_timezone, fields={"published_at": cols["date"], "title": cols["title"]})
+        frame = pd.DataFrame(
+            {
+                "ticker": raw[cols["stock"]].astype(str).str.strip().str.upper(),
+                "published_at": raw[cols["date"]],
+                "kind": "analyst",
+                "source": "Benzinga",
+                "title": title,
+            }
+        )[rating].reset_index(drop=True)
+        events = validate_events(
+            frame,
+            source=path.name,
+            lines=None if lines is None else lines[rating],
+            assume_timezone=assume_timezone,
+            fields={"published_at": cols["date"], "title": cols["title"]},
+        )
     elif {"symbol", "period", "strongbuy", "buy", "hold", "sell", "strongsell"} <= set(cols):
         period = _dates(path, raw, lines, cols["period"])
-        nums = {k: _numbers(path, raw, lines, cols[k], allow_none=False) for k in ("strongbuy", "buy", "hold", "sell", "strongsell")}
+        nums = {
+            k: _numbers(path, raw, lines, cols[k], allow_none=False)
+            for k in ("strongbuy", "buy", "hold", "sell", "strongsell")
+        }
         month_end = pd.DatetimeIndex(period + pd.offsets.MonthEnd(0))
         texts = [
             f"analyst recommendations for {p:%Y-%m}: {a:.0f} strong buy, {b:.0f} buy, {h:.0f} hold, {s:.0f} sell, {ss:.0f} strong sell"
             for p, a, b, h, s, ss in zip(period, *nums.values(), strict=False)
         ]
         total = sum(nums.values())
-        score = np.where(total > 0, (2 * nums["strongbuy"] + nums["buy"] - nums["sell"] - 2 * nums["strongsell"]) / np.maximum(total, 1), np.nan)
+        score = np.where(
+            total > 0,
+            (2 * nums["strongbuy"] + nums["buy"] - nums["sell"] - 2 * nums["strongsell"])
+            / np.maximum(total, 1),
+            np.nan,
+        )
         events = validate_events(
-            pd.DataFrame({
-                "ticker": raw[cols["symbol"]].astype(str).str.strip().str.upper(), "published_at": _at(month_end, _EOD),
-                "kind": "analyst", "source": "recommendation trends", "title": texts, "value": score,
-            }),
+            pd.DataFrame(
+                {
+                    "ticker": raw[cols["symbol"]].astype(str).str.strip().str.upper(),
+                    "published_at": _at(month_end, _EOD),
+                    "kind": "analyst",
+                    "source": "recommendation trends",
+                    "title": texts,
+                    "value": score,
+                }
+            ),
             source=path.name,
         )
         counts["dated_end_of_month"] = len(events)
@@ -375,29 +543,57 @@ def read_estimize_estimates(path: str | Path, *, flagged: str = "drop") -> Event
         for need in ("ticker", "fiscal_year", "fiscal_quarter", "eps", "created_at"):
             if r.get(need) is None and need != "eps":
                 raise ValueError(f"{name}, record {k} (id {r.get('id', '?')}), field '{need}': missing")
-        rows.append((r["ticker"], r["fiscal_year"], r["fiscal_quarter"], r.get("eps"), r.get("revenue"), r["created_at"], bool(r.get("flagged"))))
+        rows.append(
+            (
+                r["ticker"],
+                r["fiscal_year"],
+                r["fiscal_quarter"],
+                r.get("eps"),
+                r.get("revenue"),
+                r["created_at"],
+                bool(r.get("flagged")),
+            )
+        )
     df = pd.DataFrame(rows, columns=["ticker", "fy", "fq", "eps", "revenue", "created_at", "flagged"])
     ts = pd.to_datetime(df["created_at"], utc=True, format="ISO8601", errors="coerce")
     if ts.isna().any():
         i = int(np.flatnonzero(ts.isna().to_numpy())[0])
-        raise ValueError(f"{name}, record {i}, field 'created_at': not an ISO-8601 timestamp {df['created_at'].iat[i]!r}")
+        raise ValueError(
+            f"{name}, record {i}, field 'created_at': not an ISO-8601 timestamp {df['created_at'].iat[i]!r}"
+        )
     df["ts"] = ts
     counts = {"flagged": int(df["flagged"].sum()), "no_eps": int(df["eps"].isna().sum())}
     keep = df["eps"].notna() & (~df["flagged"] if flagged == "drop" else True)
     df = df[keep]
     df["day"] = df["ts"].dt.tz_convert(NY).dt.date
-    g = df.groupby(["ticker", "day", "fy", "fq"], sort=True).agg(
-        published_at=("ts", "max"), n=("eps", "size"), mean=("eps", "mean"), lo=("eps", "min"), hi=("eps", "max")
-    ).reset_index()
+    g = (
+        df.groupby(["ticker", "day", "fy", "fq"], sort=True)
+        .agg(
+            published_at=("ts", "max"),
+            n=("eps", "size"),
+            mean=("eps", "mean"),
+            lo=("eps", "min"),
+            hi=("eps", "max"),
+        )
+        .reset_index()
+    )
     texts = [
-        f"Estimize: {n} new EPS estimate{'s' if n > 1 else ''} for FQ{q} {y}, mean {m:.2f}" + (f" (range {lo:.2f} to {hi:.2f})" if n > 1 else "")
+        f"Estimize: {n} new EPS estimate{'s' if n > 1 else ''} for FQ{q} {y}, mean {m:.2f}"
+        + (f" (range {lo:.2f} to {hi:.2f})" if n > 1 else "")
         for n, q, y, m, lo, hi in zip(g["n"], g["fq"], g["fy"], g["mean"], g["lo"], g["hi"], strict=False)
     ]
     events = validate_events(
-        pd.DataFrame({"ticker": g["ticker"], "published_at": g["published_at"], "kind": "analyst", "source": "Estimize", "title": texts, "value": g["mean"]}),
+        pd.DataFrame(
+            {
+                "ticker": g["ticker"],
+                "published_at": g["published_at"],
+                "kind": "analyst",
+                "source": "Estimize",
+                "title": texts,
+                "value": g["mean"],
+            }
+        ),
         source=name,
     )
     counts["estimates_grouped"] = int(len(df))
     return EventsImport(events=events, source=name, rows_read=len(obj), counts=counts)
-
-

@@ -72,8 +72,16 @@ def read_feed(path: str | Path, *, ticker: str = "", source: str | None = None) 
                 + (f"unreadable date {raw!r}" if raw else "missing timestamp")
             )
         when = pd.Timestamp(calendar.timegm(parsed), unit="s", tz="UTC")
-        rows.append({"ticker": ticker, "published_at": when, "kind": "news", "source": str(name)[:60],
-                     "title": e.get("title", ""), "text": ""})
+        rows.append(
+            {
+                "ticker": ticker,
+                "published_at": when,
+                "kind": "news",
+                "source": str(name)[:60],
+                "title": e.get("title", ""),
+                "text": "",
+            }
+        )
     events = validate_events(pd.DataFrame(rows), source=path.name)
     rep = EventsImport(events=events, source=path.name, rows_read=len(feed.entries))
     if feed.get("bozo"):
@@ -88,25 +96,53 @@ def read_rss_csv(path: str | Path, *, ticker: str = "", source: str | None = Non
     cols = {str(c).strip().lower(): str(c) for c in raw.columns}
     missing = [c for c in ("title", "pubdate") if c not in cols]
     if missing:
-        raise DataValidationError([Problem(path.name, None, m, "missing column (RSS CSV layout: title,pubDate[,guid,link,description])") for m in missing])
+        raise DataValidationError(
+            [
+                Problem(
+                    path.name,
+                    None,
+                    m,
+                    "missing column (RSS CSV layout: title,pubDate[,guid,link,description])",
+                )
+                for m in missing
+            ]
+        )
     texts = raw[cols["pubdate"]].astype(str)
     when = [parse_feed_time(t) for t in texts]
     bad = [i for i, w in enumerate(when) if w is None]
     if bad:
         probs = [
-            Problem(path.name, int(lines[i]) if lines is not None else i + 1, cols["pubdate"],
-                    "missing timestamp" if not texts.iat[i].strip() else f"not an RFC-822 or ISO-8601 time with a zone {texts.iat[i]!r}",
-                    lines is not None)
+            Problem(
+                path.name,
+                int(lines[i]) if lines is not None else i + 1,
+                cols["pubdate"],
+                "missing timestamp"
+                if not texts.iat[i].strip()
+                else f"not an RFC-822 or ISO-8601 time with a zone {texts.iat[i]!r}",
+                lines is not None,
+            )
             for i in bad[:10]
         ]
         raise DataValidationError(probs, unlisted=max(0, len(bad) - 10))
     key = raw[cols["guid"]].astype(str) if "guid" in cols else raw[cols["title"]].astype(str) + "|" + texts
     dup = key.duplicated().to_numpy()
-    frame = pd.DataFrame({
-        "ticker": ticker, "published_at": pd.Series(when, dtype="datetime64[ns, UTC]"), "kind": "news",
-        "source": source or path.stem.split("_")[0].upper(),
-        "title": raw[cols["title"]], "text": raw[cols["description"]] if "description" in cols else "",
-    })[~dup].reset_index(drop=True)
-    events = validate_events(frame, source=path.name, lines=None if lines is None else np.asarray(lines)[~dup])
-    return EventsImport(events=events, source=path.name, rows_read=len(raw), duplicates=int(dup.sum()),
-                        dropped_duplicates=int(dup.sum()))
+    frame = pd.DataFrame(
+        {
+            "ticker": ticker,
+            "published_at": pd.Series(when, dtype="datetime64[ns, UTC]"),
+            "kind": "news",
+            "source": source or path.stem.split("_")[0].upper(),
+            "title": raw[cols["title"]],
+            "text": raw[cols["description"]] if "description" in cols else "",
+        }
+    )[~dup].reset_index(drop=True)
+    events = validate_events(
+        frame, source=path.name, lines=None if lines is None else np.asarray(lines)[~dup]
+    )
+    return EventsImport(
+        events=events,
+        source=path.name,
+        rows_read=len(raw),
+        duplicates=int(dup.sum()),
+        dropped_duplicates=int(dup.sum()),
+    )

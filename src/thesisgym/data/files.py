@@ -53,7 +53,9 @@ def read_json(path: str | Path, *, text: str | None = None) -> object:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path.name}, line {exc.lineno}, column {exc.colno}: malformed JSON ({exc.msg})") from exc
+        raise ValueError(
+            f"{path.name}, line {exc.lineno}, column {exc.colno}: malformed JSON ({exc.msg})"
+        ) from exc
 
 
 def read_zip_member(path: str | Path, suffix: str) -> tuple[str, str]:

@@ -122,17 +122,31 @@ def read_rtdsm(path: str | Path, *, vintage_day: int = 15) -> EventsImport:
     raw, lines = _read_table(path)
     cols = [str(c) for c in raw.columns]
     if cols[0].strip().upper() != "DATE":
-        raise DataValidationError([Problem(path.name, None, cols[0], "expected DATE as the first column (RTDSM layout)")])
+        raise DataValidationError(
+            [Problem(path.name, None, cols[0], "expected DATE as the first column (RTDSM layout)")]
+        )
     vintages = [(c, _vintage_date(c, vintage_day)) for c in cols[1:]]
     bad = [c for c, v in vintages if v is None]
     if bad:
-        raise DataValidationError([Problem(path.name, None, bad[0], "not a vintage column like PCPI22M7 or RUC20Q2")])
+        raise DataValidationError(
+            [Problem(path.name, None, bad[0], "not a vintage column like PCPI22M7 or RUC20Q2")]
+        )
     obs = raw[cols[0]].astype(str).str.strip()
     labels = []
     for k, o in enumerate(obs):
         m = re.fullmatch(r"(\d{4}):(?:(\d{2})|Q([1-4]))", o)
         if not m:
-            raise DataValidationError([Problem(path.name, int(lines[k]), cols[0], f"not an observation date like 1998:11 or 1965:Q4, got {o!r}", True)])
+            raise DataValidationError(
+                [
+                    Problem(
+                        path.name,
+                        int(lines[k]),
+                        cols[0],
+                        f"not an observation date like 1998:11 or 1965:Q4, got {o!r}",
+                        True,
+                    )
+                ]
+            )
         labels.append(f"{m.group(1)}-{m.group(2)}" if m.group(2) else f"{m.group(1)}Q{m.group(3)}")
     per_year = 12 if "-" in labels[-1] else 4
     rows, skipped = [], 0
@@ -142,7 +156,9 @@ def read_rtdsm(path: str | Path, *, vintage_day: int = 15) -> EventsImport:
             vals = np.array([_num(x) for x in cells])
         except ValueError:
             k = next(i for i, x in enumerate(cells) if not _is_num(x))
-            raise DataValidationError([Problem(path.name, int(lines[k]), c, f"not a number {cells.iloc[k]!r}", True)]) from None
+            raise DataValidationError(
+                [Problem(path.name, int(lines[k]), c, f"not a number {cells.iloc[k]!r}", True)]
+            ) from None
         have = np.flatnonzero(np.isfinite(vals))
         if not len(have):
             skipped += 1
@@ -151,12 +167,22 @@ def read_rtdsm(path: str | Path, *, vintage_day: int = 15) -> EventsImport:
         prev = vals[i - 1] if i >= 1 else None
         yoy = vals[i - per_year] if i >= per_year else None
         name = _NAMES.get(series, series)
-        rows.append({
-            "ticker": "", "published_at": _eod([when]).iat[0], "kind": "macro", "source": "Philadelphia Fed RTDSM",
-            "title": _describe(name, labels[i], vals[i], prev, yoy) + f", vintage {c.strip()}", "value": vals[i],
-        })
-    rep = EventsImport(events=_events(rows, path.name), source=path.name, rows_read=len(vintages),
-                       counts={"vintages": len(vintages), "empty_vintages": skipped})
+        rows.append(
+            {
+                "ticker": "",
+                "published_at": _eod([when]).iat[0],
+                "kind": "macro",
+                "source": "Philadelphia Fed RTDSM",
+                "title": _describe(name, labels[i], vals[i], prev, yoy) + f", vintage {c.strip()}",
+                "value": vals[i],
+            }
+        )
+    rep = EventsImport(
+        events=_events(rows, path.name),
+        source=path.name,
+        rows_read=len(vintages),
+        counts={"vintages": len(vintages), "empty_vintages": skipped},
+    )
     return rep
 
 
@@ -180,7 +206,9 @@ def read_fredmd_vintage(
     if vintage is None:
         m = re.search(r"(\d{4})-(\d{2})", path.name)
         if not m:
-            raise ValueError(f"{path.name}: cannot tell the vintage (YYYY-MM) from the file name; pass vintage=")
+            raise ValueError(
+                f"{path.name}: cannot tell the vintage (YYYY-MM) from the file name; pass vintage="
+            )
         vintage = m.group(0)
     public = pd.Timestamp(vintage + "-01") + pd.offsets.MonthEnd(0)
     raw, lines = _read_table(path)
@@ -189,7 +217,9 @@ def read_fredmd_vintage(
         raise DataValidationError([Problem(path.name, None, "sasdate", "missing column (FRED-MD layout)")])
     missing = [s for s in series if s not in cols]
     if missing:
-        raise DataValidationError([Problem(path.name, None, s, "series not in this vintage") for s in missing])
+        raise DataValidationError(
+            [Problem(path.name, None, s, "series not in this vintage") for s in missing]
+        )
     dates = raw[cols["sasdate"]].astype(str).str.strip()
     is_obs = dates.str.match(r"^\d{1,2}/\d{1,2}/\d{4}$").to_numpy()
     obs = pd.to_datetime(dates[is_obs], format="%m/%d/%Y")
@@ -199,17 +229,43 @@ def read_fredmd_vintage(
         vals = np.array([_num(x) if _is_num(x) else np.nan for x in cells])
         bad = [k for k, x in zip(np.flatnonzero(is_obs), cells, strict=False) if not _is_num(x)]
         if bad:
-            raise DataValidationError([Problem(path.name, int(lines[bad[0]]), cols[s], f"not a number {raw[cols[s]].iat[bad[0]]!r}", True)])
+            raise DataValidationError(
+                [
+                    Problem(
+                        path.name,
+                        int(lines[bad[0]]),
+                        cols[s],
+                        f"not a number {raw[cols[s]].iat[bad[0]]!r}",
+                        True,
+                    )
+                ]
+            )
         have = np.flatnonzero(np.isfinite(vals))
         if not len(have):
             continue
         i = int(have[-1])
-        rows.append({
-            "ticker": "", "published_at": _eod([public]).iat[0], "kind": "macro", "source": f"FRED-MD {vintage}",
-            "title": _describe(_NAMES.get(s, s), f"{obs.iloc[i]:%Y-%m}", vals[i], vals[i - 1] if i else None, vals[i - 12] if i >= 12 else None),
-            "value": vals[i],
-        })
-    return EventsImport(events=_events(rows, path.name), source=path.name, rows_read=int(is_obs.sum()), counts={"series": len(rows)})
+        rows.append(
+            {
+                "ticker": "",
+                "published_at": _eod([public]).iat[0],
+                "kind": "macro",
+                "source": f"FRED-MD {vintage}",
+                "title": _describe(
+                    _NAMES.get(s, s),
+                    f"{obs.iloc[i]:%Y-%m}",
+                    vals[i],
+                    vals[i - 1] if i else None,
+                    vals[i - 12] if i >= 12 else None,
+                ),
+                "value": vals[i],
+            }
+        )
+    return EventsImport(
+        events=_events(rows, path.name),
+        source=path.name,
+        rows_read=int(is_obs.sum()),
+        counts={"series": len(rows)},
+    )
 
 
 # --- ALFRED ---------------------------------------------------------------------------------------
@@ -220,14 +276,33 @@ def _alfred_events(df: pd.DataFrame, series: str, source: str, lines) -> EventsI
         bad = parsed.isna().to_numpy()
         if bad.any():
             k = int(np.flatnonzero(bad)[0])
-            raise DataValidationError([Problem(source, int(lines[k]) if lines is not None else k + 1, name,
-                                               f"not a YYYY-MM-DD date {df[name].iat[k]!r}", lines is not None)])
+            raise DataValidationError(
+                [
+                    Problem(
+                        source,
+                        int(lines[k]) if lines is not None else k + 1,
+                        name,
+                        f"not a YYYY-MM-DD date {df[name].iat[k]!r}",
+                        lines is not None,
+                    )
+                ]
+            )
     text = df["value"].astype(str).str.strip()
     vals = pd.to_numeric(text.where(text != ".", None), errors="coerce").to_numpy(dtype="float64")
     bad = np.isnan(vals) & (text != ".").to_numpy()
     if bad.any():
         k = int(np.flatnonzero(bad)[0])
-        raise DataValidationError([Problem(source, int(lines[k]) if lines is not None else k + 1, "value", f"not a number {text.iat[k]!r}", lines is not None)])
+        raise DataValidationError(
+            [
+                Problem(
+                    source,
+                    int(lines[k]) if lines is not None else k + 1,
+                    "value",
+                    f"not a number {text.iat[k]!r}",
+                    lines is not None,
+                )
+            ]
+        )
     frame = pd.DataFrame({"obs": obs, "start": start, "val": vals}).dropna(subset=["val"])
     frame = frame.sort_values(["start", "obs"], kind="stable")
     name = _NAMES.get(series, series)
@@ -238,11 +313,25 @@ def _alfred_events(df: pd.DataFrame, series: str, source: str, lines) -> EventsI
         note = "first release" if before is None else (f"revised from {before:g}" if before != v else None)
         if note is None:
             continue
-        rows.append({"ticker": "", "published_at": _eod([when]).iat[0], "kind": "macro", "source": f"ALFRED {series}",
-                     "title": f"{name} for {o:%Y-%m-%d}: {v:g} ({note}, published {when.date()})", "value": v})
-    return EventsImport(events=_events(rows, source), source=source, rows_read=len(df),
-                        counts={"first_releases": sum("first release" in r["title"] for r in rows),
-                                "revisions": sum("revised" in r["title"] for r in rows)})
+        rows.append(
+            {
+                "ticker": "",
+                "published_at": _eod([when]).iat[0],
+                "kind": "macro",
+                "source": f"ALFRED {series}",
+                "title": f"{name} for {o:%Y-%m-%d}: {v:g} ({note}, published {when.date()})",
+                "value": v,
+            }
+        )
+    return EventsImport(
+        events=_events(rows, source),
+        source=source,
+        rows_read=len(df),
+        counts={
+            "first_releases": sum("first release" in r["title"] for r in rows),
+            "revisions": sum("revised" in r["title"] for r in rows),
+        },
+    )
 
 
 def read_alfred(path: str | Path, *, series: str | None = None) -> EventsImport:
@@ -252,9 +341,23 @@ def read_alfred(path: str | Path, *, series: str | None = None) -> EventsImport:
     cols = {str(c).strip().lower(): str(c) for c in raw.columns}
     need = [c for c in ("date", "value", "realtime_start") if c not in cols]
     if need:
-        raise DataValidationError([Problem(path.name, None, n, "missing column (ALFRED layout: date,value,realtime_start,realtime_end)") for n in need])
+        raise DataValidationError(
+            [
+                Problem(
+                    path.name,
+                    None,
+                    n,
+                    "missing column (ALFRED layout: date,value,realtime_start,realtime_end)",
+                )
+                for n in need
+            ]
+        )
     if series is None:
-        series = str(raw[cols["series_id"]].iat[0]).strip() if "series_id" in cols and len(raw) else path.stem.split("_")[-1]
+        series = (
+            str(raw[cols["series_id"]].iat[0]).strip()
+            if "series_id" in cols and len(raw)
+            else path.stem.split("_")[-1]
+        )
     df = pd.DataFrame({k: raw[cols[k]] for k in ("date", "value", "realtime_start")})
     return _alfred_events(df, series, path.name, lines)
 
@@ -284,8 +387,11 @@ def fetch_alfred(
     if not re.fullmatch(r"[0-9a-f]{32}", api_key or ""):
         raise ValueError("FRED api_key must be the 32-character lower-case key from fred.stlouisfed.org")
     params = {
-        "series_id": series, "api_key": api_key, "file_type": "json",
-        "realtime_start": "1776-07-04", "realtime_end": "9999-12-31",
+        "series_id": series,
+        "api_key": api_key,
+        "file_type": "json",
+        "realtime_start": "1776-07-04",
+        "realtime_end": "9999-12-31",
     }
     if observation_start:
         params["observation_start"] = observation_start
@@ -307,15 +413,30 @@ def read_release_calendar(path: str | Path) -> EventsImport:
     for k, e in enumerate(obj):
         for need in ("Date", "Event"):
             if not e.get(need):
-                raise ValueError(f"{source}, record {k} (CalendarId {e.get('CalendarId', '?')}), field '{need}': missing")
+                raise ValueError(
+                    f"{source}, record {k} (CalendarId {e.get('CalendarId', '?')}), field '{need}': missing"
+                )
         try:
             when = pd.Timestamp(e["Date"])
         except ValueError as exc:
-            raise ValueError(f"{source}, record {k} (CalendarId {e.get('CalendarId', '?')}), field 'Date': {exc}") from exc
+            raise ValueError(
+                f"{source}, record {k} (CalendarId {e.get('CalendarId', '?')}), field 'Date': {exc}"
+            ) from exc
         when = when.tz_localize("UTC") if when.tzinfo is None else when.tz_convert("UTC")  # Lean stores UTC
-        figures = [f"{lab} {e[key]}" for key, lab in (("Actual", "actual"), ("Forecast", "forecast"), ("Previous", "previous")) if e.get(key)]
-        rows.append({"ticker": "", "published_at": when, "kind": "macro", "source": str(e.get("Source") or "calendar"),
-                     "title": str(e["Event"]) + (f": {', '.join(figures)}" if figures else "")})
+        figures = [
+            f"{lab} {e[key]}"
+            for key, lab in (("Actual", "actual"), ("Forecast", "forecast"), ("Previous", "previous"))
+            if e.get(key)
+        ]
+        rows.append(
+            {
+                "ticker": "",
+                "published_at": when,
+                "kind": "macro",
+                "source": str(e.get("Source") or "calendar"),
+                "title": str(e["Event"]) + (f": {', '.join(figures)}" if figures else ""),
+            }
+        )
     return EventsImport(events=_events(rows, source), source=source, rows_read=len(obj))
 
 
@@ -332,27 +453,39 @@ def read_series_csv(
     raw, lines = _read_table(path)
     cols = [str(c) for c in raw.columns]
     if len(cols) != 2 or cols[0].strip().lower() != "date":
-        raise DataValidationError([Problem(path.name, None, cols[0], f"expected two columns date,value (have: {', '.join(cols)})")])
+        raise DataValidationError(
+            [Problem(path.name, None, cols[0], f"expected two columns date,value (have: {', '.join(cols)})")]
+        )
     if series is None:
         series = cols[1].strip() if cols[1].strip().lower() != "value" else path.stem.split("_")[-1]
     dates = pd.to_datetime(raw[cols[0]].astype(str).str.strip(), format="%Y-%m-%d", errors="coerce")
     if dates.isna().any():
         k = int(np.flatnonzero(dates.isna().to_numpy())[0])
-        raise DataValidationError([Problem(path.name, int(lines[k]), cols[0], f"not a YYYY-MM-DD date {raw[cols[0]].iat[k]!r}", True)])
+        raise DataValidationError(
+            [
+                Problem(
+                    path.name, int(lines[k]), cols[0], f"not a YYYY-MM-DD date {raw[cols[0]].iat[k]!r}", True
+                )
+            ]
+        )
     text = raw[cols[1]].astype(str).str.strip()
     vals = pd.to_numeric(text.where(~text.isin(["", "."]), None), errors="coerce").to_numpy(dtype="float64")
     bad = np.isnan(vals) & ~text.isin(["", "."]).to_numpy()
     if bad.any():
         k = int(np.flatnonzero(bad)[0])
-        raise DataValidationError([Problem(path.name, int(lines[k]), cols[1], f"not a number {text.iat[k]!r}", True)])
+        raise DataValidationError(
+            [Problem(path.name, int(lines[k]), cols[1], f"not a number {text.iat[k]!r}", True)]
+        )
     step = pd.Series(dates).diff().dt.days.median()
     regular = len(dates) > 2 and pd.Series(dates).diff().dt.days.std() < 0.3 * max(step, 1)
     if release_lag_days is None:
         release_lag_days = int(step) if regular else 0
     notes, counts = [], {"missing_values": int(np.isnan(vals).sum())}
     if latest_vintage:
-        msg = (f"{path.name}: latest-vintage series {series}: revised values leak hindsight into earlier prompts; "
-               "use a vintage source (ALFRED, RTDSM, FRED-MD) for revised series")
+        msg = (
+            f"{path.name}: latest-vintage series {series}: revised values leak hindsight into earlier prompts; "
+            "use a vintage source (ALFRED, RTDSM, FRED-MD) for revised series"
+        )
         warnings.warn(msg, UserWarning, stacklevel=2)
         notes.append(msg)
     keep = np.isfinite(vals)
@@ -360,12 +493,21 @@ def read_series_csv(
     period = "" if not regular else (" (period)" if step > 1 else "")
     prev = np.concatenate([[np.nan], v[:-1]])
     titles = [
-        f"{_NAMES.get(series, series)} for {day:%Y-%m-%d}{period}: {x:g}" + (f" (previous {p:g})" if np.isfinite(p) else "")
+        f"{_NAMES.get(series, series)} for {day:%Y-%m-%d}{period}: {x:g}"
+        + (f" (previous {p:g})" if np.isfinite(p) else "")
         for day, x, p in zip(d, v, prev, strict=False)
     ]
     events = validate_events(
-        pd.DataFrame({"ticker": "", "published_at": _eod(d + pd.Timedelta(days=release_lag_days)), "kind": "macro",
-                      "source": f"{series} (latest vintage)" if latest_vintage else series, "title": titles, "value": v}),
+        pd.DataFrame(
+            {
+                "ticker": "",
+                "published_at": _eod(d + pd.Timedelta(days=release_lag_days)),
+                "kind": "macro",
+                "source": f"{series} (latest vintage)" if latest_vintage else series,
+                "title": titles,
+                "value": v,
+            }
+        ),
         source=path.name,
     )
     rep = EventsImport(events=events, source=path.name, rows_read=len(raw), counts=counts, notes=notes)

@@ -46,11 +46,17 @@ def merge_near_duplicates(events: pd.DataFrame, *, window_days: float = 3.0) -> 
     """(events without near-duplicates, number merged); see the module docstring."""
     if not len(events):
         return events, 0
-    key = pd.DataFrame({
-        "t": events["ticker"].to_numpy(), "k": events["kind"].to_numpy(),
-        "h": [_norm_title(x) for x in events["title"].where(events["title"].astype(bool), events["text"])],
-        "p": events["published_at"].to_numpy(), "i": np.arange(len(events)),
-    })
+    key = pd.DataFrame(
+        {
+            "t": events["ticker"].to_numpy(),
+            "k": events["kind"].to_numpy(),
+            "h": [
+                _norm_title(x) for x in events["title"].where(events["title"].astype(bool), events["text"])
+            ],
+            "p": events["published_at"].to_numpy(),
+            "i": np.arange(len(events)),
+        }
+    )
     key = key[key["h"] != ""].sort_values(["t", "k", "h", "p"], kind="stable")
     same = (key[["t", "k", "h"]] == key[["t", "k", "h"]].shift()).all(axis=1).to_numpy()
     gap = key["p"].diff().to_numpy()
@@ -83,8 +89,14 @@ def flag_suspicious_timestamps(events: pd.DataFrame, *, limit: int = 20) -> dict
         if end > pub[i]:
             hits += 1
             if len(examples) < limit:
-                examples.append({"ticker": str(events["ticker"].iat[i]), "published_at": str(pub[i]),
-                                 "names": m.group(0), "title": s.strip()[:120]})
+                examples.append(
+                    {
+                        "ticker": str(events["ticker"].iat[i]),
+                        "published_at": str(pub[i]),
+                        "names": m.group(0),
+                        "title": s.strip()[:120],
+                    }
+                )
     return {"count": hits, "examples": examples}
 
 
@@ -124,8 +136,16 @@ def coverage_table(splits: Mapping[str, object]) -> pd.DataFrame:
         for t, g in frame.groupby("ticker", sort=True):
             for s in sections:
                 c = g[s].to_numpy()
-                out.append({"ticker": t, "split": name, "section": s, "prompts": len(c),
-                            "share": float((c > 0).mean()), "mean_items": float(c.mean())})
+                out.append(
+                    {
+                        "ticker": t,
+                        "split": name,
+                        "section": s,
+                        "prompts": len(c),
+                        "share": float((c > 0).mean()),
+                        "mean_items": float(c.mean()),
+                    }
+                )
     return pd.DataFrame(out, columns=["ticker", "split", "section", "prompts", "share", "mean_items"])
 
 
@@ -156,7 +176,12 @@ def render_coverage(table: pd.DataFrame, *, title: str = "coverage"):
         out.add_column(s, justify="right")
     if not len(table):
         return out
-    wide = table.pivot_table(index=["ticker", "split", "prompts"], columns="section", values=["share", "mean_items"], aggfunc="first")
+    wide = table.pivot_table(
+        index=["ticker", "split", "prompts"],
+        columns="section",
+        values=["share", "mean_items"],
+        aggfunc="first",
+    )
     order = {"train": 0, "val": 1, "test": 2, "heldout": 3}
     keys = sorted(wide.index, key=lambda k: (k[0], order.get(k[1], 9), k[1]))
     for t, sp, n in keys:
@@ -166,4 +191,3 @@ def render_coverage(table: pd.DataFrame, *, title: str = "coverage"):
             cells.append("-" if sh == 0 else f"{100 * sh:.0f}% / {mi:.1f}")
         out.add_row(t, sp, f"{n:,}", *cells)
     return out
-

@@ -103,7 +103,9 @@ def read_submissions(paths: str | Path | Sequence[str | Path]) -> pd.DataFrame:
         p = Path(p)
         cols = _submission_columns(read_json(p), p.name)
         raw = pd.Series(cols["acceptanceDateTime"], dtype=object).fillna("").astype(str)
-        naive = pd.to_datetime(raw.str.replace(r"(\.\d+)?Z$", "", regex=True), format="ISO8601", errors="coerce")
+        naive = pd.to_datetime(
+            raw.str.replace(r"(\.\d+)?Z$", "", regex=True), format="ISO8601", errors="coerce"
+        )
         bad = naive.isna().to_numpy()
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
@@ -131,9 +133,9 @@ def read_submissions(paths: str | Path | Sequence[str | Path]) -> pd.DataFrame:
 def earnings_release_times(submissions: pd.DataFrame) -> pd.Series:
     """Acceptance times (UTC) of 8-K filings with item 2.02 (results of operations), one per New York
     day (the earliest), indexed by that day: when an earnings release became public, to the second."""
-    is_release = submissions["form"].astype(str).str.startswith("8-K") & submissions["items"].astype(str).str.contains(
-        r"\b2\.02\b"
-    )
+    is_release = submissions["form"].astype(str).str.startswith("8-K") & submissions["items"].astype(
+        str
+    ).str.contains(r"\b2\.02\b")
     acc = submissions.loc[is_release, "accepted"].sort_values()
     day = pd.DatetimeIndex(acc).tz_convert(EASTERN).normalize().tz_localize(None)
     out = pd.Series(acc.to_numpy(), index=day)
@@ -164,7 +166,9 @@ class _Fact:
 
 def _facts(obj: object, name: str, counts: dict[str, int]) -> list[_Fact]:
     if not isinstance(obj, Mapping) or not isinstance(obj.get("facts"), Mapping):
-        raise ValueError(f"{name}: not a SEC companyfacts layout (expected a 'facts' object with us-gaap/ifrs tags)")
+        raise ValueError(
+            f"{name}: not a SEC companyfacts layout (expected a 'facts' object with us-gaap/ifrs tags)"
+        )
     taxonomy = obj["facts"].get("us-gaap") or obj["facts"].get("ifrs-full")
     if not isinstance(taxonomy, Mapping):
         raise ValueError(f"{name}, record facts, field 'us-gaap': missing (no us-gaap or ifrs-full facts)")
@@ -195,8 +199,19 @@ def _facts(obj: object, name: str, counts: dict[str, int]) -> list[_Fact]:
                     if not isinstance(r["val"], (int, float)) or isinstance(r["val"], bool):
                         raise ValueError(f"{where}, field 'val': not a number {r['val']!r}")
                     out.append(
-                        _Fact(label, start, end, float(r["val"]), str(r["accn"]), str(r["filed"]), str(r["form"]),
-                              r.get("fy"), str(r.get("fp") or ""), tag, prio)
+                        _Fact(
+                            label,
+                            start,
+                            end,
+                            float(r["val"]),
+                            str(r["accn"]),
+                            str(r["filed"]),
+                            str(r["form"]),
+                            r.get("fy"),
+                            str(r.get("fp") or ""),
+                            tag,
+                            prio,
+                        )
                     )
                     counts["facts_read"] = counts.get("facts_read", 0) + 1
     return out
@@ -239,7 +254,11 @@ def read_companyfacts(
     obj = read_json(path)
     counts: dict[str, int] = {}
     facts = _facts(obj, path.name, counts)
-    subs = submissions if isinstance(submissions, pd.DataFrame) or submissions is None else read_submissions(submissions)
+    subs = (
+        submissions
+        if isinstance(submissions, pd.DataFrame) or submissions is None
+        else read_submissions(submissions)
+    )
     if ticker is None:
         m = re.search(r"_([A-Z.]{1,6})(?:_|\.json$)", path.name)
         ticker = m.group(1) if m else None
@@ -277,12 +296,15 @@ def read_companyfacts(
             exact = [f for f in cur if f.months in (want, 0)]
             f = exact[0] if exact else max(cur, key=lambda x: x.months)
             prior = [
-                g for g in fs
+                g
+                for g in fs
                 if g.tag == f.tag and g.months == f.months and abs((f.end - g.end).days - 365) <= 20
             ]
             values[label] = f.val
             span = "" if f.months in (want, 0) else f" ({f.months} months)"
-            parts.append(f"{label} {_fmt(label, f.val)}{span}{_change(f.val, prior[0].val if prior else None)}")
+            parts.append(
+                f"{label} {_fmt(label, f.val)}{span}{_change(f.val, prior[0].val if prior else None)}"
+            )
         if "revenue" in values and values["revenue"] > 0:
             for label, name in (("gross profit", "gross margin"), ("operating income", "operating margin")):
                 if label in values:
@@ -304,9 +326,15 @@ def read_companyfacts(
         for f in fs:
             key = (f.tag, f.start, f.end)
             old = shown.get(key)
-            if old is not None and old[1] < filed and not np.isclose(f.val, old[0], rtol=_RESTATE_RTOL, atol=0):
+            if (
+                old is not None
+                and old[1] < filed
+                and not np.isclose(f.val, old[0], rtol=_RESTATE_RTOL, atol=0)
+            ):
                 span = f"{f.months} months ended {f.end.date()}" if f.months else f"{f.end.date()}"
-                changed.append(f"{f.label} for the {span}: {_fmt(f.label, f.val)}, previously {_fmt(f.label, old[0])} (filed {old[1]})")
+                changed.append(
+                    f"{f.label} for the {span}: {_fmt(f.label, f.val)}, previously {_fmt(f.label, old[0])} (filed {old[1]})"
+                )
             if old is None or old[1] < filed:
                 shown[key] = (f.val, filed)
         if changed:
@@ -318,7 +346,8 @@ def read_companyfacts(
                     "kind": "fundamentals",
                     "source": f"SEC {form}",
                     "title": f"{entity} {form} filed {filed} restates earlier periods",
-                    "text": "; ".join(sorted(set(changed))[:6]) + (f"; and {len(set(changed)) - 6} more" if len(set(changed)) > 6 else ""),
+                    "text": "; ".join(sorted(set(changed))[:6])
+                    + (f"; and {len(set(changed)) - 6} more" if len(set(changed)) > 6 else ""),
                     "value": np.nan,
                 }
             )
@@ -408,7 +437,9 @@ def fetch_company(
     for page in pages:
         name = str(page.get("name", ""))
         if not re.fullmatch(r"CIK\d{10}-submissions-\d{3}\.json", name):
-            raise ValueError(f"{main.name}, record filings.files, field 'name': unexpected page name {name!r}")
+            raise ValueError(
+                f"{main.name}, record filings.files, field 'name': unexpected page name {name!r}"
+            )
         dest = out / name.replace(".json", f"_{ticker}.json")
         dest.write_bytes(client.get(f"/submissions/{name}"))
         subs.append(dest)

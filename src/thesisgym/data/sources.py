@@ -109,7 +109,11 @@ def import_sources(
     tmap = dict(ticker_map or {})
     reports: list[EventsImport] = []
     for p in events:
-        reports.append(read_events(p, keep_tickers=tickers, duplicates="keep", assume_timezone=assume_timezone, ticker_map=tmap))
+        reports.append(
+            read_events(
+                p, keep_tickers=tickers, duplicates="keep", assume_timezone=assume_timezone, ticker_map=tmap
+            )
+        )
     subs_by_cik: dict[str, list[Path]] = {}
     for p in map(Path, submissions):
         cik = _cik(p)
@@ -120,7 +124,9 @@ def import_sources(
         rep = read_companyfacts(p, submissions=subs_by_cik.get(_cik(p) or "") or None)
         reports.append(rep)
     for p in insider:
-        reports.append(read_insider(p, delay_business_days=insider_delay_days, ticker_map=tmap, missing_dates="skip"))
+        reports.append(
+            read_insider(p, delay_business_days=insider_delay_days, ticker_map=tmap, missing_dates="skip")
+        )
     releases: dict[str, list[pd.DataFrame]] = {}
     for p in map(Path, submissions):
         m = re.search(r"_([A-Z]{1,6})\.json$", p.name)
@@ -138,7 +144,9 @@ def import_sources(
         if p.suffix.lower() in (".zip", ".json"):
             reports.append(read_estimize_estimates(p))
         else:
-            reports.append(read_analyst(p, ticker_map=tmap, malformed="skip", assume_timezone=assume_timezone))
+            reports.append(
+                read_analyst(p, ticker_map=tmap, malformed="skip", assume_timezone=assume_timezone)
+            )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for p in macro:
@@ -172,19 +180,32 @@ def import_shared(root: str | Path, *, tickers: Sequence[str] = MAG7, name: str 
     root = Path(root)
     if not (root / "prices").is_dir():
         raise ValueError(f"{root}: not the shared data folder (no prices/ inside)")
+
     def have(*parts: str) -> list[Path]:
         return sorted(p for pat in parts for p in root.glob(pat))
+
     return import_sources(
         prices=[root / "prices" / f"{t}.csv" for t in tickers],
-        events=have("news/ticker_news_headlines_*.csv", "news/market_news_headlines_*.csv", "news/bbc_business_rss_*.csv"),
+        events=have(
+            "news/ticker_news_headlines_*.csv",
+            "news/market_news_headlines_*.csv",
+            "news/bbc_business_rss_*.csv",
+        ),
         fundamentals=have("fundamentals/companyfacts_*.json"),
         submissions=have("fundamentals/submissions_*.json"),
         insider=have("insider/*.csv"),
         earnings=have("earnings/alphavantage_earnings_*.csv"),
-        analyst=have("analyst/benzinga_*.csv", "analyst/finnhub_recommendation_trends_*.csv", "earnings/lean_estimize_estimate_*.zip"),
+        analyst=have(
+            "analyst/benzinga_*.csv",
+            "analyst/finnhub_recommendation_trends_*.csv",
+            "earnings/lean_estimize_estimate_*.zip",
+        ),
         macro=have(
-            "macro/phillyfed_rtdsm_*.csv", "macro/fredmd_vintage_*.csv", "macro/lean_tradingeconomics_*.zip",
-            "macro/lean_usa_interest-rate_*.csv", "macro/fred_latest_FEDFUNDS.csv",
+            "macro/phillyfed_rtdsm_*.csv",
+            "macro/fredmd_vintage_*.csv",
+            "macro/lean_tradingeconomics_*.zip",
+            "macro/lean_usa_interest-rate_*.csv",
+            "macro/fred_latest_FEDFUNDS.csv",
         ),
         name=name,
         ticker_map=SHARED_TICKER_MAP,
