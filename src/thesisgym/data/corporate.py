@@ -15,7 +15,9 @@ Earnings (`read_earnings`, Alpha Vantage `fiscalDateEnding,reportedDate,reported
 surprise,surprisePercentage[,reportTime]`): reported vs estimated EPS and the surprise, at the report
 time: pre-market = 08:00 New York (visible to that day's 16:00 context), post-market = 16:05 (the
 next day's), no reportTime = 23:59 (the next day's); or, given the company's 8-K earnings releases
-(item 2.02 in its SEC submissions), the release's acceptance time. Kind "fundamentals", source "earnings".
+(item 2.02 in its SEC submissions), the release's acceptance time. Kind "fundamentals", source
+"earnings (split-adjusted)": Alpha Vantage adjusts past EPS for later splits (as the shared prices
+are), which tells a prompt that a split came later; SEC facts (thesisgym.data.sec) are as filed.
 
 Analyst (`read_analyst`), three layouts, chosen by header:
 - generic: `ticker,published_at,source,action,text[,price_target]`; published_at ISO-8601 with an offset
@@ -407,7 +409,7 @@ def read_earnings(
                 "ticker": ticker,
                 "published_at": published[keep].reset_index(drop=True),
                 "kind": "fundamentals",
-                "source": "earnings",
+                "source": "earnings (split-adjusted)",
                 "title": texts,
                 "value": eps[keep],
             }
