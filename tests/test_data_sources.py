@@ -686,3 +686,107 @@ def test_nvda_split_restatement_appears_only_at_its_filing():
         "2021-07-20", tz="UTC"
     )  # after the split
     assert rep.counts["restatements"] > 0
+
+
+class _Recorded:
+    """A urllib response replaying a recorded body (optionally gzip-encoded)."""
+
+    def __init__(self, body: bytes, gz: bool = False):
+        import gzip
+
+        self.body = gzip.compress(body) if gz else body
+        self.headers = {"Content-Encoding": "gzip"} if gz else {}
+
+    def read(self):
+        return self.body
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+@needs_real
+def test_fetch_company_offline_gives_the_same_events_as_the_shared_files(tmp_path):
+    from thesisgym.data.sec import fetch_company
+
+    facts = (FUND / "companyfacts_CIK0000320193_AAPL.json").read_bytes()
+    subs = (FUND / "submissions_CIK0000320193_AAPL.json").read_bytes()
+    page = json.dumps(
+        {"accessionNumber": [], "filingDate": [], "acceptanceDateTime": [], "form": []}
+    ).encode()
+    served = {
+        "/api/xbrl/companyfacts/CIK0000320193.json": facts,
+        "/submissions/CIK0000320193.json": subs,
+        "/submissions/CIK0000320193-submissions-001.json": page,
+    }
+    urls = []
+
+    def opener(req, timeout):
+        path = req.full_url.removeprefix(SecClient.BASE)
+        urls.append(path)
+        return _Recorded(served[path], gz=True)
+
+    client = SecClient("Jane Doe jane@example.com", opener=opener, max_per_second=10)
+    got, pages = fetch_company(320193, tmp_path, user_agent=client.user_agent, ticker="AAPL", client=client)
+    assert urls == list(served)  # the extra submissions page named in filings.files is fetched too
+    live = read_companyfacts(got, submissions=pages).events
+    shared = read_companyfacts(
+        FUND / "companyfacts_CIK0000320193_AAPL.json",
+        submissions=FUND / "submissions_CIK0000320193_AAPL.json",
+    ).events
+    pd.testing.assert_frame_equal(live, shared)
+
+
+def test_fetch_alfred_offline_with_a_recorded_response():
+    from thesisgym.data.macro import fetch_alfred
+
+    body = json.dumps(
+        {
+            "observations": [
+                {
+                    "realtime_start": "2020-05-08",
+                    "realtime_end": "2020-06-04",
+                    "date": "2020-04-01",
+                    "value": "14.7",
+                },
+                {
+                    "realtime_start": "2020-06-05",
+                    "realtime_end": "9999-12-31",
+                    "date": "2020-04-01",
+                    "value": "14.7",
+                },
+            ]
+        }
+    ).encode()
+    seen = []
+
+    def opener(req, timeout):
+        seen.append(req.full_url)
+        return _Recorded(body)
+
+    with pytest.raises(ValueError, match="32-character"):
+        fetch_alfred("UNRATE", api_key="secret", opener=opener)
+    rep = fetch_alfred("UNRATE", api_key="0" * 32, opener=opener)
+    assert "series_id=UNRATE" in seen[0] and "realtime_start=1776-07-04" in seen[0]
+    assert rep.counts == {"first_releases": 1, "revisions": 0}  # an unchanged value is not a new event
+    assert rep.events["published_at"].iat[0] == pd.Timestamp("2020-05-08 23:59", tz=NY)
+
+
+def test_sec_client_spaces_requests_to_the_rate_limit():
+    import time
+
+    stamps = []
+
+    def opener(req, timeout):
+        stamps.append(time.monotonic())
+        return _Recorded(b"{}")
+
+    client = SecClient("Jane Doe jane@example.com", opener=opener, max_per_second=5)
+    for _ in range(3):
+        client.get("/x")
+    gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+    assert min(gaps) >= 0.19  # 5 a second
+    with pytest.raises(ValueError, match="the SEC's limit"):
+        SecClient("Jane Doe jane@example.com", max_per_second=20)
