@@ -790,3 +790,82 @@ def test_sec_client_spaces_requests_to_the_rate_limit():
     assert min(gaps) >= 0.19  # 5 a second
     with pytest.raises(ValueError, match="the SEC's limit"):
         SecClient("Jane Doe jane@example.com", max_per_second=20)
+
+
+FH = "symbol,share,change,transactionDate,transactionCode,transactionPrice,name,filingDate,id\n"
+
+
+@pytest.mark.parametrize(
+    ("reader", "name", "before", "after", "perturbed"),
+    [
+        (
+            read_insider,
+            "fh.csv",
+            "AAA,10,-5,2020-02-03,S,10.5,DOE JANE,2020-02-04,x\n",
+            "AAA,10,-7,2020-02-04,S,11.5,ROE RICHARD,2020-02-05,y\n",  # filed the day after the cutoff day
+            "AAA,10,-9,2020-02-04,P,99.5,ROE RICHARD,2020-02-05,y\n",
+        ),
+        (
+            read_analyst,
+            "an.csv",
+            "AAA,2020-02-05T15:59:00-05:00,Bank,Upgrade,to Buy\n",
+            "AAA,2020-02-05T16:01:00-05:00,Bank,Downgrade,to Sell\n",
+            "AAA,2020-02-05T16:01:00-05:00,Other,Upgrade,to Strong Buy\n",
+        ),
+    ],
+)
+def test_insider_and_analyst_rows_published_after_the_cutoff_cannot_reach_the_prompt(
+    tmp_path, reader, name, before, after, perturbed
+):
+    head = FH if reader is read_insider else "ticker,published_at,source,action,text\n"
+    path = tmp_path / name
+    path.write_text(head + before + after)
+    day = "2020-02-05"
+    prompt = _prompt(reader(path).events, day)
+    path.write_text(head + before + perturbed)
+    assert _prompt(reader(path).events, day) == prompt
+    path.write_text(head + before)
+    assert _prompt(reader(path).events, day) == prompt
+
+
+def test_series_and_estimize_bad_input(tmp_path):
+    from thesisgym.data.corporate import read_estimize_estimates
+
+    path = tmp_path / "fred_latest_GDP.csv"
+    path.write_text("date,value\n2020-01-01,21000\n2020-04-01,n/a\n")
+    with pytest.raises(
+        ValueError,
+        match=re.escape("fred_latest_GDP.csv, line 3 (header = line 1), field 'value': not a number 'n/a'"),
+    ):
+        read_series_csv(path, latest_vintage=False)
+    est = tmp_path / "est.json"
+    est.write_text(
+        json.dumps([{"ticker": "AAA", "fiscal_year": 2020, "fiscal_quarter": 1, "eps": 1.0, "id": "e1"}])
+    )
+    with pytest.raises(
+        ValueError, match=re.escape("est.json, record 0 (id e1), field 'created_at': missing")
+    ):
+        read_estimize_estimates(est)
+    est.write_text(
+        json.dumps(
+            [
+                {
+                    "ticker": "AAA",
+                    "fiscal_year": 2020,
+                    "fiscal_quarter": 1,
+                    "eps": 1.0,
+                    "created_at": "2020-02-03T10:00:00-05:00",
+                },
+                {
+                    "ticker": "AAA",
+                    "fiscal_year": 2020,
+                    "fiscal_quarter": 1,
+                    "eps": 1.2,
+                    "created_at": "2020-02-03T17:00:00-05:00",
+                },
+            ]
+        )
+    )
+    ev = read_estimize_estimates(est).events
+    assert ev["title"].iat[0] == "Estimize: 2 new EPS estimates for FQ1 2020, mean 1.10 (range 1.00 to 1.20)"
+    assert ev["published_at"].iat[0] == pd.Timestamp("2020-02-03 17:00", tz=NY)  # the day's latest estimate

@@ -253,6 +253,28 @@ def import_shared_(
     print_summary(store, path=out)
 
 
+@data_app.command("fetch-sec")
+def fetch_sec(
+    cik: int = typer.Option(..., "--cik", help="the company's SEC CIK, e.g. 320193 for Apple"),
+    ticker: str = typer.Option(..., "--ticker", help="the ticker the files are named after, e.g. AAPL"),
+    user_agent: str = typer.Option(
+        ..., "--user-agent", help="your name and contact e-mail, as the SEC requires"
+    ),
+    out: Path = typer.Option(..., "--out", "-o", help="directory for the JSON files"),
+) -> None:
+    """Download SEC companyfacts + submissions (at most 10 requests a second) for `data import`."""
+    from thesisgym.data.sec import fetch_company
+
+    try:
+        facts, subs = fetch_company(cik, out, user_agent=user_agent, ticker=ticker)
+    except (ValueError, OSError) as exc:
+        _fail(str(exc))
+    print(
+        f"wrote {facts} and {len(subs)} submissions file(s); import with --fundamentals {facts} "
+        + " ".join(f"--submissions {p}" for p in subs)
+    )
+
+
 @data_app.command("info")
 def info(
     path: Path = typer.Argument(..., help="a MarketStore directory"),
