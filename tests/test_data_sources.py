@@ -394,8 +394,11 @@ def test_rtdsm_shows_values_as_published_and_later_vintages_do_not_leak(tmp_path
         ev["title"].tolist()[1]
         == "unemployment rate % (Philadelphia Fed RTDSM) for 2020-04: 14.7 (previous 4.4), vintage RUC20Q2"
     )
-    assert ev["published_at"].iat[1] == pd.Timestamp("2020-05-15 23:59", tz=NY)
-    day = "2020-05-20"
+    assert ev["published_at"].iat[1] == pd.Timestamp("2020-05-31 23:59", tz=NY)  # the vintage month's end
+    assert read_rtdsm(path, vintage_day=15).events["published_at"].iat[1] == pd.Timestamp(
+        "2020-05-15 23:59", tz=NY
+    )
+    day = "2020-06-01"
     before = _prompt(ev, day)
     assert "14.7" in before and "10.2" not in before
     path.write_text(
@@ -567,13 +570,14 @@ def test_shared_mag7_store_covers_fundamentals_macro_and_dates_events_after_the_
     # an after-close report mislabelled "pre-market" in the source (AMZN, 2014-07-24) is not in that day's prompt
     amzn = ev[(ev["ticker"] == "AMZN") & ev["title"].str.contains("reported 2014-07-24")]
     assert (amzn["published_at"] == pd.Timestamp("2014-07-24 16:05", tz=NY)).all() and len(amzn) == 1
-    # the Musk sale of 2021-11-09 (no filing date in the file) is public 2 business days later, not before
+    # the Musk sale of 2021-11-09 (no filing date in the file) is public 2 business days later, not before;
+    # 2021-11-11 is Veterans Day, when EDGAR is closed, so the Form 4 was due on 2021-11-12
     musk = ev[
         (ev["ticker"] == "TSLA")
         & ev["title"].str.contains("MUSK")
         & ev["title"].str.contains("on 2021-11-09")
     ]
-    assert len(musk) and (musk["published_at"] == pd.Timestamp("2021-11-11 23:59", tz=NY)).all()
+    assert len(musk) and (musk["published_at"] == pd.Timestamp("2021-11-12 23:59", tz=NY)).all()
 
 
 def test_earnings_timed_by_8k_release_and_distrusted_pre_market_label(tmp_path):
@@ -869,3 +873,12 @@ def test_series_and_estimize_bad_input(tmp_path):
     ev = read_estimize_estimates(est).events
     assert ev["title"].iat[0] == "Estimize: 2 new EPS estimates for FQ1 2020, mean 1.10 (range 1.00 to 1.20)"
     assert ev["published_at"].iat[0] == pd.Timestamp("2020-02-03 17:00", tz=NY)  # the day's latest estimate
+
+
+def test_insider_delay_skips_federal_holidays(tmp_path):
+    path = tmp_path / "ins.csv"
+    path.write_text(
+        "transaction_date,ticker,executive,executive_title,security_type,acquisition_or_disposal,shares,share_price\n"
+        "2019-11-27,AAA,DOE,CEO,Common Stock,D,10,10\n"  # the Wednesday before Thanksgiving
+    )
+    assert read_insider(path).events["published_at"].iat[0] == pd.Timestamp("2019-12-02 23:59", tz=NY)

@@ -6,8 +6,8 @@ Insider transactions (`read_insider`), two layouts, chosen by header:
 - without one (Alpha Vantage: `transaction_date,ticker,executive,executive_title,security_type,
   acquisition_or_disposal,shares,share_price`, any header case): a Form 4 is due within two business
   days of the trade, so the trade is taken to be public `delay_business_days` (default 2) business
-  days after the trade date, at 23:59. Conservative: a filing made earlier only shows up later.
-  The report counts which rule dated each event (`dated_by_filing_date`, `dated_by_trade_date_plus_delay`).
+  days (US federal holidays, when EDGAR is closed, excluded) after the trade date, at 23:59.
+  Conservative: a filing made earlier only shows up later. The report counts which rule dated each event (`dated_by_filing_date`, `dated_by_trade_date_plus_delay`).
   Rows of the same insider, day, direction and security (lots of one trade) are summed into one
   event (shares; share-weighted price) and the merge is counted.
 
@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from pandas.tseries.holiday import USFederalHolidayCalendar
 
 from thesisgym.data.files import read_json_records
 from thesisgym.data.importers import EventsImport, _read_table
@@ -49,6 +50,21 @@ __all__ = ["read_analyst", "read_earnings", "read_estimize_estimates", "read_ins
 
 NY = "America/New_York"
 _EOD = pd.Timedelta(hours=23, minutes=59)
+
+
+def _business_days_after(days: pd.DatetimeIndex, n: int) -> pd.DatetimeIndex:
+    """`n` federal business days after each day (a weekend or holiday day first rolls forward):
+    Form 4 deadlines count the days EDGAR is open, so a holiday pushes the due date out."""
+    hol = USFederalHolidayCalendar().holidays(
+        days.min() - pd.Timedelta(days=7), days.max() + pd.Timedelta(days=30)
+    )
+    out = np.busday_offset(
+        days.to_numpy().astype("datetime64[D]"),
+        n,
+        roll="forward",
+        holidays=hol.to_numpy().astype("datetime64[D]"),
+    )
+    return pd.DatetimeIndex(out.astype("datetime64[ns]"))
 
 
 def _norm_cols(raw: pd.DataFrame) -> dict[str, str]:
@@ -250,9 +266,7 @@ def read_insider(
                     )
                 ]
             )
-        public = (
-            pd.DatetimeIndex(trade + pd.offsets.BDay(delay_business_days)) if delay_business_days else trade
-        )
+        public = _business_days_after(trade, delay_business_days) if delay_business_days else trade
         frame = pd.DataFrame(
             {
                 "ticker": raw[cols["ticker"]].astype(str).str.strip().str.upper(),

@@ -9,8 +9,10 @@ text holds only numbers from that vintage:
   "1965:Q4") then one column per vintage (`PCPI22M7` = as published in July 2022, `RUC20Q2` = the
   2020Q2 vintage; "#N/A" before release; trailing spaces allowed). One event per vintage: the newest
   observation in it with its change against the previous one and a year earlier, as in that vintage.
-  The Philadelphia Fed dates vintages to the middle of the month (monthly) or of the quarter's middle
-  month (quarterly); an event is placed at 23:59 New York of day `vintage_day` (default 15) of it.
+  The Philadelphia Fed takes its vintages around the middle of the month (monthly) or of the
+  quarter's middle month (quarterly) but does not give the exact day, so by default an event is placed
+  at 23:59 New York on the LAST day of that month (`vintage_day=None`), the choice that cannot show a
+  value before the snapshot holding it was taken; `vintage_day=15` trusts the mid-month date.
 - `read_fredmd_vintage`: a FRED-MD vintage file (`sasdate,SERIES...`, row 2 = transformation codes);
   the vintage (YYYY-MM, from the file name or `vintage=`) is taken as public at the END of its month.
   One event per chosen series.
@@ -104,19 +106,20 @@ def _events(rows: list[dict], source: str) -> pd.DataFrame:
 _VINTAGE = re.compile(r"^([A-Z]+?)(\d{2})(M(\d{1,2})|Q([1-4]))$")
 
 
-def _vintage_date(col: str, day: int) -> tuple[str, pd.Timestamp] | None:
+def _vintage_date(col: str, day: int | None) -> tuple[str, pd.Timestamp] | None:
     m = _VINTAGE.match(col.strip())
     if not m:
         return None
     yy = int(m.group(2))
     year = 1900 + yy if yy >= 40 else 2000 + yy
     month = int(m.group(4)) if m.group(4) else 3 * int(m.group(5)) - 1  # quarterly: the middle month
-    return m.group(1), pd.Timestamp(year=year, month=month, day=day)
+    first = pd.Timestamp(year=year, month=month, day=1)
+    return m.group(1), first + pd.offsets.MonthEnd(0) if day is None else first.replace(day=day)
 
 
-def read_rtdsm(path: str | Path, *, vintage_day: int = 15) -> EventsImport:
+def read_rtdsm(path: str | Path, *, vintage_day: int | None = None) -> EventsImport:
     """Philadelphia Fed real-time data set CSV -> one macro event per vintage (module docstring)."""
-    if not 1 <= vintage_day <= 28:
+    if vintage_day is not None and not 1 <= vintage_day <= 28:
         raise ValueError(f"vintage_day must be in 1..28, got {vintage_day}")
     path = Path(path)
     raw, lines = _read_table(path)
