@@ -882,3 +882,22 @@ def test_insider_delay_skips_federal_holidays(tmp_path):
         "2019-11-27,AAA,DOE,CEO,Common Stock,D,10,10\n"  # the Wednesday before Thanksgiving
     )
     assert read_insider(path).events["published_at"].iat[0] == pd.Timestamp("2019-12-02 23:59", tz=NY)
+
+
+def test_undated_insider_trades_also_in_a_filing_dated_file_are_dropped_and_counted(tmp_path):
+    from thesisgym.data.corporate import drop_covered_insider
+
+    av = tmp_path / "av.csv"
+    av.write_text(
+        "transaction_date,ticker,executive,executive_title,security_type,acquisition_or_disposal,shares,share_price\n"
+        '2022-02-03,AAA,"KONDO, CHRIS",Officer,Common Stock,D,5,10.5\n'
+        '2022-02-04,AAA,"KONDO, CHRIS",Officer,Common Stock,D,5,10.5\n'
+    )
+    fh = tmp_path / "fh.csv"
+    fh.write_text(FH + "AAA,10,-5,2022-02-03,S,10.5,KONDO CHRIS,2022-02-04,x\n")
+    undated, dated = read_insider(av), read_insider(fh)
+    drop_covered_insider(undated, [dated])
+    assert undated.counts["also_in_a_filing_dated_source"] == 1
+    assert undated.events["title"].tolist() == [
+        "KONDO, CHRIS (Officer) sold 5 Common Stock at 10.50 on 2022-02-04"
+    ]

@@ -46,7 +46,14 @@ from thesisgym.data.files import read_json_records
 from thesisgym.data.importers import EventsImport, _read_table
 from thesisgym.data.validate import DataValidationError, Problem, validate_events
 
-__all__ = ["read_analyst", "read_earnings", "read_estimize_estimates", "read_insider"]
+__all__ = [
+    "drop_covered_insider",
+    "insider_keys",
+    "read_analyst",
+    "read_earnings",
+    "read_estimize_estimates",
+    "read_insider",
+]
 
 NY = "America/New_York"
 _EOD = pd.Timedelta(hours=23, minutes=59)
@@ -324,6 +331,35 @@ def read_insider(
     rep = EventsImport(events=events, source=path.name, rows_read=len(frame), counts=counts)
     rep.notes.append(f"public time: {rule}")
     return rep
+
+
+_INSIDER_TEXT = re.compile(
+    r"^(?P<who>.+?)(?: \([^)]*\))? (?:sold|acquired|bought|exercised options for|was awarded|withheld for tax|"
+    r"gifted|converted|disposed of|exercised|other transaction in|code \w+) .* on (?P<day>\d{4}-\d{2}-\d{2})$"
+)
+
+
+def insider_keys(events: pd.DataFrame) -> list[tuple[str, str, str] | None]:
+    """(ticker, insider name as sorted lower-case words, trade date) per insider event written by
+    `read_insider`; "KONDO, CHRIS" (Alpha Vantage) and "KONDO CHRIS" (Finnhub) give the same key."""
+    out: list[tuple[str, str, str] | None] = []
+    for t, title in zip(events["ticker"], events["title"], strict=False):
+        m = _INSIDER_TEXT.match(str(title))
+        who = " ".join(sorted(re.sub(r"[^a-z ]", " ", m["who"].lower()).split())) if m else ""
+        out.append((str(t), who, m["day"]) if m else None)
+    return out
+
+
+def drop_covered_insider(undated: EventsImport, dated: list[EventsImport]) -> None:
+    """Leave out of `undated` (a file without filing dates) the trades a filing-dated source also has:
+    the same trade twice in a prompt is noise, and the filing date is the better public time. Counted
+    as `also_in_a_filing_dated_source`."""
+    covered = {k for rep in dated for k in insider_keys(rep.events) if k is not None}
+    if not covered:
+        return
+    hit = np.array([k in covered for k in insider_keys(undated.events)], dtype=bool)
+    undated.counts["also_in_a_filing_dated_source"] = int(hit.sum())
+    undated.events = undated.events[~hit].reset_index(drop=True)
 
 
 # --- earnings -------------------------------------------------------------------------------------

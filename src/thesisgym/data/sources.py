@@ -3,6 +3,7 @@
 `import_sources` reads prices plus any of: headline/event files, SEC companyfacts (+ submissions),
 insider, earnings, analyst, macro and feed files, each through its family's reader, then
 - keeps only events of tickers that have bars (the others are dropped and counted per file),
+- drops insider trades of a file without filing dates that a filing-dated file also has (counted),
 - merges near-duplicate items (thesisgym.data.quality.merge_near_duplicates, counted),
 - flags suspicious timestamps (counted, examples kept),
 and records all counts in `store.meta["imports"]` and `store.meta["quality"]`.
@@ -28,7 +29,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from thesisgym.data.corporate import read_analyst, read_earnings, read_estimize_estimates, read_insider
+from thesisgym.data.corporate import (
+    drop_covered_insider,
+    read_analyst,
+    read_earnings,
+    read_estimize_estimates,
+    read_insider,
+)
 from thesisgym.data.feeds import read_feed
 from thesisgym.data.importers import DEFAULT_TICKER_MAP, EventsImport, import_prices, read_events
 from thesisgym.data.macro import (
@@ -123,10 +130,15 @@ def import_sources(
     for p in map(Path, fundamentals):
         rep = read_companyfacts(p, submissions=subs_by_cik.get(_cik(p) or "") or None)
         reports.append(rep)
-    for p in insider:
-        reports.append(
-            read_insider(p, delay_business_days=insider_delay_days, ticker_map=tmap, missing_dates="skip")
-        )
+    insider_reps = [
+        read_insider(p, delay_business_days=insider_delay_days, ticker_map=tmap, missing_dates="skip")
+        for p in insider
+    ]
+    dated = [r for r in insider_reps if "dated_by_filing_date" in r.counts]
+    for rep in insider_reps:
+        if "dated_by_filing_date" not in rep.counts:
+            drop_covered_insider(rep, dated)
+    reports += insider_reps
     releases: dict[str, list[pd.DataFrame]] = {}
     for p in map(Path, submissions):
         m = re.search(r"_([A-Z]{1,6})\.json$", p.name)
