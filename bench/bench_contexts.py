@@ -118,6 +118,39 @@ def naive_row(store, ticker: str, day: pd.Timestamp, cfg) -> tuple[str, list[dic
     return prompt_text, evidence
 
 
+def news_duplicates(root: str, cfg) -> None:
+    """Share of news items repeated inside their prompt (AAPL, META, MSFT while the ticker headlines
+    run), with near-duplicate merging (the default) against without it (the baseline)."""
+    from thesisgym.context import build_contexts
+    from thesisgym.data import sources
+    from thesisgym.data.quality import normalised_title
+
+    plain = sources.import_sources
+    for window in (None, 3.0):
+        sources.import_sources = lambda **kw: plain(**{**kw, "merge_window_days": window})  # noqa: B023
+        try:
+            store = sources.import_shared(root)
+        finally:
+            sources.import_sources = plain
+        days = [d for d in store.dates if pd.Timestamp("2019-04-15") <= d <= pd.Timestamp("2021-04-01")]
+        ds = build_contexts(
+            store, tickers=["AAPL", "META", "MSFT"], dates=days, config=cfg, show_progress=False
+        )
+        total = dup = 0
+        for ev in ds["evidence"]:
+            seen: set[str] = set()
+            for it in ev:
+                if it["section"] == "news":
+                    key = normalised_title(it["text"])
+                    total += 1
+                    dup += key in seen
+                    seen.add(key)
+        print(
+            f"news duplicates inside a prompt, merge window {window} days: {dup:,} of {total:,} news items "
+            f"= {100 * dup / total:.1f}% ({len(ds):,} prompts, AAPL/META/MSFT {days[0].date()}..{days[-1].date()})"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tickers", type=int, default=50)
@@ -174,6 +207,8 @@ def main() -> None:
     chars = np.mean([len(x) for x in ds.select(range(0, n, 100))["prompt_text"]])
     print(f"       {ev_items:.1f} evidence items and {chars:,.0f} characters per prompt on average")
 
+    if args.real:
+        news_duplicates(args.real, cfg)
     if args.stream:
         import tempfile
 

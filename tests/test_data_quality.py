@@ -34,7 +34,7 @@ def test_near_duplicates_are_merged_and_counted_keeping_the_earliest():
     ev = _ev(
         [
             ("AAA", "2020-01-02 10:00", "Apple beats estimates - Reuters"),
-            ("AAA", "2020-01-03 10:00", "apple beats estimates!"),
+            ("AAA", "2020-01-03 10:00", "apple beats estimates! (AAPL) | Markets Insider"),
             (
                 "AAA",
                 "2020-01-09 10:00",

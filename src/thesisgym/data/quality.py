@@ -1,8 +1,8 @@
 """Data quality of an events frame and coverage of built prompts: what a researcher must see first.
 
 - `merge_near_duplicates`: the same story for the same ticker and kind, republished within
-  `window_days` (a headline repeated by the collector, a title with a " - Source" suffix, different
-  case or punctuation), is kept once: the earliest copy, which is also the point-in-time-safe one.
+  `window_days` (a headline repeated by the collector, a title with a " - Source" or " | Source"
+  suffix or a trailing "(AAPL)" tag, different case or punctuation), is kept once: the earliest copy, which is also the point-in-time-safe one.
   The number merged is returned and recorded, never silent.
 - `flag_suspicious_timestamps`: events whose text contradicts their publication time, e.g. a
   headline naming a quarter ("Q3 2020", "third quarter of 2020") whose results cannot exist yet
@@ -29,6 +29,7 @@ __all__ = [
     "coverage_warnings",
     "flag_suspicious_timestamps",
     "merge_near_duplicates",
+    "normalised_title",
     "quality_pass",
     "render_coverage",
 ]
@@ -37,9 +38,13 @@ _SUFFIX = re.compile(r"\s+[-|–—]\s+[^-|–—]{1,40}$")
 _NON_WORD = re.compile(r"[^0-9a-z]+")
 
 
-def _norm_title(title: str) -> str:
-    t = _SUFFIX.sub("", str(title).strip().lower())
-    return _NON_WORD.sub(" ", t).strip()
+_TICKER_TAG = re.compile(r"\s*\((?:[A-Z]{1,5}[ ,]*)+\)$")  # "... levels (AAPL)", "(SONO AAPL)"
+
+
+def normalised_title(title: str) -> str:
+    """The key near-duplicates share: no source suffix or ticker tag, lower case, words only."""
+    t = _TICKER_TAG.sub("", _SUFFIX.sub("", str(title).strip()))
+    return _NON_WORD.sub(" ", t.lower()).strip()
 
 
 def merge_near_duplicates(events: pd.DataFrame, *, window_days: float = 3.0) -> tuple[pd.DataFrame, int]:
@@ -51,7 +56,8 @@ def merge_near_duplicates(events: pd.DataFrame, *, window_days: float = 3.0) -> 
             "t": events["ticker"].to_numpy(),
             "k": events["kind"].to_numpy(),
             "h": [
-                _norm_title(x) for x in events["title"].where(events["title"].astype(bool), events["text"])
+                normalised_title(x)
+                for x in events["title"].where(events["title"].astype(bool), events["text"])
             ],
             "p": events["published_at"].to_numpy(),
             "i": np.arange(len(events)),
