@@ -52,15 +52,23 @@ def test_near_duplicates_are_merged_and_counted_keeping_the_earliest():
     ]
 
 
-def test_headline_naming_a_future_quarter_is_flagged():
+def test_headline_naming_a_future_quarter_is_flagged_and_unstarted_ones_can_be_dropped():
+    from thesisgym.data.quality import quality_pass
+
     ev = _ev(
         [
-            ("AAA", "2020-04-16 03:59", "Fund's Q4 2020 Investor Letter"),
-            ("AAA", "2021-01-20", "Q4 2020 results"),
+            ("AAA", "2020-04-16 03:59", "Fund's Q4 2020 Investor Letter"),  # the quarter has not started
+            ("AAA", "2020-11-20", "Fund expects Q4 2020 growth"),  # not ended: flagged only
+            ("AAA", "2021-01-20", "Q4 2020 results"),  # after the quarter: fine
+            ("AAA", "2020-05-20", "10-Q Q2 FY2021 filed"),  # a fiscal label is not a calendar quarter
         ]
     )
     flags = flag_suspicious_timestamps(ev)
-    assert flags["count"] == 1 and flags["examples"][0]["names"] == "Q4 2020"
+    assert (flags["count"], flags["not_started"]) == (2, 1)
+    assert [e["names"] for e in flags["examples"]] == ["Q4 2020", "Q4 2020"]
+    kept, q = quality_pass(ev, suspicious="drop")
+    assert q["dropped_not_started_quarter"] == 1 and "Investor Letter" not in " ".join(kept["title"])
+    assert len(quality_pass(ev)[0]) == 4  # default: flag only
 
 
 def test_coverage_table_warnings_and_cli(tmp_path):

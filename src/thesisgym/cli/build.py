@@ -171,7 +171,8 @@ def print_coverage(console, meta: dict) -> None:
         st = q.get("suspicious_timestamps", {})
         console.print(
             f"store quality: {q.get('near_duplicates_merged', 0):,} near-duplicate items merged, "
-            f"{st.get('count', 0):,} suspicious timestamps flagged",
+            f"{st.get('count', 0):,} suspicious timestamps flagged ({q.get('dropped_not_started_quarter', 0):,} "
+            "naming a quarter not yet started dropped)",
             highlight=False,
         )
 

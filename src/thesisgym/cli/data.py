@@ -84,7 +84,8 @@ def print_summary(store: MarketStore, *, path: Path | None = None) -> None:
         )
         table.add_row(
             "suspicious timestamps",
-            f"{st.get('count', 0):,} flagged"
+            f"{st.get('count', 0):,} flagged ({st.get('not_started', 0):,} name a quarter not yet started; "
+            f"{q.get('dropped_not_started_quarter', 0):,} of those dropped)"
             + "".join(
                 f"\n  {e['published_at'][:16]} {e['ticker'] or '(market)'}: {e['title'][:80]}"
                 for e in st.get("examples", [])[:3]

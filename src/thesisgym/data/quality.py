@@ -5,9 +5,11 @@
   suffix or a trailing "(AAPL)" tag, different case or punctuation), is kept once: the earliest copy, which is also the point-in-time-safe one.
   The number merged is returned and recorded, never silent.
 - `flag_suspicious_timestamps`: events whose text contradicts their publication time, e.g. a
-  headline naming a quarter ("Q3 2020", "third quarter of 2020") whose results cannot exist yet
-  because the quarter ends after the publication time. Flagged and counted, not dropped: guidance
-  ("expects Q3 2020 revenue ...") is legitimate, so a human decides.
+  headline naming a calendar quarter ("Q3 2020", "third quarter of 2020") whose results cannot exist
+  yet because the quarter ends after the publication time. Flagged and counted, not dropped: guidance
+  ("expects Q3 2020 revenue ...") is legitimate, so a human decides. Those naming a quarter that had
+  not even STARTED ("Q4 2020 Investor Letter" dated April 2020) are counted apart; `quality_pass(
+  suspicious="drop")` removes them (counted), as the Magnificent-7 preset does.
 - `coverage_table` / `coverage_warnings`: per ticker x split x section, the share of prompts that
   carry the section and the mean number of its items; a warning for every split or ticker that has
   none of a section, so an empty fundamentals or news section cannot go unnoticed.
@@ -72,16 +74,18 @@ def merge_near_duplicates(events: pd.DataFrame, *, window_days: float = 3.0) -> 
     return events[~drop].reset_index(drop=True), int(drop.sum())
 
 
+# Calendar quarters only: a fiscal label ("Q2 FY2025") says nothing about the calendar.
 _QUARTER = re.compile(
-    r"\b(?:Q([1-4])\s*(?:FY\s*)?'?((?:19|20)?\d{2})|(first|second|third|fourth)[- ]quarter(?:\s+of)?\s+((?:19|20)\d{2}))\b",
+    r"\b(?:Q([1-4])\s*'?((?:19|20)?\d{2})|(first|second|third|fourth)[- ]quarter(?:\s+of)?\s+((?:19|20)\d{2}))\b",
     re.IGNORECASE,
 )
 _ORD = {"first": 1, "second": 2, "third": 3, "fourth": 4}
 
 
-def flag_suspicious_timestamps(events: pd.DataFrame, *, limit: int = 20) -> dict:
-    """{"count": n, "examples": [...]}: events naming a quarter that ends after their publication time."""
-    hits, examples = 0, []
+def _quarter_checks(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list]:
+    """Per event: names a calendar quarter that ends after / starts after its publication; the match."""
+    n = len(events)
+    ends_after, starts_after, names = np.zeros(n, bool), np.zeros(n, bool), [None] * n
     text = (events["title"].astype(str) + " " + events["text"].astype(str)).tolist()
     pub = pd.DatetimeIndex(events["published_at"])
     for i, s in enumerate(text):
@@ -91,32 +95,54 @@ def flag_suspicious_timestamps(events: pd.DataFrame, *, limit: int = 20) -> dict
         q = int(m.group(1)) if m.group(1) else _ORD[m.group(3).lower()]
         y = m.group(2) or m.group(4)
         year = int(y) if len(y) == 4 else 2000 + int(y)
-        end = pd.Timestamp(year=year, month=3 * q, day=1, tz="UTC") + pd.offsets.MonthEnd(0)
-        if end > pub[i]:
-            hits += 1
-            if len(examples) < limit:
-                examples.append(
-                    {
-                        "ticker": str(events["ticker"].iat[i]),
-                        "published_at": str(pub[i]),
-                        "names": m.group(0),
-                        "title": s.strip()[:120],
-                    }
-                )
-    return {"count": hits, "examples": examples}
+        first = pd.Timestamp(year=year, month=3 * q - 2, day=1, tz="UTC")
+        ends_after[i] = first + pd.offsets.QuarterEnd(0) > pub[i]
+        starts_after[i] = first > pub[i]
+        names[i] = m.group(0)
+    return ends_after, starts_after, names
 
 
-def quality_pass(events: pd.DataFrame, *, merge_window_days: float | None = 3.0) -> tuple[pd.DataFrame, dict]:
+def flag_suspicious_timestamps(events: pd.DataFrame, *, limit: int = 20) -> dict:
+    """Events naming a calendar quarter that ends after their publication time ("count"; results of
+    such a quarter cannot exist yet, though an outlook can), and among them those naming a quarter
+    that has not even started ("not_started": almost surely a wrong date), with examples."""
+    ends_after, starts_after, names = _quarter_checks(events)
+    pub = pd.DatetimeIndex(events["published_at"])
+    examples = [
+        {
+            "ticker": str(events["ticker"].iat[i]),
+            "published_at": str(pub[i]),
+            "names": names[i],
+            "not_started": bool(starts_after[i]),
+            "title": (str(events["title"].iat[i]) or str(events["text"].iat[i])).strip()[:120],
+        }
+        for i in np.flatnonzero(ends_after)[:limit]
+    ]
+    return {"count": int(ends_after.sum()), "not_started": int(starts_after.sum()), "examples": examples}
+
+
+def quality_pass(
+    events: pd.DataFrame, *, merge_window_days: float | None = 3.0, suspicious: str = "flag"
+) -> tuple[pd.DataFrame, dict]:
     """Near-duplicates merged (unless `merge_window_days` is None) and timestamps flagged:
-    (events, the `store.meta["quality"]` entry with the counts)."""
-    merged = 0
+    (events, the `store.meta["quality"]` entry with the counts). `suspicious="drop"` also removes the
+    events naming a quarter that had not started when they were published (counted)."""
+    if suspicious not in ("flag", "drop"):
+        raise ValueError(f"suspicious must be 'flag' or 'drop', got {suspicious!r}")
+    merged = dropped = 0
     if merge_window_days is not None and len(events):
         events, merged = merge_near_duplicates(events, window_days=merge_window_days)
-    flags = flag_suspicious_timestamps(events) if len(events) else {"count": 0, "examples": []}
+    flags = (
+        flag_suspicious_timestamps(events) if len(events) else {"count": 0, "not_started": 0, "examples": []}
+    )
+    if suspicious == "drop" and flags["not_started"]:
+        _, not_started, _ = _quarter_checks(events)
+        events, dropped = events[~not_started].reset_index(drop=True), int(not_started.sum())
     return events, {
         "near_duplicates_merged": merged,
         "merge_window_days": merge_window_days,
         "suspicious_timestamps": flags,
+        "dropped_not_started_quarter": dropped,
     }
 
 

@@ -103,12 +103,14 @@ def import_sources(
     merge_window_days: float | None = 3.0,
     assume_timezone: str | None = None,
     earnings_pre_market: str = "trust",
+    suspicious: str = "flag",
 ) -> MarketStore:
     """A validated MarketStore from prices and any source families (module docstring).
 
     `submissions` files are matched to companyfacts files by the CIK in their names
     (`..._CIK0000320193_...`); those named `..._<TICKER>.json` also time that ticker's earnings files
-    by its 8-K item 2.02 releases. `earnings_pre_market`: see `read_earnings(pre_market=)`. Events of
+    by its 8-K item 2.02 releases. `earnings_pre_market`: see `read_earnings(pre_market=)`;
+    `suspicious`: see `thesisgym.data.quality.quality_pass`. Events of
     tickers without bars are dropped and counted per file.
     """
     bars = import_prices(prices)
@@ -177,7 +179,7 @@ def import_sources(
         log.info(rep.summary())
     ev = pd.concat(frames, ignore_index=True) if frames else empty_events()
     ev = validate_events(ev, source=f"{name}/events", tickers=sorted(tickers)) if len(ev) else ev
-    ev, quality = quality_pass(ev, merge_window_days=merge_window_days)
+    ev, quality = quality_pass(ev, merge_window_days=merge_window_days, suspicious=suspicious)
     meta = {
         "market": "real",
         "sources": {"prices": [str(Path(p)) for p in prices]},
@@ -222,4 +224,5 @@ def import_shared(root: str | Path, *, tickers: Sequence[str] = MAG7, name: str 
         name=name,
         ticker_map=SHARED_TICKER_MAP,
         earnings_pre_market="next_day",  # the 2014 "pre-market" labels of AMZN, META, NVDA, TSLA are after-close
+        suspicious="drop",  # market headlines dated months before the quarter they name
     )
