@@ -115,20 +115,7 @@ def test_cli_import_with_families_and_yfinance_errors(tmp_path):
     runner = CliRunner()
     res = runner.invoke(
         app,
-        [
-            "data",
-            "import",
-            "--prices",
-            str(prices),
-            "--earnings",
-            str(earn),
-            "--insider",
-            str(ins),
-            "--insider-delay",
-            "3",
-            "--out",
-            str(tmp_path / "s"),
-        ],
+        f"data import --prices {prices} --earnings {earn} --insider {ins} --insider-delay 3 --out {tmp_path / 's'}".split(),
     )
     assert res.exit_code == 0, res.output
     store = load_store(tmp_path / "s")
@@ -139,21 +126,12 @@ def test_cli_import_with_families_and_yfinance_errors(tmp_path):
     ]
     res = runner.invoke(
         app,
-        [
-            "data",
-            "import",
-            "--prices",
-            str(prices),
-            "--earnings",
-            str(tmp_path / "missing.csv"),
-            "--out",
-            str(tmp_path / "t"),
-        ],
+        f"data import --prices {prices} --earnings {tmp_path / 'missing.csv'} --out {tmp_path / 't'}".split(),
     )
     assert res.exit_code == 2 and "missing.csv: no such file" in res.output
-    res = runner.invoke(app, ["data", "import", "--yfinance", "AAPL", "--out", str(tmp_path / "y")])
+    res = runner.invoke(app, f"data import --yfinance AAPL --out {tmp_path / 'y'}".split())
     assert res.exit_code == 2 and "--yfinance takes --start and --end" in res.output
-    res = runner.invoke(app, ["data", "import", "--out", str(tmp_path / "y")])
+    res = runner.invoke(app, f"data import --out {tmp_path / 'y'}".split())
     assert res.exit_code == 2 and "give --prices" in res.output
 
 

@@ -44,7 +44,8 @@ from pandas.tseries.holiday import USFederalHolidayCalendar
 
 from thesisgym.data.files import read_json_records
 from thesisgym.data.importers import EventsImport, _read_table
-from thesisgym.data.validate import DataValidationError, Problem, validate_events
+from thesisgym.data.validate import END_OF_DAY, local_instants, raise_rows, require_columns, validate_events
+from thesisgym.schema import DEFAULT_TIMEZONE
 
 __all__ = [
     "drop_covered_insider",
@@ -55,8 +56,7 @@ __all__ = [
     "read_insider",
 ]
 
-NY = "America/New_York"
-_EOD = pd.Timedelta(hours=23, minutes=59)
+NY = DEFAULT_TIMEZONE
 
 
 def _business_days_after(days: pd.DatetimeIndex, n: int) -> pd.DatetimeIndex:
@@ -80,67 +80,43 @@ def _norm_cols(raw: pd.DataFrame) -> dict[str, str]:
 
 
 def _need(path: Path, cols: Mapping[str, str], names: tuple[str, ...], layout: str) -> None:
-    missing = [n for n in names if n not in cols]
-    if missing:
-        raise DataValidationError(
-            [
-                Problem(
-                    path.name,
-                    None,
-                    m,
-                    f"missing column for the {layout} layout (have: {', '.join(cols.values())})",
-                )
-                for m in missing
-            ]
-        )
+    # `cols` maps normalised names to the file's; the message lists the file's own
+    have = [k if k in names else v for k, v in cols.items()]
+    require_columns(path.name, have, names, layout)
 
 
 def _dates(path: Path, raw: pd.DataFrame, lines, col: str) -> pd.DatetimeIndex:
     text = raw[col].astype(str).str.strip()
     parsed = pd.to_datetime(text, format="%Y-%m-%d", errors="coerce")
-    bad = parsed.isna().to_numpy()
-    if bad.any():
-        probs = [
-            Problem(
-                path.name,
-                int(lines[i]) if lines is not None else i + 1,
-                col,
-                "missing date"
-                if text.iloc[i] in ("", "None", "nan")
-                else f"not a YYYY-MM-DD date {text.iloc[i]!r}",
-                lines is not None,
-            )
-            for i in np.flatnonzero(bad)[:10]
-        ]
-        raise DataValidationError(probs, unlisted=max(0, int(bad.sum()) - 10))
+    raise_rows(
+        path.name,
+        lines,
+        parsed.isna().to_numpy(),
+        col,
+        lambda i: (
+            "missing date"
+            if text.iloc[i] in ("", "None", "nan")
+            else f"not a YYYY-MM-DD date {text.iloc[i]!r}"
+        ),
+    )
     return pd.DatetimeIndex(parsed)
 
 
-def _numbers(path: Path, raw: pd.DataFrame, lines, col: str, *, allow_none: bool) -> np.ndarray:
+def _numbers(path: Path, raw: pd.DataFrame, lines, col: str | None, *, allow_none: bool) -> np.ndarray:
+    """The column as floats ("None", "-", "" = missing); an optional column that is absent (`col`
+    None, with `allow_none`) is all NaN."""
+    if col is None and allow_none:
+        return np.full(len(raw), np.nan)
     text = raw[col].astype(str).str.strip()
     none = text.isin(["", "None", "nan", "NaN", "-"]).to_numpy()
     vals = pd.to_numeric(text.where(~none, None), errors="coerce").to_numpy(dtype="float64")
     bad = np.isnan(vals) & ~none
     if not allow_none:
         bad |= none
-    if bad.any():
-        probs = [
-            Problem(
-                path.name,
-                int(lines[i]) if lines is not None else i + 1,
-                col,
-                "missing value" if none[i] else f"not a number {text.iloc[i]!r}",
-                lines is not None,
-            )
-            for i in np.flatnonzero(bad)[:10]
-        ]
-        raise DataValidationError(probs, unlisted=max(0, int(bad.sum()) - 10))
+    raise_rows(
+        path.name, lines, bad, col, lambda i: "missing value" if none[i] else f"not a number {text.iloc[i]!r}"
+    )
     return vals
-
-
-def _at(days: pd.DatetimeIndex, offset: pd.Timedelta | np.ndarray) -> pd.Series:
-    local = (days + pd.to_timedelta(offset)).tz_localize(NY, ambiguous=False, nonexistent="shift_forward")
-    return pd.Series(local.tz_convert("UTC"))
 
 
 def _ticker_from_name(path: Path, ticker: str | None) -> str:
@@ -198,11 +174,7 @@ def read_insider(
         trade = _dates(path, raw, lines, cols["transactiondate"])
         filed = _dates(path, raw, lines, cols["filingdate"])
         change = _numbers(path, raw, lines, cols["change"], allow_none=False)
-        price = (
-            _numbers(path, raw, lines, cols["transactionprice"], allow_none=True)
-            if "transactionprice" in cols
-            else np.full(len(raw), np.nan)
-        )
+        price = _numbers(path, raw, lines, cols.get("transactionprice"), allow_none=True)
         code = raw[cols["transactioncode"]].astype(str).str.strip().str.upper()
         frame = pd.DataFrame(
             {
@@ -210,7 +182,7 @@ def read_insider(
                 "who": raw[cols["name"]].astype(str).str.strip(),
                 "title": "",
                 "trade": trade,
-                "published_at": _at(filed, _EOD),
+                "published_at": local_instants(filed),
                 "verb": [
                     _FINNHUB_CODES.get(c, f"code {c}")
                     if not (c == "S" or c == "P")
@@ -223,20 +195,13 @@ def read_insider(
             }
         )
         counts["dated_by_filing_date"] = len(frame)
-        late = np.asarray(filed < trade)
-        if late.any():
-            i = int(np.flatnonzero(late)[0])
-            raise DataValidationError(
-                [
-                    Problem(
-                        path.name,
-                        int(lines[i]) if lines is not None else i + 1,
-                        cols["filingdate"],
-                        f"filing date {filed[i].date()} before the trade date {trade[i].date()}",
-                        lines is not None,
-                    )
-                ]
-            )
+        raise_rows(
+            path.name,
+            lines,
+            np.asarray(filed < trade),
+            cols["filingdate"],
+            lambda i: f"filing date {filed[i].date()} before the trade date {trade[i].date()}",
+        )
         rule = "filing date"
     else:
         _need(
@@ -253,26 +218,15 @@ def read_insider(
             raw, lines = raw[~empty].reset_index(drop=True), None if lines is None else lines[~empty]
         trade = _dates(path, raw, lines, cols["transaction_date"])
         shares = _numbers(path, raw, lines, cols["shares"], allow_none=False)
-        price = (
-            _numbers(path, raw, lines, cols["share_price"], allow_none=True)
-            if "share_price" in cols
-            else np.full(len(raw), np.nan)
-        )
+        price = _numbers(path, raw, lines, cols.get("share_price"), allow_none=True)
         ad = raw[cols["acquisition_or_disposal"]].astype(str).str.strip().str.upper()
-        bad = ~ad.isin(["A", "D"]).to_numpy()
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise DataValidationError(
-                [
-                    Problem(
-                        path.name,
-                        int(lines[i]) if lines is not None else i + 1,
-                        cols["acquisition_or_disposal"],
-                        f"expected A or D, got {ad.iloc[i]!r}",
-                        lines is not None,
-                    )
-                ]
-            )
+        raise_rows(
+            path.name,
+            lines,
+            ~ad.isin(["A", "D"]).to_numpy(),
+            cols["acquisition_or_disposal"],
+            lambda i: f"expected A or D, got {ad.iloc[i]!r}",
+        )
         public = _business_days_after(trade, delay_business_days) if delay_business_days else trade
         frame = pd.DataFrame(
             {
@@ -282,7 +236,7 @@ def read_insider(
                 if "executive_title" in cols
                 else "",
                 "trade": trade,
-                "published_at": _at(public, _EOD),
+                "published_at": local_instants(public),
                 "verb": np.where(ad == "D", "sold", "acquired"),
                 "security": raw[cols["security_type"]].astype(str).str.strip()
                 if "security_type" in cols
@@ -402,23 +356,16 @@ def read_earnings(
         if "reporttime" in cols
         else pd.Series([""] * len(raw))
     )
-    unknown = ~when.isin(["", "none", "nan", *_REPORT_TIME]).to_numpy()
-    if unknown.any():
-        i = int(np.flatnonzero(unknown)[0])
-        raise DataValidationError(
-            [
-                Problem(
-                    path.name,
-                    int(lines[i]) if lines is not None else i + 1,
-                    cols["reporttime"],
-                    f"expected pre-market or post-market, got {when.iloc[i]!r}",
-                    lines is not None,
-                )
-            ]
-        )
+    raise_rows(
+        path.name,
+        lines,
+        ~when.isin(["", "none", "nan", *_REPORT_TIME]).to_numpy(),
+        cols.get("reporttime", "reportTime"),
+        lambda i: f"expected pre-market or post-market, got {when.iloc[i]!r}",
+    )
     when_used = when.where(when != "pre-market", "post-market") if pre_market == "next_day" else when
-    offset = np.array([_REPORT_TIME.get(w, _EOD) for w in when_used], dtype="timedelta64[ns]")
-    published = _at(reported, offset)
+    offset = np.array([_REPORT_TIME.get(w, END_OF_DAY) for w in when_used], dtype="timedelta64[ns]")
+    published = local_instants(reported, offset)
     timed = np.zeros(len(raw), dtype=bool)
     if release_times is not None and len(release_times):
         exact = pd.Series(release_times).reindex(reported).to_numpy()
@@ -563,7 +510,7 @@ def read_analyst(
             pd.DataFrame(
                 {
                     "ticker": raw[cols["symbol"]].astype(str).str.strip().str.upper(),
-                    "published_at": _at(month_end, _EOD),
+                    "published_at": local_instants(month_end),
                     "kind": "analyst",
                     "source": "recommendation trends",
                     "title": texts,

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from thesisgym.data.importers import EventsImport, _read_table
-from thesisgym.data.validate import DataValidationError, Problem, validate_events
+from thesisgym.data.validate import raise_rows, require_columns, validate_events
 
 __all__ = ["parse_feed_time", "read_feed", "read_rss_csv"]
 
@@ -94,36 +94,20 @@ def read_rss_csv(path: str | Path, *, ticker: str = "", source: str | None = Non
     path = Path(path)
     raw, lines = _read_table(path)
     cols = {str(c).strip().lower(): str(c) for c in raw.columns}
-    missing = [c for c in ("title", "pubdate") if c not in cols]
-    if missing:
-        raise DataValidationError(
-            [
-                Problem(
-                    path.name,
-                    None,
-                    m,
-                    "missing column (RSS CSV layout: title,pubDate[,guid,link,description])",
-                )
-                for m in missing
-            ]
-        )
+    require_columns(path.name, cols, ("title", "pubdate"), "RSS CSV (title,pubDate[,guid,link,description])")
     texts = raw[cols["pubdate"]].astype(str)
     when = [parse_feed_time(t) for t in texts]
-    bad = [i for i, w in enumerate(when) if w is None]
-    if bad:
-        probs = [
-            Problem(
-                path.name,
-                int(lines[i]) if lines is not None else i + 1,
-                cols["pubdate"],
-                "missing timestamp"
-                if not texts.iat[i].strip()
-                else f"not an RFC-822 or ISO-8601 time with a zone {texts.iat[i]!r}",
-                lines is not None,
-            )
-            for i in bad[:10]
-        ]
-        raise DataValidationError(probs, unlisted=max(0, len(bad) - 10))
+    raise_rows(
+        path.name,
+        lines,
+        np.array([w is None for w in when], dtype=bool),
+        cols["pubdate"],
+        lambda i: (
+            "missing timestamp"
+            if not texts.iat[i].strip()
+            else f"not an RFC-822 or ISO-8601 time with a zone {texts.iat[i]!r}"
+        ),
+    )
     key = raw[cols["guid"]].astype(str) if "guid" in cols else raw[cols["title"]].astype(str) + "|" + texts
     dup = key.duplicated().to_numpy()
     frame = pd.DataFrame(

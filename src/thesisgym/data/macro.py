@@ -37,7 +37,7 @@ import re
 import urllib.parse
 import urllib.request
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +45,14 @@ import pandas as pd
 
 from thesisgym.data.files import read_json_records
 from thesisgym.data.importers import EventsImport, _read_table
-from thesisgym.data.validate import DataValidationError, Problem, validate_events
+from thesisgym.data.validate import (
+    DataValidationError,
+    Problem,
+    local_instants,
+    raise_rows,
+    require_columns,
+    validate_events,
+)
 
 __all__ = [
     "fetch_alfred",
@@ -57,8 +64,6 @@ __all__ = [
     "read_series_csv",
 ]
 
-NY = "America/New_York"
-_EOD = pd.Timedelta(hours=23, minutes=59)
 _NAMES = {
     "PCPI": "CPI (Philadelphia Fed RTDSM)",
     "RUC": "unemployment rate % (Philadelphia Fed RTDSM)",
@@ -73,11 +78,6 @@ _NAMES = {
     "GDP": "nominal GDP (billions)",
     "PCREDIT8": "Fed primary credit rate %",
 }
-
-
-def _eod(days: Iterable[pd.Timestamp]) -> pd.Series:
-    idx = pd.DatetimeIndex(list(days)) + _EOD
-    return pd.Series(idx.tz_localize(NY).tz_convert("UTC"))
 
 
 def _num(cell: str) -> float:
@@ -139,29 +139,21 @@ def read_rtdsm(path: str | Path, *, vintage_day: int | None = None) -> EventsImp
     for k, o in enumerate(obs):
         m = re.fullmatch(r"(\d{4}):(?:(\d{2})|Q([1-4]))", o)
         if not m:
-            raise DataValidationError(
-                [
-                    Problem(
-                        path.name,
-                        int(lines[k]),
-                        cols[0],
-                        f"not an observation date like 1998:11 or 1965:Q4, got {o!r}",
-                        True,
-                    )
-                ]
+            raise_rows(
+                path.name,
+                lines,
+                np.arange(len(obs)) == k,
+                cols[0],
+                lambda i: f"not an observation date like 1998:11 or 1965:Q4, got {obs.iloc[i]!r}",
             )
         labels.append(f"{m.group(1)}-{m.group(2)}" if m.group(2) else f"{m.group(1)}Q{m.group(3)}")
     per_year = 12 if "-" in labels[-1] else 4
     rows, skipped = [], 0
     for c, (series, when) in vintages:
         cells = raw[c].astype(str)
-        try:
-            vals = np.array([_num(x) for x in cells])
-        except ValueError:
-            k = next(i for i, x in enumerate(cells) if not _is_num(x))
-            raise DataValidationError(
-                [Problem(path.name, int(lines[k]), c, f"not a number {cells.iloc[k]!r}", True)]
-            ) from None
+        ok = np.array([_is_num(x) for x in cells])
+        raise_rows(path.name, lines, ~ok, c, lambda i, cells=cells: f"not a number {cells.iloc[i]!r}")
+        vals = np.array([_num(x) for x in cells])
         have = np.flatnonzero(np.isfinite(vals))
         if not len(have):
             skipped += 1
@@ -173,7 +165,7 @@ def read_rtdsm(path: str | Path, *, vintage_day: int | None = None) -> EventsImp
         rows.append(
             {
                 "ticker": "",
-                "published_at": _eod([when]).iat[0],
+                "published_at": local_instants([when]).iat[0],
                 "kind": "macro",
                 "source": "Philadelphia Fed RTDSM",
                 "title": _describe(name, labels[i], vals[i], prev, yoy) + f", vintage {c.strip()}",
@@ -228,21 +220,17 @@ def read_fredmd_vintage(
     obs = pd.to_datetime(dates[is_obs], format="%m/%d/%Y")
     rows = []
     for s in series:
-        cells = raw[cols[s]].astype(str)[is_obs]
-        vals = np.array([_num(x) if _is_num(x) else np.nan for x in cells])
-        bad = [k for k, x in zip(np.flatnonzero(is_obs), cells, strict=False) if not _is_num(x)]
-        if bad:
-            raise DataValidationError(
-                [
-                    Problem(
-                        path.name,
-                        int(lines[bad[0]]),
-                        cols[s],
-                        f"not a number {raw[cols[s]].iat[bad[0]]!r}",
-                        True,
-                    )
-                ]
-            )
+        column = raw[cols[s]].astype(str)
+        ok = np.array([_is_num(x) for x in column])
+        raise_rows(
+            path.name,
+            lines,
+            is_obs & ~ok,
+            cols[s],
+            lambda i, column=column: f"not a number {column.iat[i]!r}",
+        )
+        cells = column[is_obs]
+        vals = np.array([_num(x) for x in cells])
         have = np.flatnonzero(np.isfinite(vals))
         if not len(have):
             continue
@@ -250,7 +238,7 @@ def read_fredmd_vintage(
         rows.append(
             {
                 "ticker": "",
-                "published_at": _eod([public]).iat[0],
+                "published_at": local_instants([public]).iat[0],
                 "kind": "macro",
                 "source": f"FRED-MD {vintage}",
                 "title": _describe(
@@ -276,36 +264,22 @@ def _alfred_events(df: pd.DataFrame, series: str, source: str, lines) -> EventsI
     start = pd.to_datetime(df["realtime_start"].astype(str).str.strip(), format="%Y-%m-%d", errors="coerce")
     obs = pd.to_datetime(df["date"].astype(str).str.strip(), format="%Y-%m-%d", errors="coerce")
     for name, parsed in (("realtime_start", start), ("date", obs)):
-        bad = parsed.isna().to_numpy()
-        if bad.any():
-            k = int(np.flatnonzero(bad)[0])
-            raise DataValidationError(
-                [
-                    Problem(
-                        source,
-                        int(lines[k]) if lines is not None else k + 1,
-                        name,
-                        f"not a YYYY-MM-DD date {df[name].iat[k]!r}",
-                        lines is not None,
-                    )
-                ]
-            )
+        raise_rows(
+            source,
+            lines,
+            parsed.isna().to_numpy(),
+            name,
+            lambda i, name=name: f"not a YYYY-MM-DD date {df[name].iat[i]!r}",
+        )
     text = df["value"].astype(str).str.strip()
     vals = pd.to_numeric(text.where(text != ".", None), errors="coerce").to_numpy(dtype="float64")
-    bad = np.isnan(vals) & (text != ".").to_numpy()
-    if bad.any():
-        k = int(np.flatnonzero(bad)[0])
-        raise DataValidationError(
-            [
-                Problem(
-                    source,
-                    int(lines[k]) if lines is not None else k + 1,
-                    "value",
-                    f"not a number {text.iat[k]!r}",
-                    lines is not None,
-                )
-            ]
-        )
+    raise_rows(
+        source,
+        lines,
+        np.isnan(vals) & (text != ".").to_numpy(),
+        "value",
+        lambda i: f"not a number {text.iat[i]!r}",
+    )
     frame = pd.DataFrame({"obs": obs, "start": start, "val": vals}).dropna(subset=["val"])
     frame = frame.sort_values(["start", "obs"], kind="stable")
     name = _NAMES.get(series, series)
@@ -319,7 +293,7 @@ def _alfred_events(df: pd.DataFrame, series: str, source: str, lines) -> EventsI
         rows.append(
             {
                 "ticker": "",
-                "published_at": _eod([when]).iat[0],
+                "published_at": local_instants([when]).iat[0],
                 "kind": "macro",
                 "source": f"ALFRED {series}",
                 "title": f"{name} for {o:%Y-%m-%d}: {v:g} ({note}, published {when.date()})",
@@ -342,19 +316,12 @@ def read_alfred(path: str | Path, *, series: str | None = None) -> EventsImport:
     path = Path(path)
     raw, lines = _read_table(path)
     cols = {str(c).strip().lower(): str(c) for c in raw.columns}
-    need = [c for c in ("date", "value", "realtime_start") if c not in cols]
-    if need:
-        raise DataValidationError(
-            [
-                Problem(
-                    path.name,
-                    None,
-                    n,
-                    "missing column (ALFRED layout: date,value,realtime_start,realtime_end)",
-                )
-                for n in need
-            ]
-        )
+    require_columns(
+        path.name,
+        cols,
+        ("date", "value", "realtime_start"),
+        "ALFRED (date,value,realtime_start,realtime_end)",
+    )
     if series is None:
         series = (
             str(raw[cols["series_id"]].iat[0]).strip()
@@ -462,23 +429,22 @@ def read_series_csv(
     if series is None:
         series = cols[1].strip() if cols[1].strip().lower() != "value" else path.stem.split("_")[-1]
     dates = pd.to_datetime(raw[cols[0]].astype(str).str.strip(), format="%Y-%m-%d", errors="coerce")
-    if dates.isna().any():
-        k = int(np.flatnonzero(dates.isna().to_numpy())[0])
-        raise DataValidationError(
-            [
-                Problem(
-                    path.name, int(lines[k]), cols[0], f"not a YYYY-MM-DD date {raw[cols[0]].iat[k]!r}", True
-                )
-            ]
-        )
+    raise_rows(
+        path.name,
+        lines,
+        dates.isna().to_numpy(),
+        cols[0],
+        lambda i: f"not a YYYY-MM-DD date {raw[cols[0]].iat[i]!r}",
+    )
     text = raw[cols[1]].astype(str).str.strip()
     vals = pd.to_numeric(text.where(~text.isin(["", "."]), None), errors="coerce").to_numpy(dtype="float64")
-    bad = np.isnan(vals) & ~text.isin(["", "."]).to_numpy()
-    if bad.any():
-        k = int(np.flatnonzero(bad)[0])
-        raise DataValidationError(
-            [Problem(path.name, int(lines[k]), cols[1], f"not a number {text.iat[k]!r}", True)]
-        )
+    raise_rows(
+        path.name,
+        lines,
+        np.isnan(vals) & ~text.isin(["", "."]).to_numpy(),
+        cols[1],
+        lambda i: f"not a number {text.iat[i]!r}",
+    )
     step = pd.Series(dates).diff().dt.days.median()
     regular = len(dates) > 2 and pd.Series(dates).diff().dt.days.std() < 0.3 * max(step, 1)
     if release_lag_days is None:
@@ -504,7 +470,7 @@ def read_series_csv(
         pd.DataFrame(
             {
                 "ticker": "",
-                "published_at": _eod(d + pd.Timedelta(days=release_lag_days)),
+                "published_at": local_instants(d + pd.Timedelta(days=release_lag_days)),
                 "kind": "macro",
                 "source": f"{series} (latest vintage)" if latest_vintage else series,
                 "title": titles,
