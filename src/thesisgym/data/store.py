@@ -28,16 +28,7 @@ import pandas as pd
 from thesisgym.schema import DEFAULT_CUTOFF, DEFAULT_TIMEZONE
 
 BAR_COLUMNS: tuple[str, ...] = ("ticker", "date", "open", "high", "low", "close", "volume")
-EVENT_COLUMNS: tuple[str, ...] = (
-    "ticker",
-    "published_at",
-    "kind",
-    "source",
-    "title",
-    "text",
-    "value",
-    "sentiment",
-)
+EVENT_COLUMNS: tuple[str, ...] = ("ticker", "published_at", "kind", "source", "title", "text", "value", "sentiment")
 TRUTH_COLUMNS: tuple[str, ...] = ("ticker", "date", "expected_return", "quality", "regime")
 
 
@@ -108,9 +99,7 @@ class MarketStore:
             raise ValueError(f"{path}: not a MarketStore directory (bars.parquet is missing)")
         meta = json.loads((path / "meta.json").read_text()) if (path / "meta.json").exists() else {}
         bars = pd.read_parquet(path / "bars.parquet")
-        events = (
-            pd.read_parquet(path / "events.parquet") if (path / "events.parquet").exists() else empty_events()
-        )
+        events = pd.read_parquet(path / "events.parquet") if (path / "events.parquet").exists() else empty_events()
         truth = pd.read_parquet(path / "truth.parquet") if (path / "truth.parquet").exists() else None
         name = meta.pop("name", path.name)
         cutoff = meta.pop("cutoff", DEFAULT_CUTOFF)

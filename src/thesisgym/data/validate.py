@@ -219,9 +219,7 @@ def validate_bars(
     out = {"ticker": tickers.to_numpy(dtype=object), "date": dates}
     for name in ("open", "high", "low", "close"):
         v = _numeric(df[cols[name]], loc, name, allow_missing=False)
-        loc.add_many(
-            (v < 0) & np.isfinite(v), name, lambda i, v=v: f"negative price {v[i]:g}"
-        )  # -inf: reported once
+        loc.add_many((v < 0) & np.isfinite(v), name, lambda i, v=v: f"negative price {v[i]:g}")  # -inf: reported once
         loc.add_many(v == 0, name, lambda i: "zero price")
         out[name] = v
     vol = _numeric(df[cols["volume"]], loc, "volume", allow_missing=False)
