@@ -1,6 +1,7 @@
 """Benchmark: build 100,000 point-in-time contexts and compare with a naive per-row pandas builder.
 
     python bench/bench_contexts.py [--tickers 50] [--rows-per-ticker 2000] [--naive-sample 200] [--stream]
+    python bench/bench_contexts.py --real ../shared/data     # Magnificent-7, every source family
 
 Market: the synthetic market (`thesisgym.data.synth`, 50 tickers x 2,014 business days, i.e. 2,000
 days per ticker with a full 15-bar window = 100,000 contexts, about 57k events).
@@ -117,6 +118,39 @@ def naive_row(store, ticker: str, day: pd.Timestamp, cfg) -> tuple[str, list[dic
     return prompt_text, evidence
 
 
+def news_duplicates(root: str, cfg) -> None:
+    """Share of news items repeated inside their prompt (AAPL, META, MSFT while the ticker headlines
+    run), with near-duplicate merging (the default) against without it (the baseline)."""
+    from thesisgym.context import build_contexts
+    from thesisgym.data import sources
+    from thesisgym.data.quality import normalised_title
+
+    plain = sources.import_sources
+    for window in (None, 3.0):
+        sources.import_sources = lambda **kw: plain(**{**kw, "merge_window_days": window})  # noqa: B023
+        try:
+            store = sources.import_shared(root)
+        finally:
+            sources.import_sources = plain
+        days = [d for d in store.dates if pd.Timestamp("2019-04-15") <= d <= pd.Timestamp("2021-04-01")]
+        ds = build_contexts(
+            store, tickers=["AAPL", "META", "MSFT"], dates=days, config=cfg, show_progress=False
+        )
+        total = dup = 0
+        for ev in ds["evidence"]:
+            seen: set[str] = set()
+            for it in ev:
+                if it["section"] == "news":
+                    key = normalised_title(it["text"])
+                    total += 1
+                    dup += key in seen
+                    seen.add(key)
+        print(
+            f"news duplicates inside a prompt, merge window {window} days: {dup:,} of {total:,} news items "
+            f"= {100 * dup / total:.1f}% ({len(ds):,} prompts, AAPL/META/MSFT {days[0].date()}..{days[-1].date()})"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tickers", type=int, default=50)
@@ -126,6 +160,12 @@ def main() -> None:
     ap.add_argument(
         "--stream", action="store_true", help="also time the cache_file (streamed, memory-mapped) path"
     )
+    ap.add_argument(
+        "--real",
+        default=None,
+        help="the shared data folder: benchmark the Magnificent-7 store with every source family "
+        "(thesisgym data import-shared) and the context config of configs/splits/mag7.yaml instead",
+    )
     args = ap.parse_args()
 
     from thesisgym.context import ContextConfig, build_contexts
@@ -133,16 +173,31 @@ def main() -> None:
 
     cfg = ContextConfig()
     t0 = time.perf_counter()
-    store = generate_market(
-        SynthConfig(n_tickers=args.tickers, n_days=args.rows_per_ticker + cfg.bars - 1, seed=args.seed)
-    )
-    print(
-        f"market: {args.tickers} tickers x {args.rows_per_ticker + cfg.bars - 1} days, {len(store.events):,} events "
-        f"(generated in {time.perf_counter() - t0:.1f}s)"
-    )
+    if args.real:
+        from pathlib import Path
+
+        from thesisgym.data.sources import import_shared
+        from thesisgym.splits import SplitConfig
+
+        store = import_shared(args.real)
+        root = Path(__file__).resolve().parents[1]
+        cfg = SplitConfig.from_yaml(root / "src/thesisgym/configs/splits/mag7.yaml").context
+        kinds = ", ".join(f"{k} {v:,}" for k, v in store.events["kind"].value_counts().sort_index().items())
+        print(
+            f"market: Magnificent-7 {len(store.tickers)} tickers x {len(store.dates)} days, {len(store.events):,} "
+            f"events ({kinds}); imported in {time.perf_counter() - t0:.1f}s"
+        )
+    else:
+        store = generate_market(
+            SynthConfig(n_tickers=args.tickers, n_days=args.rows_per_ticker + cfg.bars - 1, seed=args.seed)
+        )
+        print(
+            f"market: {args.tickers} tickers x {args.rows_per_ticker + cfg.bars - 1} days, {len(store.events):,} events "
+            f"(generated in {time.perf_counter() - t0:.1f}s)"
+        )
     import datasets  # noqa: F401  (import time is not build time)
 
-    ds, fast_s, peak, base = peak_rss_during(lambda: build_contexts(store, show_progress=False))
+    ds, fast_s, peak, base = peak_rss_during(lambda: build_contexts(store, config=cfg, show_progress=False))
     n = len(ds)
     print(
         f"fast:  {n:,} contexts in {fast_s:.1f}s = {n / fast_s:,.0f} contexts/s; "
@@ -152,12 +207,14 @@ def main() -> None:
     chars = np.mean([len(x) for x in ds.select(range(0, n, 100))["prompt_text"]])
     print(f"       {ev_items:.1f} evidence items and {chars:,.0f} characters per prompt on average")
 
+    if args.real:
+        news_duplicates(args.real, cfg)
     if args.stream:
         import tempfile
 
         with tempfile.TemporaryDirectory() as tmp:
             ds2, s_s, s_peak, s_base = peak_rss_during(
-                lambda: build_contexts(store, cache_file=f"{tmp}/rows.arrow", show_progress=False)
+                lambda: build_contexts(store, config=cfg, cache_file=f"{tmp}/rows.arrow", show_progress=False)
             )
             print(
                 f"stream: {len(ds2):,} contexts in {s_s:.1f}s = {len(ds2) / s_s:,.0f} contexts/s; peak RSS "

@@ -17,6 +17,10 @@ Variations (random section subsets/orders) augment training: `variations` applie
 val/test/heldout get `eval_variations` (default 1, the canonical context), so a backtest sees one row
 per ticker-day unless asked otherwise.
 
+The meta also holds the coverage of every split (per ticker x split x section: share of prompts with
+the section and mean items, thesisgym.data.quality.coverage_table) and a warning for every split or
+ticker that has none of a section.
+
 `label_mode="paper"` reproduces Trading-R1 (trailing returns, cut points from the full sample, so
 information from the test period reaches training labels) for comparison only.
 """
@@ -34,6 +38,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from thesisgym.context.build import ContextConfig, build_contexts
+from thesisgym.data.quality import coverage_table, coverage_warnings
 from thesisgym.data.store import MarketStore
 from thesisgym.labels import LabelThresholds, apply_thresholds, class_mix, compute_labels
 from thesisgym.schema import HORIZONS
@@ -273,6 +278,11 @@ def build_splits(
         "unlabelled": unlabelled,
         "class_mix": {n: class_mix(parts[n]["label"]) for n in SPLITS},
     }
+    cov = coverage_table(parts)
+    meta["coverage"] = cov.to_dict("records")
+    meta["coverage_warnings"] = coverage_warnings(cov)
+    if store.meta.get("quality"):
+        meta["store_quality"] = store.meta["quality"]
     dd.meta = meta  # type: ignore[attr-defined]
     if out is not None:
         save_splits(dd, out, meta=meta)

@@ -149,8 +149,32 @@ def build(
         console.print(
             f"rows without a label (incomplete window / short history), not kept: {meta['unlabelled']}"
         )
+    print_coverage(console, meta)
     if sample_chars > 0 and sample is not None:
         _print_prompt(console, sample, max_chars=sample_chars, user_only=True)
+
+
+def print_coverage(console, meta: dict) -> None:
+    """The coverage table and warnings stored in a build meta (thesisgym.data.quality)."""
+    import pandas as pd
+    from rich.text import Text
+
+    from thesisgym.data.quality import render_coverage
+
+    console.print(
+        render_coverage(pd.DataFrame(meta.get("coverage", [])), title="coverage per ticker x split")
+    )
+    for w in meta.get("coverage_warnings", []):
+        console.print(Text("warning: ", style="yellow") + Text(w), highlight=False)
+    q = meta.get("store_quality")
+    if q:
+        st = q.get("suspicious_timestamps", {})
+        console.print(
+            f"store quality: {q.get('near_duplicates_merged', 0):,} near-duplicate items merged, "
+            f"{st.get('count', 0):,} suspicious timestamps flagged ({q.get('dropped_not_started_quarter', 0):,} "
+            "naming a quarter not yet started dropped)",
+            highlight=False,
+        )
 
 
 def _print_prompt(console, row: dict, *, max_chars: int, user_only: bool = False) -> None:

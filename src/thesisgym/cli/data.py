@@ -68,10 +68,28 @@ def print_summary(store: MarketStore, *, path: Path | None = None) -> None:
             f"{store.meta['lucky_ticker']} (drift flips on {store.meta.get('lucky_switch_date')})",
         )
     for rep in store.meta.get("imports", []):
+        extra = "".join(f", {k.replace('_', ' ')} {v:,}" for k, v in rep.get("counts", {}).items())
         table.add_row(
             f"import {rep['file']}",
             f"{rep['rows_read']:,} read, {rep['kept']:,} kept, {rep['duplicates']:,} duplicates "
-            f"({rep['dropped_duplicates']:,} dropped), {rep['dropped_other_tickers']:,} for other tickers dropped",
+            f"({rep['dropped_duplicates']:,} dropped), {rep['dropped_other_tickers']:,} for other tickers dropped"
+            + extra,
+        )
+    q = store.meta.get("quality")
+    if q:
+        st = q.get("suspicious_timestamps", {})
+        table.add_row(
+            "near-duplicates merged",
+            f"{q.get('near_duplicates_merged', 0):,} (within {q.get('merge_window_days')} days)",
+        )
+        table.add_row(
+            "suspicious timestamps",
+            f"{st.get('count', 0):,} flagged ({st.get('not_started', 0):,} name a quarter not yet started; "
+            f"{q.get('dropped_not_started_quarter', 0):,} of those dropped)"
+            + "".join(
+                f"\n  {e['published_at'][:16]} {e['ticker'] or '(market)'}: {e['title'][:80]}"
+                for e in st.get("examples", [])[:3]
+            ),
         )
     console.print(table)
 
@@ -106,8 +124,8 @@ def synth(
 
 @data_app.command("import")
 def import_(
-    prices: list[Path] = typer.Option(
-        ..., "--prices", help="price files (CSV or Parquet); repeat the option"
+    prices: list[Path] | None = typer.Option(
+        None, "--prices", help="price files (CSV or Parquet); repeat the option"
     ),
     events: list[Path] | None = typer.Option(
         None, "--events", help="event or headline files; repeat the option"
@@ -126,12 +144,82 @@ def import_(
     no_ticker_map: bool = typer.Option(
         False, "--no-ticker-map", help="do not rename FB to META in headline files"
     ),
+    fundamentals: list[Path] | None = typer.Option(
+        None, "--fundamentals", help="SEC companyfacts JSON (one per company); repeat"
+    ),
+    submissions: list[Path] | None = typer.Option(
+        None, "--submissions", help="SEC submissions JSON (acceptance times), matched by CIK in the name"
+    ),
+    insider: list[Path] | None = typer.Option(None, "--insider", help="insider transaction CSVs"),
+    insider_delay: int = typer.Option(
+        2, "--insider-delay", help="business days after the trade when a file has no filing date"
+    ),
+    earnings: list[Path] | None = typer.Option(
+        None, "--earnings", help="earnings CSVs (reported vs estimated EPS)"
+    ),
+    analyst: list[Path] | None = typer.Option(
+        None, "--analyst", help="analyst CSVs (generic, rating headlines, trends) or Estimize zip/JSON"
+    ),
+    macro: list[Path] | None = typer.Option(
+        None, "--macro", help="macro files: RTDSM, FRED-MD vintage, ALFRED CSV, date,value, calendar zip"
+    ),
+    feed: list[Path] | None = typer.Option(None, "--feed", help="RSS/Atom XML files"),
+    yfinance: str | None = typer.Option(
+        None, "--yfinance", help="download prices instead: comma list of tickers (needs the yfinance extra)"
+    ),
+    merge_days: float = typer.Option(
+        3.0, "--merge-days", help="merge near-duplicate items published within this many days (0: keep all)"
+    ),
+    start: str | None = typer.Option(None, "--start", help="with --yfinance: first date"),
+    end: str | None = typer.Option(None, "--end", help="with --yfinance: end date (exclusive)"),
 ) -> None:
-    """Import price and event files into a validated MarketStore at OUT."""
+    """Import price files (or yfinance) and any source families into a validated MarketStore at OUT."""
     from thesisgym.data.importers import DEFAULT_TICKER_MAP, import_store
 
     if unknown_tickers not in ("error", "drop") or duplicates not in ("keep", "drop"):
         _fail("--unknown-tickers takes error|drop and --duplicates takes keep|drop")
+    families = [fundamentals, insider, earnings, analyst, macro, feed]
+    if yfinance:
+        from thesisgym.data.importers import fetch_yfinance
+
+        if prices or events or any(families) or not (start and end):
+            _fail("--yfinance takes --start and --end and no other inputs")
+        try:
+            store = fetch_yfinance(
+                [t.strip() for t in yfinance.split(",") if t.strip()], start, end, name=name
+            )
+        except (ValueError, OSError, ImportError, TypeError) as exc:
+            _fail(str(exc))
+        store.save(out)
+        print_summary(store, path=out)
+        return
+    if not prices:
+        _fail("give --prices (repeat for several files) or --yfinance")
+    if any(families) or submissions:
+        from thesisgym.data.sources import import_sources
+
+        try:
+            store = import_sources(
+                prices=prices,
+                events=events or [],
+                fundamentals=fundamentals or [],
+                submissions=submissions or [],
+                insider=insider or [],
+                earnings=earnings or [],
+                analyst=analyst or [],
+                macro=macro or [],
+                feeds=feed or [],
+                name=name,
+                ticker_map=None if no_ticker_map else DEFAULT_TICKER_MAP,
+                insider_delay_days=insider_delay,
+                assume_timezone=assume_timezone,
+                merge_window_days=merge_days or None,
+            )
+        except (ValueError, OSError) as exc:
+            _fail(str(exc))
+        store.save(out)
+        print_summary(store, path=out)
+        return
     try:
         store = import_store(
             prices=prices,
@@ -141,6 +229,7 @@ def import_(
             duplicates=duplicates,
             assume_timezone=assume_timezone,  # type: ignore[arg-type]
             ticker_map=None if no_ticker_map else DEFAULT_TICKER_MAP,
+            merge_window_days=merge_days or None,
         )
     except (ValueError, OSError) as exc:
         hint = "  (use --unknown-tickers drop to drop and count them)" if "unknown ticker" in str(exc) else ""
@@ -149,12 +238,54 @@ def import_(
     print_summary(store, path=out)
 
 
+@data_app.command("import-shared")
+def import_shared_(
+    root: Path = typer.Argument(..., help="the shared data folder (../shared/data)"),
+    out: Path = typer.Option(..., "--out", "-o", help="directory to write the MarketStore to"),
+) -> None:
+    """The Magnificent-7 2013-2023 store with every source family of ROOT (see its README)."""
+    from thesisgym.data.sources import import_shared
+
+    try:
+        store = import_shared(root)
+    except (ValueError, OSError) as exc:
+        _fail(str(exc))
+    store.save(out)
+    print_summary(store, path=out)
+
+
+@data_app.command("fetch-sec")
+def fetch_sec(
+    cik: int = typer.Option(..., "--cik", help="the company's SEC CIK, e.g. 320193 for Apple"),
+    ticker: str = typer.Option(..., "--ticker", help="the ticker the files are named after, e.g. AAPL"),
+    user_agent: str = typer.Option(
+        ..., "--user-agent", help="your name and contact e-mail, as the SEC requires"
+    ),
+    out: Path = typer.Option(..., "--out", "-o", help="directory for the JSON files"),
+) -> None:
+    """Download SEC companyfacts + submissions (at most 10 requests a second) for `data import`."""
+    from thesisgym.data.sec import fetch_company
+
+    try:
+        facts, subs = fetch_company(cik, out, user_agent=user_agent, ticker=ticker)
+    except (ValueError, OSError) as exc:
+        _fail(str(exc))
+    print(
+        f"wrote {facts} and {len(subs)} submissions file(s); import with --fundamentals {facts} "
+        + " ".join(f"--submissions {p}" for p in subs)
+    )
+
+
 @data_app.command("info")
 def info(
     path: Path = typer.Argument(..., help="a MarketStore directory"),
     no_validate: bool = typer.Option(False, "--no-validate", help="skip validation of the stored frames"),
+    coverage: bool = typer.Option(
+        False, "--coverage", help="build the canonical prompts of every split and print their coverage"
+    ),
+    config: Path | None = typer.Option(None, "--config", help="with --coverage: SplitConfig YAML"),
 ) -> None:
-    """Validate a MarketStore directory and print its summary."""
+    """Validate a MarketStore directory and print its summary (and, with --coverage, prompt coverage)."""
     from thesisgym.data.validate import load_store
 
     try:
@@ -162,3 +293,17 @@ def info(
     except (ValueError, OSError) as exc:
         _fail(str(exc))
     print_summary(store, path=path)
+    if coverage:
+        from rich.console import Console
+
+        from thesisgym.cli.build import print_coverage
+        from thesisgym.splits import SplitConfig, build_splits
+
+        try:
+            cfg = SplitConfig.from_yaml(config) if config else SplitConfig()
+            # canonical prompts only: coverage is about the evidence, not the augmentation
+            cfg = cfg.model_copy(update={"variations": 1, "eval_variations": 1})
+            splits = build_splits(store, cfg, show_progress=False)
+        except (ValueError, OSError) as exc:
+            _fail(str(exc))
+        print_coverage(Console(), splits.meta)

@@ -1,5 +1,7 @@
-"""Market data: the point-in-time MarketStore, validation, importers (CSV, Parquet, yfinance) and the
-synthetic market with known ground truth."""
+"""Market data: the point-in-time MarketStore, validation, importers (CSV, Parquet, yfinance; SEC
+filings in `sec`, insider/earnings/analyst in `corporate`, macro vintages in `macro`, RSS/Atom in
+`feeds`, all families at once in `sources`), data quality and coverage (`quality`) and the synthetic
+market with known ground truth."""
 
 from thesisgym.data.importers import (
     DEFAULT_TICKER_MAP,
@@ -14,6 +16,7 @@ from thesisgym.data.importers import (
     read_price_file,
     read_ticker_headlines,
 )
+from thesisgym.data.sources import import_shared, import_sources
 from thesisgym.data.store import MarketStore
 from thesisgym.data.synth import REGIMES, SynthConfig, generate_market
 from thesisgym.data.validate import (
@@ -35,6 +38,8 @@ __all__ = [
     "fetch_yfinance",
     "generate_market",
     "import_prices",
+    "import_shared",
+    "import_sources",
     "import_store",
     "load_store",
     "read_events",

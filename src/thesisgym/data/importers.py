@@ -28,6 +28,7 @@ count is returned in an `EventsImport` and logged, never dropped silently.
 from __future__ import annotations
 
 import csv
+import io
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from thesisgym.data.files import read_text
 from thesisgym.data.store import MarketStore, empty_events
 from thesisgym.data.validate import DataValidationError, Problem, validate_bars, validate_events
 from thesisgym.schema import DEFAULT_TIMEZONE
@@ -72,24 +74,43 @@ class EventsImport:
     dropped_duplicates: int = 0
     dropped_other_tickers: int = 0  # rows whose ticker was outside `keep_tickers`
     notes: list[str] = field(default_factory=list)
+    # family-specific counts (e.g. "stamped_by_acceptance_time", "restatements", "skipped_no_value")
+    counts: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> str:
+        extra = "".join(f", {k.replace('_', ' ')} {v}" for k, v in self.counts.items())
         return (
             f"{self.source}: {self.rows_read} rows read, {len(self.events)} kept, {self.duplicates} duplicates "
             f"({self.dropped_duplicates} dropped), {self.dropped_other_tickers} dropped for tickers not kept"
+            + extra
         )
+
+    def meta(self) -> dict:
+        """The store.meta["imports"] entry of this import."""
+        return {
+            "file": self.source,
+            "rows_read": self.rows_read,
+            "kept": len(self.events),
+            "duplicates": self.duplicates,
+            "dropped_duplicates": self.dropped_duplicates,
+            "dropped_other_tickers": self.dropped_other_tickers,
+            **({"counts": dict(self.counts)} if self.counts else {}),
+            **({"notes": list(self.notes)} if self.notes else {}),
+        }
 
 
 # --- CSV reading with physical line numbers -------------------------------------------------------
-def _read_csv(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
+def _read_csv(path: Path, skipped: list[int] | None = None) -> tuple[pd.DataFrame, np.ndarray]:
     """All cells as strings plus the file line where each record starts (header = line 1).
+
+    A record with the wrong number of fields raises, unless `skipped` is a list: then its line is
+    appended there (for the caller to count) and the record is left out.
 
     The csv module rather than pandas: records may span lines (quoted newlines) and blank lines are
     skipped, and both would make "row index + 2" lie about where a bad cell is.
     """
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
-    with path.open(newline="", encoding="utf-8-sig") as fh:
+    text = read_text(path)  # binary / non-UTF-8 files fail here, naming the file
+    with io.StringIO(text, newline="") as fh:
         reader = csv.reader(fh)
         header: list[str] | None = None
         rows: list[list[str]] = []
@@ -105,6 +126,9 @@ def _read_csv(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
                     raise ValueError(f"{path.name}, line {start}: the header must be on line 1")
                 continue
             if len(record) != len(header):
+                if skipped is not None:
+                    skipped.append(start)
+                    continue
                 raise DataValidationError(
                     [Problem(path.name, start, "*", f"{len(record)} fields, header has {len(header)}", True)]
                 )
@@ -112,13 +136,15 @@ def _read_csv(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
             starts.append(start)
     if header is None:
         raise ValueError(f"{path.name}: empty file (no header)")
+    if not rows:
+        raise ValueError(f"{path.name}: header only, no data rows (header: {', '.join(header)})")
     return pd.DataFrame(rows, columns=header, dtype=object), np.asarray(starts, dtype=np.int64)
 
 
-def _read_table(path: Path) -> tuple[pd.DataFrame, np.ndarray | None]:
+def _read_table(path: Path, skipped: list[int] | None = None) -> tuple[pd.DataFrame, np.ndarray | None]:
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        return _read_csv(path)
+        return _read_csv(path, skipped)
     if suffix in (".parquet", ".pq"):
         if not path.exists():
             raise FileNotFoundError(f"{path}: no such file")
@@ -136,7 +162,7 @@ def _peek_columns(path: Path) -> list[str]:
         return list(pq.read_schema(path).names)
     if path.suffix.lower() != ".csv":
         raise ValueError(f"{path}: unsupported file type {path.suffix!r} (expected .csv or .parquet)")
-    with path.open(newline="", encoding="utf-8-sig") as fh:
+    with io.StringIO(read_text(path), newline="") as fh:
         return next(csv.reader(fh), [])
 
 
@@ -198,17 +224,24 @@ def read_events_csv(
     *,
     assume_timezone: str | None = None,
     tickers: Iterable[str] | None = None,
+    date_only: bool | None = None,
 ) -> pd.DataFrame:
     """Read an events file in the generic layout (module docstring) into a validated events frame.
 
     `assume_timezone` (e.g. "America/New_York") is required for naive or date-only timestamps; a
-    date-only value is placed at 23:59 local time (visible from the next trading day). With
-    `tickers`, an event for a ticker outside it raises.
+    date-only value is placed at 23:59 local time (visible from the next trading day), and so is a
+    naive midnight from a datetime column (Parquet) unless `date_only=False` (see
+    `thesisgym.data.validate.parse_timestamps`). With `tickers`, an event for a ticker outside it raises.
     """
     path = Path(path)
     raw, lines = _read_table(path)
     return validate_events(
-        raw, source=path.name, tickers=tickers, assume_timezone=assume_timezone, lines=lines
+        raw,
+        source=path.name,
+        tickers=tickers,
+        assume_timezone=assume_timezone,
+        lines=lines,
+        date_only=date_only,
     )
 
 
@@ -379,9 +412,14 @@ def read_events(
         )
     if "headline" in cols:
         return read_market_headlines(path, duplicates=duplicates, assume_timezone=tz)
+    if {"title", "pubdate"} <= cols:
+        from thesisgym.data.feeds import read_rss_csv
+
+        return read_rss_csv(path)
     raise ValueError(
         f"{path.name}: unknown events layout (columns: {', '.join(columns)}); expected "
-        "ticker,published_at,kind,source,title[,text,value,sentiment] or a headline file"
+        "ticker,published_at,kind,source,title[,text,value,sentiment], a headline file or an RSS CSV "
+        "(title,pubDate,...)"
     )
 
 
@@ -395,12 +433,17 @@ def import_store(
     duplicates: Literal["keep", "drop"] = "keep",
     assume_timezone: str | None = None,
     ticker_map: Mapping[str, str] | None = DEFAULT_TICKER_MAP,
+    merge_window_days: float | None = 3.0,
 ) -> MarketStore:
     """Build a validated MarketStore from price files and optional event files.
 
     Events for tickers that have no bars raise (`unknown_tickers="error"`) or are dropped and counted
-    (`"drop"`); counts of everything dropped or duplicated are kept in `store.meta["imports"]`.
+    (`"drop"`); counts of everything dropped or duplicated are kept in `store.meta["imports"]`. Then
+    near-duplicate items within `merge_window_days` are merged (None: kept) and suspicious timestamps
+    flagged, both counted in `store.meta["quality"]` (thesisgym.data.quality.quality_pass).
     """
+    from thesisgym.data.quality import quality_pass
+
     if unknown_tickers not in ("error", "drop"):
         raise ValueError(f"unknown_tickers must be 'error' or 'drop', got {unknown_tickers!r}")
     bars = import_prices(prices)
@@ -420,20 +463,12 @@ def import_store(
         if rep.dropped_other_tickers or rep.duplicates:
             log.warning(rep.summary())
     ev = pd.concat(frames, ignore_index=True) if frames else empty_events()
+    ev, quality = quality_pass(ev, merge_window_days=merge_window_days)
     meta = {
         "market": "real",
         "sources": {"prices": [str(Path(p)) for p in prices], "events": [str(Path(p)) for p in events]},
-        "imports": [
-            {
-                "file": r.source,
-                "rows_read": r.rows_read,
-                "kept": len(r.events),
-                "duplicates": r.duplicates,
-                "dropped_duplicates": r.dropped_duplicates,
-                "dropped_other_tickers": r.dropped_other_tickers,
-            }
-            for r in reports
-        ],
+        "imports": [r.meta() for r in reports],
+        "quality": quality,
     }
     return MarketStore(bars=bars, events=ev, name=name, meta=meta)
 

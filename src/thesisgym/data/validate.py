@@ -25,12 +25,16 @@ import numpy as np
 import pandas as pd
 
 from thesisgym.data.store import BAR_COLUMNS, EVENT_COLUMNS, TRUTH_COLUMNS, MarketStore
-from thesisgym.schema import EVENT_KINDS
+from thesisgym.schema import DEFAULT_TIMEZONE, EVENT_KINDS
 
 __all__ = [
+    "END_OF_DAY",
     "DataValidationError",
     "Problem",
+    "local_instants",
     "load_store",
+    "raise_rows",
+    "require_columns",
     "validate_bars",
     "validate_events",
     "validate_store",
@@ -46,6 +50,8 @@ _TZ_SUFFIX = re.compile(
     r"\d[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*(?:Z|[+-]\d{2}(?::?\d{2})?|UTC|GMT)$", re.IGNORECASE
 )
 _DATE_ONLY = r"\d{4}-\d{2}-\d{2}"
+# A date-only publication is placed at this time of its day: after the close, visible the next day.
+END_OF_DAY = pd.Timedelta(hours=23, minutes=59)
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,39 @@ class DataValidationError(ValueError):
         head = "; ".join(str(p) for p in self.problems[:_MAX_LISTED])
         more = self.total - min(len(self.problems), _MAX_LISTED)
         super().__init__(head + (f"; ... and {more} more problems" if more > 0 else ""))
+
+
+def raise_rows(source: str, lines: Sequence[int] | None, mask, field: str, message) -> None:
+    """Raise a DataValidationError for the rows where `mask` is True (the first 10 listed, the rest
+    counted); `message(i)` says what is wrong at frame position i. Rows are file lines when `lines`
+    holds them, else 1-based data rows. Does nothing when no row is marked."""
+    hits = np.flatnonzero(np.asarray(mask, dtype=bool))
+    if not len(hits):
+        return
+    problems = [
+        Problem(
+            source,
+            int(lines[i]) if lines is not None else int(i) + 1,
+            field,
+            message(int(i)),
+            lines is not None,
+        )
+        for i in hits[:_MAX_LISTED]
+    ]
+    raise DataValidationError(problems, unlisted=max(0, len(hits) - _MAX_LISTED))
+
+
+def require_columns(source: str, have: Iterable[str], need: Iterable[str], layout: str) -> None:
+    """Raise a DataValidationError naming every column of `need` missing from `have`."""
+    have = list(have)
+    missing = [n for n in need if n not in have]
+    if missing:
+        raise DataValidationError(
+            [
+                Problem(source, None, m, f"missing column for the {layout} layout (have: {', '.join(have)})")
+                for m in missing
+            ]
+        )
 
 
 class _Locator:
@@ -276,13 +315,15 @@ def validate_events(
     assume_timezone: str | None = None,
     lines: Sequence[int] | None = None,
     fields: Mapping[str, str] | None = None,
+    date_only: bool | None = None,
 ) -> pd.DataFrame:
     """Check an events frame and return it with canonical columns/dtypes (published_at in UTC).
 
     Required columns: ticker ("" or empty = market-wide), published_at, kind, and title or text;
     source, value and sentiment are optional. `published_at` must be timezone-aware; naive values
     raise unless `assume_timezone` is given (see `thesisgym.data.importers.read_events_csv` for the
-    date-only convention). With `tickers`, an event naming a ticker outside it raises.
+    date-only convention; `date_only` as in `parse_timestamps`). With `tickers`, an event naming a
+    ticker outside it raises.
     """
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"{source}: events must be a pandas DataFrame, got {type(df).__name__}")
@@ -313,7 +354,11 @@ def validate_events(
         lambda i: f"unknown event kind {kind.iloc[i]!r} (expected one of {', '.join(EVENT_KINDS)})",
     )
     published = parse_timestamps(
-        df[cols["published_at"]], loc=loc, column="published_at", assume_timezone=assume_timezone
+        df[cols["published_at"]],
+        loc=loc,
+        column="published_at",
+        assume_timezone=assume_timezone,
+        date_only=date_only,
     )
     title, text = text_col("title"), text_col("text")
     loc.add_many(
@@ -355,6 +400,7 @@ def parse_timestamps(
     column: str = "published_at",
     assume_timezone: str | None = None,
     source: str = FRAME,
+    date_only: bool | None = None,
 ) -> pd.Series:
     """Parse publication times to UTC; naive ones raise unless `assume_timezone` is given.
 
@@ -362,6 +408,12 @@ def parse_timestamps(
     ("2020-04-06") as 23:59 local time of that day: we do not know when during the day it appeared,
     and the latest possible instant is the only choice that cannot leak it into the context of a
     close it may have come after (it becomes visible from the next trading day on).
+
+    A date read into a datetime column (Parquet, a pandas frame, "2020-04-06 00:00") arrives as naive
+    MIDNIGHT and cannot be told from a real 00:00 stamp. `date_only=None` (default) treats every
+    naive midnight as a date-only value (23:59), the reading that cannot leak; `date_only=True` does
+    so for every naive value, `date_only=False` keeps naive times as given (midnight included).
+    Timezone-aware values are never moved.
     """
     own = loc is None
     if loc is None:
@@ -380,7 +432,7 @@ def parse_timestamps(
                 limit=1,
             )
             loc.raise_if_any()
-        out = _localise(naive, assume_timezone)
+        out = _localise(_end_of_date_only(naive, date_only), assume_timezone)
         loc.add_many(out.isna().to_numpy(), column, lambda i: "missing timestamp")
     else:
         text = _strings(raw)
@@ -406,14 +458,33 @@ def parse_timestamps(
             else:
                 sub = text[naive]
                 parsed = pd.to_datetime(sub, format="ISO8601", errors="coerce")
-                date_only = sub.str.fullmatch(_DATE_ONLY).to_numpy()
-                parsed = parsed + pd.to_timedelta(np.where(date_only, 23 * 60 + 59, 0), unit="min")
+                dated = sub.str.fullmatch(_DATE_ONLY).to_numpy()
+                parsed = parsed + pd.to_timedelta(np.where(dated, END_OF_DAY.value, 0), unit="ns")
+                if date_only is not False:
+                    parsed = _end_of_date_only(parsed, date_only)
                 out.iloc[np.flatnonzero(naive)] = _localise(parsed, assume_timezone).to_numpy()
         bad = out.isna().to_numpy() & ~empty & (has_tz | (assume_timezone is not None))
         loc.add_many(bad, column, lambda i: f"not an ISO-8601 timestamp {text.iloc[i]!r}")
     if own:
         loc.raise_if_any()
     return out.reset_index(drop=True)
+
+
+def local_instants(days, offset=END_OF_DAY, tz: str = DEFAULT_TIMEZONE) -> pd.Series:
+    """UTC instants of `days` (naive dates) plus `offset` (a Timedelta or one per day) read as local
+    time in `tz`; by default 23:59 New York, the date-only convention of `parse_timestamps`."""
+    local = pd.DatetimeIndex(days) + pd.to_timedelta(offset)
+    return pd.Series(local.tz_localize(tz, ambiguous=False, nonexistent="shift_forward").tz_convert("UTC"))
+
+
+def _end_of_date_only(naive: pd.Series, date_only: bool | None) -> pd.Series:
+    """Naive values read as date-only (see `parse_timestamps`) moved to 23:59 of their day."""
+    if date_only is False:
+        return naive
+    naive = pd.Series(pd.DatetimeIndex(naive), dtype="datetime64[ns]")
+    day = naive.dt.normalize()
+    move = (naive.notna() & (naive == day)) if date_only is None else naive.notna()
+    return naive.where(~move, day + END_OF_DAY)
 
 
 def _localise(naive: pd.Series, tz: str) -> pd.Series:
