@@ -203,4 +203,6 @@ METRIC_LABELS: dict[str, str] = {
     "hit_rate_traded": "Hit rate (traded days)",
     "turnover": "Turnover / day",
     "days": "Days",
+    "decisions": "Decisions",
+    "dates": "Decision dates",
 }
