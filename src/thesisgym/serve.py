@@ -118,9 +118,9 @@ class RowStore:
         self._cache: OrderedDict[tuple[str, int], VerifierRecord] = OrderedDict()
         self._lock = threading.Lock()
         if path is not None:
-            from thesisgym.cli.score import _load_split
+            from thesisgym.splits import load_split
 
-            loaded = _load_split(path, default_split)  # ValueError names the directory / split
+            loaded = load_split(path, default_split)  # ValueError names the directory / split
             self._splits[default_split] = loaded
         self.hits = self.misses = 0
 
@@ -129,10 +129,10 @@ class RowStore:
             raise ServiceError(422, "no_dataset", "items refer to dataset rows but the service was "
                                "started without --dataset; send the verifier record as 'row'")
         if split not in self._splits:
-            from thesisgym.cli.score import _load_split
+            from thesisgym.splits import load_split
 
             try:
-                self._splits[split] = _load_split(self.path, split)
+                self._splits[split] = load_split(self.path, split)
             except ValueError as exc:
                 raise ServiceError(422, "unknown_split", str(exc)) from None
         return self._splits[split]

@@ -318,6 +318,32 @@ def load_splits(path: str | Path):
     return dd
 
 
+def load_split(path: str | Path, split: str, *, required: bool = True):
+    """One split of a `thesisgym build` directory (or of any `save_to_disk` dataset); None for an
+    absent optional split. Only the split asked for is read: a DatasetDict saved with an empty split
+    cannot be loaded whole by datasets' `load_from_disk`."""
+    from datasets import Dataset, DatasetDict, load_from_disk
+
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"{path}: no such dataset directory")
+    if (path / split / "dataset_info.json").exists():
+        return Dataset.load_from_disk(str(path / split))
+    if (path / "dataset_dict.json").exists() and not required:
+        return None
+    try:
+        loaded = load_from_disk(str(path))
+    except Exception as exc:  # datasets raises FileNotFoundError/ValueError variants
+        raise ValueError(f"{path}: cannot load a dataset saved with save_to_disk ({exc})") from exc
+    if isinstance(loaded, DatasetDict):
+        if split not in loaded:
+            if not required:
+                return None
+            raise ValueError(f"{path}: no split {split!r}; available: {sorted(loaded)}")
+        return loaded[split]
+    return loaded
+
+
 def load_thresholds(path: str | Path) -> LabelThresholds:
     """The frozen thresholds stored in a split directory's build_meta.json."""
     meta_path = Path(path) / META_FILE

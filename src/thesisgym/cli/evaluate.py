@@ -31,21 +31,13 @@ def _store_path(dataset_dir: Path, store: Path | None) -> Path:
 
 
 def _load_split(dataset: Path, split: str, *, required: bool = True):
-    """One split of a `thesisgym build` directory; None for an absent optional split."""
-    from datasets import Dataset, load_from_disk
+    """`splits.load_split` with its ValueError shown as a --dataset usage error."""
+    from thesisgym.splits import load_split
 
-    if not (dataset / "dataset_dict.json").exists():
-        raise typer.BadParameter(f"{dataset}: not a split directory (dataset_dict.json missing)", param_hint="--dataset")
-    # load only the split asked for: a DatasetDict with an empty split (e.g. no held-out tickers)
-    # cannot be loaded as a whole by datasets' load_from_disk
-    if (dataset / split / "dataset_info.json").exists():
-        return Dataset.load_from_disk(str(dataset / split))
-    if not required:
-        return None
-    dd = load_from_disk(str(dataset))
-    if split not in dd:
-        raise typer.BadParameter(f"{dataset}: no split {split!r}; have {list(dd)}", param_hint="--split")
-    return dd[split]
+    try:
+        return load_split(dataset, split, required=required)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--dataset") from None
 
 
 def print_summary(result, *, title: str, console) -> None:

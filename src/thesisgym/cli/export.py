@@ -32,14 +32,14 @@ def export(
     ),
 ) -> None:
     """Export a built split for verl or OpenRLHF, with the verifier's ground truth in every row."""
-    from thesisgym.cli.score import _load_split
     from thesisgym.integrations.core import load_recipe
     from thesisgym.integrations.export import export_rows
+    from thesisgym.splits import load_split
 
     try:
         if recipe is not None:
             load_recipe(recipe)  # fail on a typo now, not in the trainer
-        rows = _load_split(dataset, split)
+        rows = load_split(dataset, split)
         result = export_rows(
             rows, out, fmt=fmt, split=split, recipe=recipe, data_source=data_source,
             keep_incomplete=keep_incomplete,

@@ -103,6 +103,7 @@ def register(app: typer.Typer) -> None:
         from thesisgym.evaluate.completions import join_completions, read_completions, split_keys
         from thesisgym.evaluate.policies import consistency_scores, make_verifier
         from thesisgym.rewards import load_decision_matrix, score_completion
+        from thesisgym.splits import load_split
 
         try:
             load_decision_matrix(decision_matrix)
@@ -112,7 +113,7 @@ def register(app: typer.Typer) -> None:
             probe_lines = len(all_records) - len(records)
             if not records:
                 raise ValueError(f"{completions}: every line answers a probe; nothing to score against the split")
-            split_ds = _load_split(dataset, split)
+            split_ds = load_split(dataset, split)
             _, indices = join_completions(records, split_keys(split_ds), path=completions, allow_duplicates=True)
         except ValueError as exc:
             # plain one-line message (a rich box would wrap the file:line reference)
@@ -218,22 +219,6 @@ def register(app: typer.Typer) -> None:
             for w in worst_rows:
                 bad.add_row(*(f"{v:.3f}" if isinstance(v, float) else str(v) for v in w.values()))
             console.print(bad)
-
-
-def _load_split(dataset: Path, split: str) -> Any:
-    import datasets
-
-    if not dataset.exists():
-        raise ValueError(f"{dataset}: no such dataset directory")
-    try:
-        loaded = datasets.load_from_disk(str(dataset))
-    except Exception as exc:  # datasets raises FileNotFoundError/ValueError variants
-        raise ValueError(f"{dataset}: cannot load a dataset saved with save_to_disk ({exc})") from exc
-    if isinstance(loaded, datasets.DatasetDict):
-        if split not in loaded:
-            raise ValueError(f"{dataset}: no split {split!r}; available: {sorted(loaded)}")
-        return loaded[split]
-    return loaded
 
 
 def _sort_key(value: float) -> float:

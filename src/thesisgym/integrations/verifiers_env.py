@@ -152,12 +152,12 @@ class ThesisTaskset(vf.Taskset[ThesisTask, ThesisTasksetConfig]):
     def load(self) -> list[ThesisTask]:
         from pathlib import Path
 
-        from thesisgym.cli.score import _load_split
         from thesisgym.integrations.export import complete_window
+        from thesisgym.splits import load_split
 
         if not self.config.dataset:
             raise ValueError("ThesisTasksetConfig.dataset: set it to a directory saved by `thesisgym build`")
-        rows = _load_split(Path(self.config.dataset), self.config.split)
+        rows = load_split(Path(self.config.dataset), self.config.split)
         tasks, skipped = [], 0
         for i, row in enumerate(rows):
             if not self.config.keep_incomplete and not complete_window(row):
