@@ -12,6 +12,7 @@ from thesisgym.rewards import (
     STAGE_WEIGHTS,
     decision_reward,
     dsr,
+    evidence_report,
     evidence_reward,
     fsr,
     load_decision_matrix,
@@ -25,8 +26,10 @@ from thesisgym.rewards import (
     score_completion,
     structure_reward,
 )
+from thesisgym.rewards.base import evidence_index
 from thesisgym.rewards.loops import loop_params, loop_stats
 from thesisgym.schema import LABELS
+from thesisgym.thesis import parse_thesis
 
 
 def batch(rows: list[dict]) -> dict:
@@ -102,11 +105,24 @@ def test_quote_matching_rules():
     assert quote_in_text("REGULATORS  open probe", text)
     assert quote_in_text("\u201cpotential fine of up to 10%\u201d", text)
     assert quote_in_text("Regulators open probe ... global revenue", text)
-    assert quote_in_text("Regulators opan probe into app store fees", text)  # one typo: fuzzy >= 90
-    assert not quote_in_text("Regulators opan probe into app store fees", text, fuzzy=False)
+    assert quote_in_text("Regulators open\u200b probe into app\u00a0store fees", text)  # zero-width, NBSP
+    assert not quote_in_text("Regulators opan probe into app store fees", text)  # no similarity: spans only
+    assert not quote_in_text("global revenue ... Regulators open probe", text)  # segments in order
     assert not quote_in_text("Regulators close the probe into fees", text)
     assert not quote_in_text(text + " and the company will pay it all", text)
-    assert not quote_in_text("potential fine of up to 19% of global", text)  # fuzzy never forgives numbers
+    assert not quote_in_text("potential fine of up to 19% of global", text)
+    assert not quote_in_text("ulators open probe", text)  # spans start and end on word boundaries
+
+
+def test_numbers_from_the_item_header_are_not_citable():
+    # T2 is dated 2024-03-08: "8" and "2024" are in its header, not its body
+    bullet = 'The filing shows the trend intact after 8 sessions, a point the tape confirms once more today "price is 3.4% above" [T2]'
+    (value,) = call(
+        evidence_reward, [assemble({"technical": [bullet] + GOLD_BULLETS["technical"][1:]})], [make_row()]
+    )
+    report = evidence_report(parse_thesis(assemble({"technical": [bullet]})), evidence_index(make_row()["evidence"]))
+    assert report.bullets[0].hallucinated and "number 8" in report.bullets[0].reasons[0]
+    assert value < 0.5
 
 
 def test_number_tolerance_rounding_and_sign():
@@ -336,14 +352,6 @@ def test_trl_calling_convention_end_to_end():
         assert all(v is None or math.isfinite(v) for v in out)
     assert extra["decision"] == ["BUY", "INVALID", "SELL"] * 2 and len(extra["hallucination_rate"]) == 6
     assert "evidence/hallucination_rate" in metrics and "decision/valid" in metrics
-
-
-def test_numbers_from_the_item_header_are_citable():
-    bullet = 'The filing dated 2024-03-08 shows the trend intact, a point the tape confirms once more today "price is 3.4% above" [T2]'
-    (value,) = call(
-        evidence_reward, [assemble({"technical": [bullet] + GOLD_BULLETS["technical"][1:]})], [make_row()]
-    )
-    assert value > 0.95
 
 
 def test_templated_repetition_is_a_mild_penalty_not_a_loop_verdict():

@@ -180,7 +180,7 @@ def make_combined_reward(
             logs["s"].append(s)
             return (fsr(r, s) if kind == "fsr" else dsr(r, s)) + lw * loop
 
-        out = per_completion(completions, score, minimum=lo, lo=lo, hi=hi)
+        out = per_completion(completions, score, minimum=lo, lo=lo, hi=hi, name=reward_name, kwargs=kwargs)
         for key, values in logs.items():
             log_metric(kwargs, f"{reward_name}/{key}", values)
         return out

@@ -111,7 +111,7 @@ def loop_penalty(
         rates.append(rate)
         return penalty
 
-    out = per_completion(completions, score, minimum=-1.0, lo=-1.0, hi=0.0)
+    out = per_completion(completions, score, minimum=-1.0, lo=-1.0, hi=0.0, name="loop_penalty", kwargs=kwargs)
     log_metric(kwargs, "loops/loop_rate", rates)
     log_metric(kwargs, "loops/looping", [float(v is not None and v < 0) for v in out])
     return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from thesisgym.rewards.base import evidence_index, parsed
+from thesisgym.rewards.base import evidence_index, parsed, record_error
 from thesisgym.rewards.combine import STAGE_WEIGHTS, dsr, fsr
 from thesisgym.rewards.decision import load_decision_matrix, truth_label
 from thesisgym.rewards.evidence import evidence_report
@@ -47,6 +47,7 @@ SCORE_KEYS = (
     "n_errors",
     "s_is_placeholder",
     "truncated",
+    "reward_errors",
 )
 
 
@@ -64,6 +65,8 @@ def score_completion(
     Keys: SCORE_KEYS. `s` is `consistency_s` when given (clipped to [0, 1]), else the placeholder
     grounding score (`s_is_placeholder` = 1). `weighted` uses the "decision" stage weights plus
     the loop penalty. `decision_id` is the index into schema.LABELS (-1 when missing/invalid).
+    `reward_errors` is 1 when scoring raised (the other keys are then nan; the error is counted
+    and its traceback logged once, see `rewards.base.record_error`), else 0.
     """
     out = dict.fromkeys(SCORE_KEYS, NAN)
     try:
@@ -120,9 +123,11 @@ def score_completion(
             n_errors=float(len(thesis.errors)),
             s_is_placeholder=float(s_given is None),
             truncated=float(thesis.truncated),
+            reward_errors=0.0,
         )
-    except Exception:  # pragma: no cover - defensive; the parts above never raise on their own
-        out["n_errors"] = 1.0
+    except Exception as exc:  # a verifier bug: counted and logged (re-raised in strict mode), never hidden
+        record_error("score_completion", exc)
+        out["reward_errors"] = 1.0
     return out
 
 
