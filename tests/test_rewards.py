@@ -377,3 +377,27 @@ def test_rewards_are_pure_and_grounding_never_reads_the_future():
         clear_caches()
         assert call(fn, texts, now) == first  # deterministic, cache-independent
         assert call(fn, texts, future) == first  # label / forward return cannot move grounding scores
+
+
+def test_guarded_recipes_are_the_paper_formula_at_full_evidence_and_fall_with_it():
+    row = make_row()
+    cols = {k: [v] for k, v in row.items() if k != "prompt"}
+
+    def fixed(prompts=None, completions=None, **kw):
+        return [0.8] * len(completions)
+
+    honest = gold_thesis()
+    weak = assemble({k: v[:2] for k, v in GOLD_BULLETS.items()})  # 2 bullets per section: E < 1
+    for kind, paper in (("fsr", fsr), ("dsr", dsr)):
+        fn = make_combined_reward(kind, consistency=fixed)
+        paper_fn = make_combined_reward(kind, consistency=fixed, formula="paper")
+        r = score_completion(honest, row)["market"]
+        (g_honest,) = fn(prompts=[None], completions=[honest], **cols)
+        assert g_honest == pytest.approx(paper(r, 0.8))  # E = 1, no loop: unchanged
+        (g_weak,) = fn(prompts=[None], completions=[weak], **cols)
+        (p_weak,) = paper_fn(prompts=[None], completions=[weak], **cols)
+        e_weak = score_completion(weak, row)["evidence"]
+        assert e_weak < 1 and g_weak == pytest.approx(paper(r, 0.8 * e_weak) + e_weak - 1)
+        assert g_weak < g_honest and p_weak == pytest.approx(paper(r, 0.8))  # the paper formula cannot tell
+    with pytest.raises(ValueError, match="formula"):
+        make_combined_reward("fsr", formula="nope")

@@ -7,9 +7,19 @@
       evidence:  structure 0.3, evidence 0.7
       decision:  structure 0.2, evidence 0.3, decision 0.5        (default stage)
   Any of "structure", "evidence", "decision", "market" may be weighted via `weights=`.
-- "fsr" (Trade-R1 fixed-scale):   G = r + 2 s
-- "dsr" (Trade-R1 dynamic-scale): G = r (0.5 + s) if r > 0 else r (2 - s)
+- "fsr" (Trade-R1 fixed-scale):   paper G = fsr(r, s) = r + 2 s
+- "dsr" (Trade-R1 dynamic-scale): paper G = dsr(r, s) = r (0.5 + s) if r > 0 else r (2 - s)
 - "market_only":                  G = r (the baseline that reward-hacks)
+
+fsr and dsr ship GUARDED (`formula="guarded"`, the default, what the fsr/dsr recipes train with):
+    G = paper(r, s * E) + (E - 1) + loop_weight * loop_penalty        (loop_weight defaults to 1)
+with E the verified evidence reward (evidence.py). Why: the paper's s comes from a judge that a
+policy can flatter, and r ignores the text entirely, so under the paper formulas copying evidence,
+repeating bullets or fabricating grounding could tie or beat an honest thesis (`thesisgym audit`
+measures it). Gating s by E and adding E - 1 makes G strictly increasing in E for a fixed
+decision and s (both r (0.5 + sE) and r (2 - sE) grow with E), so an edit that lowers the
+verified evidence lowers G; the loop term charges repetition. E = 1 leaves the paper value
+unchanged. `formula="paper"` gives the paper formulas exactly as published (loop_weight 0).
 r is the market reward (market.py), s in [0, 1] the consistency score. `consistency` is any
 TRL-signature callable returning s per completion (engineer 5's
 `thesisgym.consistency.make_consistency_reward`; `async def` ones make the combined reward async
@@ -19,8 +29,8 @@ evidence <-> reasoning leg of Trade-R1's triangle. A consistency value that is m
 non-finite or raises falls back to the placeholder for that completion (counted in the
 `<name>/s_fallback` metric); values are clipped to [0, 1].
 
-The paper formulas (fsr, dsr, market_only) use loop_weight = 0 by default; pass `loop_penalty`
-as a separate TRL reward function, or `loop_weight=1.0`, to add it. G is None when r is not
+The paper formulas (fsr/dsr with formula="paper", market_only) use loop_weight = 0 by default;
+pass `loop_penalty` as a separate TRL reward function, or `loop_weight=1.0`, to add it. G is None when r is not
 applicable (no forward return) or, for "weighted", when a weighted component is None.
 """
 
@@ -39,9 +49,10 @@ from thesisgym.rewards.market import DEFAULT_CLIP, DEFAULT_MISSING_PENALTY, mark
 from thesisgym.rewards.structure import structure_score
 from thesisgym.thesis import completion_text
 
-__all__ = ["COMBINER_KINDS", "STAGE_WEIGHTS", "dsr", "fsr", "make_combined_reward"]
+__all__ = ["COMBINER_KINDS", "FORMULAS", "STAGE_WEIGHTS", "dsr", "fsr", "guarded", "make_combined_reward"]
 
 COMBINER_KINDS = ("weighted", "fsr", "dsr", "market_only")
+FORMULAS = ("guarded", "paper")
 STAGE_WEIGHTS: dict[str, dict[str, float]] = {
     "structure": {"structure": 1.0},
     "evidence": {"structure": 0.3, "evidence": 0.7},
@@ -58,6 +69,12 @@ def fsr(r: float, s: float) -> float:
 def dsr(r: float, s: float) -> float:
     """Trade-R1 dynamic-scale semantic reward: r (0.5 + s) if r > 0 else r (2 - s)."""
     return r * (0.5 + s) if r > 0 else r * (2.0 - s)
+
+
+def guarded(kind: str, r: float, s: float, evidence: float, loop: float, loop_weight: float = 1.0) -> float:
+    """The shipped fsr/dsr recipe total: paper(r, s * E) + (E - 1) + loop_weight * loop (module docstring)."""
+    paper = fsr if kind == "fsr" else dsr
+    return paper(r, s * evidence) + (evidence - 1.0) + loop_weight * loop
 
 
 def _clean_s(value: Any) -> float | None:
@@ -78,10 +95,17 @@ def make_combined_reward(
     loop_weight: float | None = None,
     decision_variant: str | None = None,
     name: str | None = None,
+    formula: str = "guarded",
 ) -> Callable[..., Any]:
-    """Build a combined TRL reward with a unique `__name__` (default "<kind>_reward", "weighted_<stage>_reward")."""
+    """Build a combined TRL reward with a unique `__name__` (default "<kind>_reward", "weighted_<stage>_reward").
+
+    `formula` ("guarded" | "paper") applies to fsr and dsr only; see the module docstring.
+    """
     if kind not in COMBINER_KINDS:
         raise ValueError(f"kind: expected one of {COMBINER_KINDS}, got {kind!r}")
+    if formula not in FORMULAS:
+        raise ValueError(f"formula: expected one of {FORMULAS}, got {formula!r}")
+    guard = formula == "guarded" and kind in ("fsr", "dsr")
     if kind == "weighted":
         if weights is None:
             if stage not in STAGE_WEIGHTS:
@@ -101,7 +125,7 @@ def make_combined_reward(
         raise ValueError(f"missing_penalty: must lie in [-clip, clip], got {missing_penalty!r}")
     if consistency is not None and not callable(consistency):
         raise TypeError(f"consistency: expected a TRL reward callable, got {type(consistency).__name__}")
-    lw = float(loop_weight if loop_weight is not None else (1.0 if kind == "weighted" else 0.0))
+    lw = float(loop_weight if loop_weight is not None else (1.0 if kind == "weighted" or guard else 0.0))
     matrix = load_decision_matrix(decision_variant)
 
     ranges = {
@@ -117,7 +141,7 @@ def make_combined_reward(
         lo, hi = {"fsr": (-clip, clip + 2.0), "dsr": (-2.0 * clip, 1.5 * clip), "market_only": (-clip, clip)}[
             kind
         ]
-        lo, hi = lo - max(0.0, lw), hi + max(0.0, -lw)
+        lo, hi = lo - max(0.0, lw) - (1.0 if guard else 0.0), hi + max(0.0, -lw)
     reward_name = name or (
         f"weighted_{stage}_reward"
         if kind == "weighted" and weights is STAGE_WEIGHTS.get(stage)
@@ -128,7 +152,7 @@ def make_combined_reward(
         completions: Sequence[Any], kwargs: dict[str, Any], s_values: Sequence[Any] | None
     ) -> list[float | None]:
         memo: dict = {}
-        logs: dict[str, list[float]] = {"s": [], "s_fallback": [], "r": []}
+        logs: dict[str, list[float]] = {"s": [], "s_fallback": [], "r": [], "evidence": []}
 
         def score(i: int, completion: Any) -> float | None:
             thesis = parsed(completion)
@@ -175,9 +199,15 @@ def make_combined_reward(
                 return r + lw * loop
             s = _clean_s(s_values[i]) if s_values is not None and i < len(s_values) else None
             logs["s_fallback"].append(float(s is None))
+            report = None
+            if s is None or guard:
+                report = evidence_report(thesis, evidence_index(column(kwargs, "evidence", i), memo))
             if s is None:
-                s = evidence_report(thesis, evidence_index(column(kwargs, "evidence", i), memo)).grounding
+                s = report.grounding
             logs["s"].append(s)
+            if guard:
+                logs["evidence"].append(report.score)
+                return guarded(kind, r, s, report.score, loop, lw)
             return (fsr(r, s) if kind == "fsr" else dsr(r, s)) + lw * loop
 
         out = per_completion(completions, score, minimum=lo, lo=lo, hi=hi, name=reward_name, kwargs=kwargs)

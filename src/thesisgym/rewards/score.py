@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from thesisgym.rewards.base import evidence_index, parsed, record_error
-from thesisgym.rewards.combine import STAGE_WEIGHTS, dsr, fsr
+from thesisgym.rewards.combine import STAGE_WEIGHTS, dsr, fsr, guarded
 from thesisgym.rewards.decision import load_decision_matrix, truth_label
 from thesisgym.rewards.evidence import evidence_report
 from thesisgym.rewards.loops import loop_stats
@@ -48,6 +48,8 @@ SCORE_KEYS = (
     "s_is_placeholder",
     "truncated",
     "reward_errors",
+    "fsr_paper",
+    "dsr_paper",
 )
 
 
@@ -63,8 +65,9 @@ def score_completion(
     """Every reward component and diagnostic for one completion (nan = not applicable); never raises.
 
     Keys: SCORE_KEYS. `s` is `consistency_s` when given (clipped to [0, 1]), else the placeholder
-    grounding score (`s_is_placeholder` = 1). `weighted` uses the "decision" stage weights plus
-    the loop penalty. `decision_id` is the index into schema.LABELS (-1 when missing/invalid).
+    grounding score (`s_is_placeholder` = 1). `fsr` / `dsr` are the shipped (guarded) recipe totals,
+    `fsr_paper` / `dsr_paper` the paper formulas (rewards.combine). `weighted` uses the "decision"
+    stage weights plus the loop penalty. `decision_id` is the index into schema.LABELS (-1 when missing/invalid).
     `reward_errors` is 1 when scoring raised (the other keys are then nan; the error is counted
     and its traceback logged once, see `rewards.base.record_error`), else 0.
     """
@@ -107,8 +110,10 @@ def score_completion(
             market=NAN if r is None else r,
             loop_penalty=loop,
             s=s,
-            fsr=NAN if r is None else fsr(r, s),
-            dsr=NAN if r is None else dsr(r, s),
+            fsr=NAN if r is None else guarded("fsr", r, s, report.score, loop),
+            dsr=NAN if r is None else guarded("dsr", r, s, report.score, loop),
+            fsr_paper=NAN if r is None else fsr(r, s),
+            dsr_paper=NAN if r is None else dsr(r, s),
             weighted=weighted,
             hallucination_rate=report.hallucination_rate,
             citation_precision=report.citation_precision,
