@@ -30,8 +30,8 @@ RANGES = [
     (loop_penalty, -1.0, 0.0),
     (make_combined_reward("fsr", formula="paper"), -3.0, 5.0),
     (make_combined_reward("dsr", formula="paper"), -6.0, 4.5),
-    (make_combined_reward("fsr"), -5.0, 5.0),  # guarded: E - 1 and the loop term reach 2 lower
-    (make_combined_reward("dsr"), -8.0, 4.5),
+    (make_combined_reward("fsr"), -5.5, 5.0),  # guarded: E - 1, 0.5 (q - 1) and the loop reach 2.5 lower
+    (make_combined_reward("dsr"), -8.5, 4.5),
     (make_combined_reward("market_only"), -3.0, 3.0),
     (make_combined_reward(), *make_combined_reward().range),
 ]

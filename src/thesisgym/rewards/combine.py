@@ -12,13 +12,16 @@
 - "market_only":                  G = r (the baseline that reward-hacks)
 
 fsr and dsr ship GUARDED (`formula="guarded"`, the default, what the fsr/dsr recipes train with):
-    G = paper(r, s * E) + (E - 1) + loop_weight * loop_penalty        (loop_weight defaults to 1)
-with E the verified evidence reward (evidence.py). Why: the paper's s comes from a judge that a
+    G = paper(r', q) + (E - 1) + S_WEIGHT (q - 1) + loop_weight * loop_penalty,   q = s * E
+with E the verified evidence reward (evidence.py), loop_weight 1 by default, S_WEIGHT = 0.5, and
+r' = r, except -clip (the worst call) when the decision is missing or invalid: under the paper's
+missing penalty (-1) hiding the decision beats a wrong confident call (r down to -clip). Why: the paper's s comes from a judge that a
 policy can flatter, and r ignores the text entirely, so under the paper formulas copying evidence,
 repeating bullets or fabricating grounding could tie or beat an honest thesis (`thesisgym audit`
 measures it). Gating s by E and adding E - 1 makes G strictly increasing in E for a fixed
 decision and s (both r (0.5 + sE) and r (2 - sE) grow with E), so an edit that lowers the
-verified evidence lowers G; the loop term charges repetition. E = 1 leaves the paper value
+verified evidence lowers G; the S_WEIGHT term keeps s counting when r = 0 (a HOLD, where the
+paper's dsr ignores s); the loop term charges repetition. E = 1 and s = 1 leave the paper value
 unchanged. `formula="paper"` gives the paper formulas exactly as published (loop_weight 0).
 r is the market reward (market.py), s in [0, 1] the consistency score. `consistency` is any
 TRL-signature callable returning s per completion (engineer 5's
@@ -49,7 +52,7 @@ from thesisgym.rewards.market import DEFAULT_CLIP, DEFAULT_MISSING_PENALTY, mark
 from thesisgym.rewards.structure import structure_score
 from thesisgym.thesis import completion_text
 
-__all__ = ["COMBINER_KINDS", "FORMULAS", "STAGE_WEIGHTS", "dsr", "fsr", "guarded", "make_combined_reward"]
+__all__ = ["COMBINER_KINDS", "FORMULAS", "STAGE_WEIGHTS", "S_WEIGHT", "dsr", "fsr", "guarded", "make_combined_reward"]
 
 COMBINER_KINDS = ("weighted", "fsr", "dsr", "market_only")
 FORMULAS = ("guarded", "paper")
@@ -71,10 +74,27 @@ def dsr(r: float, s: float) -> float:
     return r * (0.5 + s) if r > 0 else r * (2.0 - s)
 
 
-def guarded(kind: str, r: float, s: float, evidence: float, loop: float, loop_weight: float = 1.0) -> float:
-    """The shipped fsr/dsr recipe total: paper(r, s * E) + (E - 1) + loop_weight * loop (module docstring)."""
+S_WEIGHT = 0.5
+
+
+def guarded(
+    kind: str,
+    r: float,
+    s: float,
+    evidence: float,
+    loop: float,
+    loop_weight: float = 1.0,
+    *,
+    decision_valid: bool = True,
+    clip: float = DEFAULT_CLIP,
+) -> float:
+    """The shipped fsr/dsr recipe total (module docstring):
+    paper(r', q) + (E - 1) + S_WEIGHT (q - 1) + loop_weight * loop,  q = s * E,
+    r' = r for a valid decision and -clip (the worst call) without one."""
     paper = fsr if kind == "fsr" else dsr
-    return paper(r, s * evidence) + (evidence - 1.0) + loop_weight * loop
+    q = s * evidence
+    r = r if decision_valid else -clip
+    return paper(r, q) + (evidence - 1.0) + S_WEIGHT * (q - 1.0) + loop_weight * loop
 
 
 def _clean_s(value: Any) -> float | None:
@@ -141,7 +161,7 @@ def make_combined_reward(
         lo, hi = {"fsr": (-clip, clip + 2.0), "dsr": (-2.0 * clip, 1.5 * clip), "market_only": (-clip, clip)}[
             kind
         ]
-        lo, hi = lo - max(0.0, lw) - (1.0 if guard else 0.0), hi + max(0.0, -lw)
+        lo, hi = lo - max(0.0, lw) - (1.0 + S_WEIGHT if guard else 0.0), hi + max(0.0, -lw)
     reward_name = name or (
         f"weighted_{stage}_reward"
         if kind == "weighted" and weights is STAGE_WEIGHTS.get(stage)
@@ -207,7 +227,7 @@ def make_combined_reward(
             logs["s"].append(s)
             if guard:
                 logs["evidence"].append(report.score)
-                return guarded(kind, r, s, report.score, loop, lw)
+                return guarded(kind, r, s, report.score, loop, lw, decision_valid=thesis.decision is not None, clip=clip)
             return (fsr(r, s) if kind == "fsr" else dsr(r, s)) + lw * loop
 
         out = per_completion(completions, score, minimum=lo, lo=lo, hi=hi, name=reward_name, kwargs=kwargs)

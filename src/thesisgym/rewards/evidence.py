@@ -35,6 +35,9 @@ the quote and source terms mean (verifier v2: every rule below is an exact check
   verify gets credit for one citation at most (precision = 1/len(citations)). Both the quote term
   and the source term are multiplied by it, so citing every id on every bullet pays ~1/N.
 
+Coverage: the thesis score is multiplied by the share of the prompt's sections (those with evidence
+items) that the thesis has, so dropping a weak section never pays.
+
 A hallucinated, misfiled or repeated bullet scores 0; with the harmonic means of the formula one
 such bullet drags its section and the thesis down hard, which is the intent. Range: [0, 1].
 """
@@ -43,7 +46,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -69,6 +72,8 @@ __all__ = [
     "EvidenceReport",
     "check_bullet",
     "content_words",
+    "copied_share",
+    "evidence_ngrams",
     "evidence_report",
     "evidence_reward",
     "find_span",
@@ -207,20 +212,31 @@ def quote_credited(quote: str, item_id: str, index: EvidenceIndex) -> bool:
     )
 
 
-def _copied_share(opinion: str, index: EvidenceIndex) -> float:
-    """Share of the opinion's word 4-grams that occur in the prompt's evidence bodies."""
-    words = _WORD_RE.findall(opinion.lower())
+def evidence_ngrams(norm_texts: Iterable[str]) -> set[tuple[str, ...]]:
+    """Word COPY_NGRAM-grams of normalised evidence bodies (what `copied_share` compares with)."""
+    grams: set[tuple[str, ...]] = set()
+    for text in norm_texts:
+        w = _WORD_RE.findall(text)
+        grams.update(zip(*(w[k:] for k in range(COPY_NGRAM)), strict=False))
+    return grams
+
+
+def copied_share(opinion: str, grams: set[tuple[str, ...]]) -> float:
+    """Share of the opinion's word COPY_NGRAM-grams found in `grams` (0 for shorter opinions).
+    The evidence reward and the local consistency judge both use it: copying is not an opinion."""
+    words = _WORD_RE.findall(normalize_text(opinion))
     if len(words) < COPY_NGRAM:
         return 0.0
-    grams = index.features.get("ngrams")
-    if grams is None:
-        grams = set()
-        for it in index.items.values():
-            w = _WORD_RE.findall(it.norm_text)
-            grams.update(zip(*(w[k:] for k in range(COPY_NGRAM)), strict=False))
-        index.features["ngrams"] = grams
     mine = list(zip(*(words[k:] for k in range(COPY_NGRAM)), strict=False))
     return sum(g in grams for g in mine) / len(mine)
+
+
+def _copied_share(opinion: str, index: EvidenceIndex) -> float:
+    grams = index.features.get("ngrams")
+    if grams is None:
+        grams = evidence_ngrams(it.norm_text for it in index.items.values())
+        index.features["ngrams"] = grams
+    return copied_share(opinion, grams)
 
 
 def _quantity_supported(claim: Quantity, items: Sequence[EvidenceItemView]) -> list[str]:
@@ -454,6 +470,14 @@ def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
     score = harmonic_mean([s for _, s in section_scores]) if section_scores else 0.0
     if score <= 0.01 + 1e-12 and all(s == 0.0 for _, s in section_scores):
         score = 0.0
+    # coverage: leaving out a section the prompt has evidence for must not raise the score (the
+    # harmonic mean alone would drop the weakest section); scale by the share of those covered
+    prompt_sections = index.features.get("sections")
+    if prompt_sections is None:
+        prompt_sections = frozenset(it.section for it in index.items.values() if it.section)
+        index.features["sections"] = prompt_sections
+    if prompt_sections:
+        score *= len(prompt_sections.intersection(thesis.section_names)) / len(prompt_sections)
     n = len(checks)
     n_bad = sum(c.hallucinated for c in checks)
     precisions = [c.precision for c in checks if not math.isnan(c.precision)]

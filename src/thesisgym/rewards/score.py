@@ -95,6 +95,7 @@ def score_completion(
         )
         s = min(1.0, max(0.0, float(s_given))) if s_given is not None else report.grounding
         weights = STAGE_WEIGHTS["decision"]
+        valid = thesis.decision is not None
         weighted = (
             weights["structure"] * structure
             + weights["evidence"] * report.score
@@ -110,8 +111,8 @@ def score_completion(
             market=NAN if r is None else r,
             loop_penalty=loop,
             s=s,
-            fsr=NAN if r is None else guarded("fsr", r, s, report.score, loop),
-            dsr=NAN if r is None else guarded("dsr", r, s, report.score, loop),
+            fsr=NAN if r is None else guarded("fsr", r, s, report.score, loop, decision_valid=valid, clip=clip),
+            dsr=NAN if r is None else guarded("dsr", r, s, report.score, loop, decision_valid=valid, clip=clip),
             fsr_paper=NAN if r is None else fsr(r, s),
             dsr_paper=NAN if r is None else dsr(r, s),
             weighted=weighted,

@@ -177,34 +177,26 @@ def calibrated_cuts(scores: Sequence[float], quantiles: Sequence[float] = LABEL_
 
 
 # --- writing ---------------------------------------------------------------------------------------
-_OPINIONS_POS = (
-    "The {sec} evidence reads as constructive for the stock and supports owning it over the coming week, "
-    "since the item reports",
-    "This {sec} signal tilts the balance toward upside for the shares and makes a long position look "
-    "reasonable, because the record shows",
-    "I read this {sec} item as a clear positive that should help the price hold and extend its recent "
-    "gains, as the source says",
-    "On the {sec} side the picture is encouraging and argues for a long position while this trend "
-    "lasts, given that",
-)
-_OPINIONS_NEG = (
-    "The {sec} evidence reads as a warning for the stock and argues against owning it over the coming "
-    "week, since the item reports",
-    "This {sec} signal tilts the balance toward downside for the shares and makes a long position look "
-    "risky, because the record shows",
-    "I read this {sec} item as a clear negative that could push the price lower in the days ahead, as "
-    "the source says",
-    "On the {sec} side the picture is worrying and argues for caution or a short while this lasts, "
-    "given that",
-)
-_OPINIONS_FLAT = (
-    "The {sec} evidence is mixed and does not move the view much in either direction this week, since "
-    "the item reports",
-    "This {sec} item is close to neutral for the shares and mostly sets the context for the other "
-    "sections, because",
-    "I read this {sec} signal as balanced, neither a strong reason to buy nor a reason to sell the "
-    "stock, as the source says",
-)
+# Opinions are assembled from four independently drawn parts (subject, verdict, horizon, link):
+# 4 x 4 x 4 x 4 combinations per stance, so a 30-bullet thesis does not repeat one 20-word template
+# often enough to read as a loop (rewards.loops) rather than an analyst's style.
+_SUBJECTS = ("The {sec} evidence", "This {sec} item", "On the {sec} side the picture", "The latest {sec} reading")
+_VERDICTS = {
+    1: ("reads as constructive for the stock and supports owning it",
+        "tilts the balance toward upside for the shares",
+        "looks like a clear positive that should help the price hold its gains",
+        "is encouraging and argues for a long position"),
+    -1: ("reads as a warning for the stock and argues against owning it",
+         "tilts the balance toward downside for the shares",
+         "looks like a clear negative that could push the price lower",
+         "is worrying and argues for caution or a short"),
+    0: ("is mixed and does not move the view much in either direction",
+        "is close to neutral and mostly sets the context",
+        "looks balanced, neither a strong reason to buy nor one to sell",
+        "leaves the overall view roughly where it was"),
+}
+_HORIZONS = ("over the coming week", "while this lasts", "in the days ahead", "for the holding period")
+_LINKS = ("since the item reports", "because the record shows", "as the source says", "given that")
 _LEAN = {1: "leans bullish", 0: "is roughly neutral", -1: "leans bearish"}
 
 
@@ -347,8 +339,9 @@ class TemplateTeacher:
 
     def _bullet(self, item: dict, stance: float, sec: str, rng: random.Random, all_ids: list[str],
                 index: EvidenceIndex) -> str:
-        pool = _OPINIONS_POS if stance >= 0.15 else (_OPINIONS_NEG if stance <= -0.15 else _OPINIONS_FLAT)
-        opinion = rng.choice(pool).format(sec=sec)
+        lean = 1 if stance >= 0.15 else (-1 if stance <= -0.15 else 0)
+        opinion = (f"{rng.choice(_SUBJECTS).format(sec=sec)} {rng.choice(_VERDICTS[lean])} "
+                   f"{rng.choice(_HORIZONS)}, {rng.choice(_LINKS)}")
         def accept(q: str) -> bool:
             return quote_credited(q, item["id"], index)
 
