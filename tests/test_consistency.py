@@ -239,7 +239,8 @@ def test_parts_move_the_expected_way():
     th = three_theses(rng, ev, 1)
     r = dict(zip(th, ConsistencyVerifier().score_batch(list(th.values()), [ev] * 4), strict=False))
     honest, dec, cl = r["honest"], r["decision_contradicts_claims"], r["claims_contradict_evidence"]
-    assert honest.factuality > 0.7 and honest.deduction > 0.6 and honest.consistency > 0.6
+    # the honest thesis leaves ~13 passages with a stance unaddressed (OMITTED_WEIGHT each), hence < 0.7
+    assert honest.factuality > 0.55 and honest.deduction > 0.45 and honest.consistency > 0.6
     assert dec.factuality == pytest.approx(honest.factuality, abs=0.1) and dec.deduction < 0.3
     assert dec.consistency < 0.4 and cl.factuality < 0.3 and cl.deduction < 0.3
     assert 0.0 <= cl.s <= dec.s <= honest.s <= 1.0
@@ -496,7 +497,7 @@ def test_lexicon_reads_real_headlines_in_the_direction_of_their_sentiment_score(
     thesis = "<news>\n" + "\n".join(f'- A bullish sign for the shares: "{it["text"]}" [{it["id"]}]' for it in pos)
     r = ConsistencyVerifier().score(thesis + "\n</news><decision>BUY</decision>", ev)
     # 4 of 40 headlines cited: the ~15 others with a stance weigh in as unaddressed evidence
-    assert r.factuality > 0.4 and 0.0 <= r.s <= 1.0
+    assert r.factuality > 0.25 and 0.0 <= r.s <= 1.0
 
 
 def test_one_bad_evidence_row_costs_only_its_own_score():

@@ -108,7 +108,7 @@ _WORD_RE = re.compile(r"[a-z][a-z'_]*")
 _SIGNED_PCT_RE = re.compile(r"(?<![\w.])([+\-\u2212])\s?\d+(?:\.\d+)?\s?%")
 _SIGNED_PCT_WEIGHT = 0.75
 # weight of one passage with a stance that no claim addresses, relative to one claim (F and R)
-OMITTED_WEIGHT = 0.25
+OMITTED_WEIGHT = 0.5
 
 
 def stance_score(text: str) -> float:
@@ -219,7 +219,7 @@ class LocalJudge:
         D = F * (1.0 - abs(R - position) / 2.0)
         # the evidence <-> decision edge reads the passages retrieved for the decision from the whole
         # context only: neither the passages the thesis cites nor its conclusion move it
-        sel = [st[p] for p, _ in ctx.decision_passages] or [st[p] for p in ctx.selected]
+        sel = [st[p] for p, _ in ctx.decision_passages] or st  # nothing retrieved: the whole context
         gross = sum(abs(x) for x in sel)
         E = sum(sel) / gross if gross > 1e-9 else 0.0
         C = 1.0 - abs(E - position) / 2.0
