@@ -348,3 +348,17 @@ def test_tags_inside_quotes_are_text():
     assert scores["decision_valid"] == 1.0 and scores["decision_id"] == 3.0  # the real BUY is kept
     only_quoted = assemble(with_tag, decision=None)
     assert score_completion(only_quoted, make_row())["decision_valid"] == 0.0
+
+
+def test_repeated_bullets_and_their_invisible_variants_are_a_loop():
+    bullets = {k: list(v) for k, v in GOLD_BULLETS.items()}
+    x5 = {k: [b for b in v for _ in range(5)] for k, v in bullets.items()}
+    # copies told apart by zero-width spaces and Cyrillic homoglyphs are still copies
+    variants = {
+        k: [b.replace(" ", " \u200b", i) if i % 2 else b.replace("a", "\u0430") for b in v for i in range(5)]
+        for k, v in bullets.items()
+    }
+    assert loop_penalty(prompts=["p"], completions=[gold_thesis()]) == [0.0]
+    for text in (assemble(x5), assemble(variants)):
+        assert loop_penalty(prompts=["p"], completions=[text]) == [-1.0]
+        assert score_completion(text, make_row())["dsr"] < HONEST["dsr"] - 1.0
