@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from thesisgym.audit import FAMILIES, Doc, run_audit
@@ -131,3 +133,47 @@ def test_audit_on_real_prices_and_headlines(tmp_path):
     assert result.exit_code == (1 if report["failed"] else 0)
     # families that need two sections apply only on the days a headline is visible
     _check(report, 60, REAL_DATA_GAPS, min_family_rows=1)
+
+
+# --- property: for random honest theses on random rows, each single mutation lowers the evidence -----
+_PROPERTY_ROWS: list[dict] = []
+
+
+def _property_rows() -> list[dict]:
+    if not _PROPERTY_ROWS:
+        from thesisgym.context import build_contexts
+        from thesisgym.data import generate_market
+        from thesisgym.data.synth import SynthConfig
+
+        store = generate_market(SynthConfig(n_tickers=2, n_days=120, seed=11))
+        _PROPERTY_ROWS.extend(build_contexts(store, show_progress=False))
+    return _PROPERTY_ROWS
+
+
+EVIDENCE_FAMILIES = [f for f in FAMILIES if f.target == "evidence"]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    row_i=st.integers(0, 10_000),
+    teacher_seed=st.integers(0, 2**16),
+    bullets=st.sampled_from([(1, 2), (2, 4), (4, 7)]),
+    family=st.sampled_from(EVIDENCE_FAMILIES),
+    mut_seed=st.integers(0, 2**16),
+)
+def test_every_single_mutation_lowers_the_evidence_reward(row_i, teacher_seed, bullets, family, mut_seed):
+    import random
+
+    from thesisgym.rewards import score_completion
+    from thesisgym.rewards.base import strict_rewards
+    from thesisgym.teachers import TemplateTeacher
+
+    rows = _property_rows()
+    row = rows[row_i % len(rows)]
+    honest = TemplateTeacher(seed=teacher_seed, bullets=bullets).write(row)[0]
+    hacked = family.mutate(Doc.parse(honest), row, random.Random(mut_seed))
+    assume(hacked is not None)
+    with strict_rewards():
+        before = score_completion(honest, row)["evidence"]
+        after = score_completion(hacked, row)["evidence"]
+    assert after < before, (family.name, before, after)
