@@ -535,18 +535,18 @@ def _split_think(text: str) -> tuple[str, str | None, list[str]]:
     return " ".join(out), think, notes
 
 
-_QUOTED_RE = re.compile(r'["\u201c\u201d][^"\u201c\u201d\n]{0,2000}["\u201c\u201d]')
+def _quote_marks(text: str) -> int:
+    return text.count('"') + text.count("\u201c") + text.count("\u201d")
 
 
-def _mask_quoted_tags(body: str) -> str:
-    """`body` with every "<" and ">" inside a quotation replaced by a space (same length, so the
-    positions of tags found in it index `body`). Quotations pair left to right within a line."""
-
-    def blank(m: re.Match[str]) -> str:
-        q = m.group(0)
-        return q.replace("<", " ").replace(">", " ") if "<" in q or ">" in q else q
-
-    return _QUOTED_RE.sub(blank, body)
+def _inside_quotes(body: str, start: int, end: int) -> bool:
+    """Whether body[start:end] sits inside a quotation: quote marks pair left to right within a
+    line, so an odd number of them before it on its line, and one more after it on that line."""
+    line_start = body.rfind("\n", 0, start) + 1
+    if not _quote_marks(body[line_start:start]) % 2:
+        return False
+    line_end = body.find("\n", end)
+    return _quote_marks(body[end : line_end if line_end != -1 else len(body)]) > 0
 
 
 def parse_thesis(text: Any) -> Thesis:
@@ -576,10 +576,10 @@ def _parse(text: str) -> Thesis:
     tags = []
     # tags inside a quotation are quoted text, never structure: a headline quoting
     # "<decision>SELL</decision>" neither adds a decision nor hides the real one
-    scan = _mask_quoted_tags(body) if "<" in body and ('"' in body or "\u201c" in body) else body
-    for m in _TAG_RE.finditer(scan):
+    quoted = '"' in body or "\u201c" in body or "\u201d" in body
+    for m in _TAG_RE.finditer(body):
         tag = _tag(m.group(1))
-        if tag is not None:
+        if tag is not None and not (quoted and _inside_quotes(body, m.start(), m.end())):
             tags.append((m.start(), m.end(), tag[0], tag[1]))
     # for each tag index, the index of the next closing tag of the same name (one backward pass, so
     # matching blocks stays linear even with thousands of unclosed tags)

@@ -78,25 +78,26 @@ class EvidenceItemView:
     id: str
     section: str
     norm_text: str
-    numbers: tuple[float, ...]
-    quantities: tuple[Quantity, ...]
+    text: str
+
+    @property
+    def quantities(self) -> tuple[Quantity, ...]:
+        """The body's quantities (thesis.scan_quantities), scanned on first use: only a bullet whose
+        opinion states a number needs them."""
+        return item_quantities(self.text)
 
 
 _SCAN_CACHE_SIZE = 16_384
 _scan_cache: dict[str, tuple[Quantity, ...]] = {}
 
 
-def _scanned(text: str) -> tuple[Quantity, ...]:
-    return tuple(scan_quantities(text))
-
-
-def _shown_quantities(text: str) -> tuple[Quantity, ...]:
-    """`scan_quantities(text)`, memoised: the same news or filing text recurs across prompts
-    (bounded, cleared when full)."""
+def item_quantities(text: str) -> tuple[Quantity, ...]:
+    """`scan_quantities(text)`, memoised: the same item text is asked again by every generation of a
+    prompt and recurs across prompts (bounded, cleared when full)."""
     hit = _scan_cache.get(text)
     if hit is None:
-        hit = _scanned(text)
-        if len(text) <= 2048:  # bounds the cache to a few MB
+        hit = tuple(scan_quantities(text))
+        if len(text) <= 4096:  # bounds the cache to a few MB
             if len(_scan_cache) >= _SCAN_CACHE_SIZE:
                 _scan_cache.clear()
             _scan_cache[text] = hit
@@ -120,9 +121,8 @@ class EvidenceIndex:
     __slots__ = ("features", "items")
 
     def __init__(self, evidence: Sequence[Any] | None, *, memo_scans: bool = False) -> None:
-        # memo_scans: share number scans of texts across builds (what the cached `evidence_index`
-        # does); off by default so a direct build does all of its own work
-        scan = _shown_quantities if memo_scans else _scanned
+        # memo_scans: kept for callers of the v1 signature; quantities are scanned lazily now
+        del memo_scans
         self.features: dict[str, Any] = {}
         self.items: dict[str, EvidenceItemView] = {}
         for item in evidence or ():
@@ -132,17 +132,11 @@ class EvidenceIndex:
             if not isinstance(raw_id, str) or not raw_id.strip():
                 continue
             text = item.get("text") if isinstance(item.get("text"), str) else ""
-            # our own scan of the body: the `numbers` field carries neither sign, unit nor scale,
-            # and a context built by another tool may have filled it from the header too
-            quantities = scan(text)
+            # numbers come from our own scan of the body (EvidenceItemView.quantities): the
+            # `numbers` field carries neither sign, unit nor scale, and a context built by another
+            # tool may have filled it from the header too
             key = raw_id.strip().upper()
-            self.items[key] = EvidenceItemView(
-                key,
-                _item_section(item, key),
-                normalize_text(text),
-                tuple(sorted({q.value for q in quantities})),
-                quantities,
-            )
+            self.items[key] = EvidenceItemView(key, _item_section(item, key), normalize_text(text), text)
 
     def __contains__(self, item_id: str) -> bool:
         return item_id in self.items

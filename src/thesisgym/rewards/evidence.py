@@ -87,11 +87,12 @@ MIN_CONTENT_WORDS = 3
 COMMON_ITEMS = 3
 COMMON_SHARE = 0.25
 REL_TOL = 0.005
-COPY_NGRAM = 4
+COPY_NGRAM = 4  # copied_share spells the 4 out
 _QUOTE_STRIP = " .,;:!?'\"-\u2026"
 _CONTENT_RE = re.compile(r"[a-z][a-z']{2,}")
 _WORD_RE = re.compile(r"[a-z0-9]+(?:[.'][a-z0-9]+)*")
 _ALPHA_RE = re.compile(r"[a-z]+")
+_DIGIT_RE = re.compile(r"\d")
 STOPWORDS = frozenset(
     ["the", "and", "for", "with", "that", "this", "from", "over", "was", "were", "are", "has", "have", "had", "its", "into", "than", "but", "not", "per", "also", "about", "after", "before", "their", "there", "they", "them", "then", "which", "while", "would", "could", "should", "will", "been", "being", "more", "most", "less", "than", "such", "via", "year", "years", "day", "days", "week", "weeks", "month", "months", "quarter", "company", "companies", "compared", "versus"]
 )
@@ -129,12 +130,30 @@ def _segments(quote_norm: str) -> list[str]:
 
 
 def _spans(segments: Sequence[str], hay: str) -> bool:
+    return _span_bounds(segments, hay) is not None
+
+
+def _span_bounds(segments: Sequence[str], hay: str) -> tuple[int, int] | None:
+    """(start of the first segment, end of the last) of the first in-order placement, or None."""
+    if not segments or segments[0] not in hay:  # the C-level test first: most items miss
+        return None
     pos = 0
+    start = -1
     for seg in segments:
-        pos = find_span(seg, hay, pos)
-        if pos < 0:
-            return False
-    return bool(segments)
+        end = find_span(seg, hay, pos)
+        if end < 0:
+            return None
+        if start < 0:
+            start = end - len(seg)
+        pos = end
+    return start, pos
+
+
+# what may follow a number in the body: a decimal part, a unit or a scale word (the span cut it off)
+_CUT_AFTER = re.compile(
+    r"[.,]\d|\s?(?:%|percent\b|pct\b|bps?\b|basis points?\b|x\b|thousand\b|k\b|million\b|mn\b"
+    r"|m\b|billion\b|bn\b|b\b|trillion\b|tn\b|t\b)"
+)
 
 
 def quote_in_text(quote: str, text: str, *, normalized: bool = False) -> bool:
@@ -145,13 +164,27 @@ def quote_in_text(quote: str, text: str, *, normalized: bool = False) -> bool:
     return _spans(_segments(q), t)
 
 
-def _numbers_kept(quote_norm: str, item: EvidenceItemView) -> bool:
-    """Every quantity of the quote is one the item states (unit and scale included)."""
-    wanted = scan_quantities(quote_norm)
-    return all(any(q.matches(e, REL_TOL) for e in item.quantities) for q in wanted)
+def _numbers_kept(segments: Sequence[str], hay: str, bounds: tuple[int, int]) -> bool:
+    """A verbatim span can change a number only at its edges: starting inside one ("5%" of
+    "2.5%") or ending before its decimals, unit or scale ("$20.75" of "$20.75 million")."""
+    start, end = bounds
+    if segments[0][0].isdigit() and start > 0 and hay[start - 1] in ".,":
+        return False
+    return not (segments[-1][-1].isdigit() and _CUT_AFTER.match(hay, end) is not None)
+
+
+def _joined(index: EvidenceIndex) -> str:
+    """All normalised bodies of the prompt in one string (one C-level count over every item)."""
+    joined = index.features.get("joined")
+    if joined is None:
+        joined = index.features["joined"] = "\x00".join(it.norm_text for it in index.items.values())
+    return joined
 
 
 def _common_count(segments: Sequence[str], index: EvidenceIndex) -> int:
+    bound = _joined(index).count(segments[0] if segments else "")  # occurrences in all bodies at once: an upper bound on the items
+    if bound < COMMON_ITEMS:  # already below the bar (the usual case)
+        return bound
     return sum(1 for it in index.items.values() if _spans(segments, it.norm_text))
 
 
@@ -162,13 +195,13 @@ def quote_informative(quote_norm: str, index: EvidenceIndex | None = None) -> bo
     words = content_words(quote_norm)
     if len(words) < MIN_CONTENT_WORDS:
         # a number is informative with its context: a content word, or two words around it
-        if not any(ch.isdigit() for ch in quote_norm):
+        if _DIGIT_RE.search(quote_norm) is None:
             return False
         if not words and len(_ALPHA_RE.findall(quote_norm)) < 2:
             return False
     if index is not None and len(index.items) >= COMMON_ITEMS and len(words) < 2 * MIN_CONTENT_WORDS:
         n = _common_count(_segments(quote_norm), index)
-        return n < COMMON_ITEMS or n < COMMON_SHARE * len(index.items)
+        return n < COMMON_ITEMS or n < COMMON_SHARE * len(index.items)  # n < COMMON_ITEMS may be a bound
     return True
 
 
@@ -181,8 +214,10 @@ def _span_in(quote_norm: str, item: EvidenceItemView, index: EvidenceIndex) -> i
     hit = memo.get(key)
     if hit is None:
         hit = 0
-        if _spans(_segments(quote_norm), item.norm_text):
-            hit = 2 if not any(ch.isdigit() for ch in quote_norm) or _numbers_kept(quote_norm, item) else 1
+        segments = _segments(quote_norm)
+        bounds = _span_bounds(segments, item.norm_text)
+        if bounds is not None:
+            hit = 2 if _numbers_kept(segments, item.norm_text, bounds) else 1
         if len(memo) < 65_536:
             memo[key] = hit
     return hit
@@ -213,10 +248,11 @@ def quote_credited(quote: str, item_id: str, index: EvidenceIndex) -> bool:
 
 
 def evidence_ngrams(norm_texts: Iterable[str]) -> set[tuple[str, ...]]:
-    """Word COPY_NGRAM-grams of normalised evidence bodies (what `copied_share` compares with)."""
+    """Whitespace-token COPY_NGRAM-grams of normalised evidence bodies (what `copied_share` compares
+    with; tokens keep their punctuation on both sides, so a copy matches itself)."""
     grams: set[tuple[str, ...]] = set()
     for text in norm_texts:
-        w = _WORD_RE.findall(text)
+        w = text.split()
         grams.update(zip(*(w[k:] for k in range(COPY_NGRAM)), strict=False))
     return grams
 
@@ -224,18 +260,19 @@ def evidence_ngrams(norm_texts: Iterable[str]) -> set[tuple[str, ...]]:
 def copied_share(opinion: str, grams: set[tuple[str, ...]]) -> float:
     """Share of the opinion's word COPY_NGRAM-grams found in `grams` (0 for shorter opinions).
     The evidence reward and the local consistency judge both use it: copying is not an opinion."""
-    words = _WORD_RE.findall(normalize_text(opinion))
+    words = (opinion.lower() if opinion.isascii() else normalize_text(opinion)).split()
     if len(words) < COPY_NGRAM:
         return 0.0
-    mine = list(zip(*(words[k:] for k in range(COPY_NGRAM)), strict=False))
-    return sum(g in grams for g in mine) / len(mine)
+    # COPY_NGRAM = 4, spelled out: zip and map run in C (evidence_report skips this call for
+    # every bullet when no opinion of the thesis shares a single 4-gram with the evidence)
+    hits = sum(map(grams.__contains__, zip(words, words[1:], words[2:], words[3:], strict=False)))
+    return hits / (len(words) - 3)
 
 
 def _copied_share(opinion: str, index: EvidenceIndex) -> float:
     grams = index.features.get("ngrams")
     if grams is None:
-        grams = evidence_ngrams(it.norm_text for it in index.items.values())
-        index.features["ngrams"] = grams
+        grams = index.features["ngrams"] = evidence_ngrams(it.norm_text for it in index.items.values())
     return copied_share(opinion, grams)
 
 
@@ -346,17 +383,21 @@ def _zero(reason: str, precision: float) -> BulletCheck:
     return _make_check(0.0, False, (reason,), precision, False, 0.0)
 
 
-def check_bullet(bullet: Bullet, index: EvidenceIndex, section: str | None = None) -> BulletCheck:
+def check_bullet(
+    bullet: Bullet, index: EvidenceIndex, section: str | None = None, *, copy_check: bool = True
+) -> BulletCheck:
     """Verify one bullet against the prompt's evidence and score it with the Stage II formula.
 
     `section`: the section the bullet is filed under; cited items of another section are misfiled
     (they never support it, and a bullet citing only such items scores 0). None skips the check.
+    `copy_check=False` skips the copied-opinion check (evidence_report does so when no opinion of
+    the thesis shares a single 4-gram with the evidence).
     """
     items = index.items
     cited = bullet.citations
     # the opinion's own words: n-grams copied from the evidence bodies do not count as writing
     words = bullet.word_count
-    if words >= COPY_NGRAM:
+    if copy_check and words >= COPY_NGRAM:
         memo = index.features.setdefault("copied", {})
         share = memo.get(bullet.opinion)
         if share is None:
@@ -372,12 +413,22 @@ def check_bullet(bullet: Bullet, index: EvidenceIndex, section: str | None = Non
         q = bullet.quotes[0]
         if item is not None and (section is None or item.section == section) and q.isascii():
             qn = q.lower()
-            if (
-                len(qn.strip(_QUOTE_STRIP)) >= MIN_QUOTE_CHARS
-                and _span_in(qn, item, index) == 2
-                and _informative(qn, index)
-            ):
-                return _verified_check(words)
+            f = qn.strip(_QUOTE_STRIP)
+            if len(f) >= MIN_QUOTE_CHARS and "..." not in f:
+                # the rules of _span_in and quote_informative, inlined for one plain segment
+                # (this runs for most bullets of every completion); any doubt -> the full path
+                hay = item.norm_text
+                end = find_span(f, hay)
+                if (
+                    end != -1
+                    and _numbers_kept((f,), hay, (end - len(f), end))
+                    and (
+                        (n_content := len(set(_CONTENT_RE.findall(f)) - STOPWORDS)) >= 2 * MIN_CONTENT_WORDS
+                        or (n_content >= MIN_CONTENT_WORDS and _joined(index).count(f) < COMMON_ITEMS)
+                        or _informative(qn, index)
+                    )
+                ):
+                    return _verified_check(words)
     reasons: list[str] = []
     unknown = [c for c in cited if c not in items]
     if unknown:
@@ -434,10 +485,11 @@ def check_bullet(bullet: Bullet, index: EvidenceIndex, section: str | None = Non
 
 
 def _evidence_key(bullet: Bullet) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """What a bullet offers as evidence (cited ids, normalised quotes); None when it offers nothing."""
+    """What a bullet offers as evidence (cited ids, quotes as parsed); None when it offers nothing.
+    Copies told apart by case or invisible characters are the loop term's business (loops.py)."""
     if not bullet.citations and not bullet.quotes:
         return None
-    return tuple(sorted(bullet.citations)), tuple(sorted(normalize_text(q).strip(_QUOTE_STRIP) for q in bullet.quotes))
+    return bullet.citations, bullet.quotes
 
 
 def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
@@ -449,6 +501,14 @@ def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
     checks: list[BulletCheck] = []
     section_scores: list[tuple[str, float]] = []
     seen: set[tuple[tuple[str, ...], tuple[str, ...]]] = set()
+    # one C-level pass over all opinions: when none shares a 4-gram with the evidence (an honest
+    # thesis), no bullet needs the per-bullet copy check
+    grams = index.features.get("ngrams")
+    if grams is None:
+        grams = index.features["ngrams"] = evidence_ngrams(it.norm_text for it in index.items.values())
+    joined = " \x00 ".join(b.opinion for b in thesis.bullets)  # no 4-gram spans two opinions
+    words = (joined.lower() if joined.isascii() else normalize_text(joined)).split()
+    copy_check = not grams.isdisjoint(zip(words, words[1:], words[2:], words[3:], strict=False))
     for section in thesis.sections:
         bullet_checks = []
         for b in section.bullets:
@@ -458,7 +518,7 @@ def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
                 continue
             if key is not None:
                 seen.add(key)
-            bullet_checks.append(check_bullet(b, index, section.name))
+            bullet_checks.append(check_bullet(b, index, section.name, copy_check=copy_check))
         checks.extend(bullet_checks)
         if bullet_checks:
             s = 0.3 * bullet_count_score(len(bullet_checks)) + 0.7 * harmonic_mean(

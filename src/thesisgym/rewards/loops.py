@@ -82,9 +82,12 @@ _BULLET_MARKS = ("-", "*", "•")
 
 def bullet_repeats(text: str) -> tuple[int, int]:
     """(bullets, bullets repeating an earlier one) of a text, after normalisation and homoglyph folding."""
+    lines = text.splitlines()
+    if text.isascii() and len(set(lines)) == len(lines):
+        return 0, 0  # no line repeats exactly and no invisible variant can hide in ASCII: no repeat
     seen: set[str] = set()
     n = repeats = 0
-    for line in text.splitlines():
+    for line in lines:
         line = line.strip()
         if not line or not (line.startswith(_BULLET_MARKS) or (line[0].isdigit() and line[1:3] in (". ", ") "))):
             continue
