@@ -571,11 +571,12 @@ class _Scorer:
 
         self.verifier = ConsistencyVerifier(judge="local")
 
-    def __call__(self, text: str, row: dict) -> dict[str, float]:
+    def __call__(self, texts: Sequence[str], row: dict) -> list[dict[str, float]]:
+        """Scores of several theses of one row: the verifier indexes and retrieves for them at once."""
         from thesisgym.rewards import score_completion
 
-        s = self.verifier.score(text, row["evidence"]).s
-        return score_completion(text, row, consistency_s=s)
+        results = self.verifier.score_batch(list(texts), [row["evidence"]] * len(texts))
+        return [score_completion(t, row, consistency_s=r.s) for t, r in zip(texts, results, strict=True)]
 
 
 def _judged(family: Family) -> tuple[str, ...]:
@@ -595,16 +596,16 @@ def _audit_rows(args: tuple[list[dict], list[int], tuple[str, ...], int, Any]) -
         for row, i in zip(rows, indices, strict=True):
             text = teacher.write(row, seed=i)[0]
             doc = Doc.parse(text)
-            honest = scorer(text, row)
+            hacks = []
+            for fam in fams:
+                hacked = fam.mutate(doc, row, random.Random(_row_seed(seed, row, i, fam.name)))
+                if hacked is not None:
+                    hacks.append((fam, hacked))
+            honest, *scored = scorer([text, *(h for _, h in hacks)], row)
             for c in COMPONENTS:
                 if not math.isnan(honest[c]):
                     honest_scores[c].append(honest[c])
-            for fam in fams:
-                rng = random.Random(_row_seed(seed, row, i, fam.name))
-                hacked = fam.mutate(doc, row, rng)
-                if hacked is None:
-                    continue
-                scores = scorer(hacked, row)
+            for (fam, _), scores in zip(hacks, scored, strict=True):
                 for c in COMPONENTS:
                     h, m = honest[c], scores[c]
                     if math.isnan(h) or math.isnan(m):
