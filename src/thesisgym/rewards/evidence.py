@@ -501,14 +501,15 @@ def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
     checks: list[BulletCheck] = []
     section_scores: list[tuple[str, float]] = []
     seen: set[tuple[tuple[str, ...], tuple[str, ...]]] = set()
-    # one C-level pass over all opinions: when none shares a 4-gram with the evidence (an honest
-    # thesis), no bullet needs the per-bullet copy check
-    grams = index.features.get("ngrams")
-    if grams is None:
-        grams = index.features["ngrams"] = evidence_ngrams(it.norm_text for it in index.items.values())
-    joined = " \x00 ".join(b.opinion for b in thesis.bullets)  # no 4-gram spans two opinions
+    # one C-level pass over all opinions: a copied 4-gram needs 4 consecutive opinion tokens that
+    # all occur in the evidence; without such a run (an honest thesis) no bullet needs the
+    # per-bullet copy check, nor the evidence's 4-gram set
+    tokens = index.features.get("tokens")
+    if tokens is None:
+        tokens = index.features["tokens"] = frozenset(" ".join(it.norm_text for it in index.items.values()).split())
+    joined = " \x00 ".join(b.opinion for b in thesis.bullets)  # no run spans two opinions
     words = (joined.lower() if joined.isascii() else normalize_text(joined)).split()
-    copy_check = not grams.isdisjoint(zip(words, words[1:], words[2:], words[3:], strict=False))
+    copy_check = bytes(map(tokens.__contains__, words)).find(b"\x01\x01\x01\x01") != -1
     for section in thesis.sections:
         bullet_checks = []
         for b in section.bullets:
