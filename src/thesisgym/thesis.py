@@ -543,7 +543,7 @@ def _inside_quotes(body: str, start: int, end: int) -> bool:
     """Whether body[start:end] sits inside a quotation: quote marks pair left to right within a
     line, so an odd number of them before it on its line, and one more after it on that line."""
     line_start = body.rfind("\n", 0, start) + 1
-    if not _quote_marks(body[line_start:start]) % 2:
+    if line_start == start or not _quote_marks(body[line_start:start]) % 2:  # most tags open a line
         return False
     line_end = body.find("\n", end)
     return _quote_marks(body[end : line_end if line_end != -1 else len(body)]) > 0

@@ -421,7 +421,8 @@ def check_bullet(
                 end = find_span(f, hay)
                 if (
                     end != -1
-                    and _numbers_kept((f,), hay, (end - len(f), end))
+                    and not (f[-1].isdigit() and _CUT_AFTER.match(hay, end) is not None)
+                    and not (f[0].isdigit() and end > len(f) and hay[end - len(f) - 1] in ".,")
                     and (
                         (n_content := len(set(_CONTENT_RE.findall(f)) - STOPWORDS)) >= 2 * MIN_CONTENT_WORDS
                         or (n_content >= MIN_CONTENT_WORDS and _joined(index).count(f) < COMMON_ITEMS)
