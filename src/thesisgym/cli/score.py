@@ -40,6 +40,7 @@ SUMMARY_KEYS = (
     "loop_rate",
     "decision_valid",
     "decision_correct",
+    "reward_errors",
 )
 
 
