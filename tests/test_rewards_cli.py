@@ -97,8 +97,8 @@ def test_score_unknown_split(dataset_dir, tmp_path):
 def test_score_uses_the_judge_s_so_fsr_and_dsr_are_the_training_rewards(dataset_dir, tmp_path):
     import datasets
 
-    from thesisgym.consistency import ConsistencyVerifier
-    from thesisgym.rewards import dsr, fsr
+    from thesisgym.consistency import ConsistencyVerifier, make_consistency_reward
+    from thesisgym.rewards import dsr, fsr, make_combined_reward
 
     jsonl = write_jsonl(tmp_path / "c.jsonl", [{"index": 0, "completion": gold_thesis()}])
     out = tmp_path / "s.jsonl"
@@ -107,7 +107,14 @@ def test_score_uses_the_judge_s_so_fsr_and_dsr_are_the_training_rewards(dataset_
     row = datasets.load_from_disk(str(dataset_dir))["test"][0]
     s = ConsistencyVerifier().score(gold_thesis(), row["evidence"], prompt=row.get("prompt")).s
     assert rec["s_is_placeholder"] == 0 and rec["s"] == pytest.approx(s)
-    assert rec["fsr"] == pytest.approx(fsr(rec["market"], s)) and rec["dsr"] == pytest.approx(dsr(rec["market"], s))
+    assert rec["fsr_paper"] == pytest.approx(fsr(rec["market"], s))
+    assert rec["dsr_paper"] == pytest.approx(dsr(rec["market"], s))
+    # the shipped (guarded) fsr/dsr columns are exactly what the GRPO recipe rewards pay
+    columns = {k: [v] for k, v in row.items() if k != "prompt"}
+    for kind in ("fsr", "dsr"):
+        reward = make_combined_reward(kind, consistency=make_consistency_reward(judge="local"))
+        [paid] = reward(prompts=[row["prompt"]], completions=[gold_thesis()], **columns)
+        assert rec[kind] == pytest.approx(paid)
     # --judge none falls back to the placeholder, and says so
     plain = run(jsonl, "--dataset", dataset_dir, "--judge", "none", "--output", out)
     assert plain.exit_code == 0 and json.loads(out.read_text())["s_is_placeholder"] == 1

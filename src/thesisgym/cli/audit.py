@@ -49,10 +49,10 @@ def register(app: typer.Typer) -> None:
         from rich.table import Table
 
         from thesisgym.audit import RECIPES, run_audit
-        from thesisgym.cli.score import _load_split
+        from thesisgym.splits import load_split
 
         try:
-            split_ds = _load_split(dataset, split)
+            split_ds = load_split(dataset, split)
             picked = [split_ds[i] for i in range(min(rows, len(split_ds)))]
             names = [f.strip() for f in families.split(",") if f.strip()] if families else None
             result = run_audit(picked, families=names, seed=seed, workers=workers)
