@@ -22,7 +22,8 @@ Decision rules (documented, also in `item_stance` / `decide`):
    teacher's class mix matches the label mix (the lexicon is not symmetric, fixed cuts lean bearish).
 
 Bullets: one tag per section in `sections` that has evidence (a section without items is skipped);
-`bullets=(lo, hi)` bullets per section, fewer when the section has fewer than `lo` items (one
+`compact=True` (the small-model demo) cites the id before the quote and quotes from the first word of
+the body, so the quote is a copy from a place the id points to. `bullets=(lo, hi)` bullets per section, fewer when the section has fewer than `lo` items (one
 bullet per item, never a repeated citation). Each bullet is an opinion without digits plus a
 verbatim quote of `quote_words` (default 4-12) words from the cited item, so 15-90 words and
 numbers only from that item.
@@ -206,14 +207,17 @@ _OPINIONS_FLAT = (
 _LEAN = {1: "leans bullish", 0: "is roughly neutral", -1: "leans bearish"}
 
 
-def _quote_span(text: str, rng: random.Random, *, lo: int = 4, hi: int = 12) -> str:
-    """A verbatim run of 4-12 whole words of `text` (never containing a double quote)."""
+def _quote_span(text: str, rng: random.Random, *, lo: int = 4, hi: int = 12, from_start: bool = False) -> str:
+    """A verbatim run of 4-12 whole words of `text` (never containing a double quote).
+
+    `from_start` takes the run from the first word of the body instead of a random place.
+    """
     words = text.replace('"', " ").split()
     if len(words) <= hi:
         span = words
     else:
         k = rng.randint(lo, hi)
-        start = rng.randint(0, len(words) - k)
+        start = 0 if from_start else rng.randint(0, len(words) - k)
         span = words[start:start + k]
     quote = " ".join(span).rstrip(".,;:")
     # a quote must be a substring of the item text; double-quote removal could break that
@@ -249,6 +253,7 @@ class TemplateTeacher:
         think: bool = True,
         cuts: Sequence[tuple[float, str]] | None = None,
         quote_words: tuple[int, int] = (4, 12),
+        compact: bool = False,
     ) -> None:
         for name, p in (("noise", noise), ("wrong_decision_rate", wrong_decision_rate),
                         ("drop_section_rate", drop_section_rate)):
@@ -271,6 +276,7 @@ class TemplateTeacher:
         self.mode = mode
         self.think = think
         self.cuts = tuple(cuts) if cuts is not None else DECISION_CUTS
+        self.compact = bool(compact)
 
     def calibrate(self, rows: Sequence[dict]) -> TemplateTeacher:
         """Fit the decision cut points on `rows` (their evidence only, see `calibrated_cuts`); returns self."""
@@ -330,7 +336,8 @@ class TemplateTeacher:
     def _bullet(self, item: dict, stance: float, sec: str, rng: random.Random, all_ids: list[str]) -> str:
         pool = _OPINIONS_POS if stance >= 0.15 else (_OPINIONS_NEG if stance <= -0.15 else _OPINIONS_FLAT)
         opinion = rng.choice(pool).format(sec=sec)
-        quote = _quote_span(str(item["text"]), rng, lo=self.quote_words[0], hi=self.quote_words[1])
+        quote = _quote_span(str(item["text"]), rng, lo=self.quote_words[0], hi=self.quote_words[1],
+                            from_start=self.compact)
         cite = item["id"]
         if self.noise and rng.random() < self.noise:
             kind = rng.choice(("cite", "number", "quote"))
@@ -343,6 +350,8 @@ class TemplateTeacher:
                     opinion += f" a gain of {rng.randint(41, 97)}.{rng.randint(1, 9)}% and"
             else:
                 quote = " ".join(reversed(quote.split())) + " allegedly"
+        if self.compact:  # the id first: a small model then copies from the body the id points to
+            return f'- {opinion} [{cite}] "{quote}"'
         return f'- {opinion} "{quote}" [{cite}]'
 
     @staticmethod
