@@ -121,7 +121,7 @@ def prepare_policy(config: RunConfig, dataset: Any):
             t = config.model.tiny
             build_tiny(corpus_of(dataset, max_rows=t.max_corpus_rows), base, vocab_size=t.vocab_size,
                        hidden_size=t.hidden_size, layers=t.layers, heads=t.heads, kv_heads=t.kv_heads,
-                       split_digits=t.split_digits, seed=config.seed)
+                       copy_tokens=t.copy_tokens, seed=config.seed)
         name = str(base)
     model, tokenizer = load_model(name, dtype=config.model.dtype, trust_remote_code=config.model.trust_remote_code)
     return model, tokenizer, name, lora_config(config.model.lora)

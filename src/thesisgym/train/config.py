@@ -46,7 +46,7 @@ class TinyConfig(_Strict):
     heads: int = Field(4, gt=0)
     kv_heads: int = Field(2, gt=0)
     max_corpus_rows: int = Field(4000, gt=0)
-    split_digits: bool = Field(True, description="one token per digit, so numbers copy token for token")
+    copy_tokens: bool = Field(True, description="one token per digit and quote marks kept apart, so quotes copy token for token")
 
 
 class ModelConfig(_Strict):

@@ -33,15 +33,18 @@ def _require_positive(name: str, value: int) -> None:
         raise ValueError(f"build_tiny: `{name}` must be a positive int, got {value!r}")
 
 
-def build_tokenizer(corpus_texts: Iterable[str], *, vocab_size: int = 4096, split_digits: bool = True):
+def build_tokenizer(corpus_texts: Iterable[str], *, vocab_size: int = 4096, copy_tokens: bool = True):
     """Train a byte-level BPE tokenizer on `corpus_texts` and wrap it as a PreTrainedTokenizerFast.
 
-    `split_digits` (the default) makes every digit its own token, as the Qwen and Llama tokenizers
-    do: with merged digit runs "878314" is one token in the prompt while a quote must reproduce it,
-    and "23.20" splits differently after a space than after a quote mark, so a small model would
-    have to memorise numbers instead of copying them token for token.
+    `copy_tokens` (the default) makes the tokens of a quoted span the same as in the evidence it is
+    copied from, so a small model can learn to copy token for token:
+    - every digit is its own token, as in the Qwen and Llama tokenizers (merged runs made "878314"
+      one token in a prompt and "23.20" split differently after a space than after a quote mark);
+    - a double quote never glues to its neighbours: the normaliser writes a space after it (the
+      decoder removes it again, so decode(encode(text)) == text), so the first quoted word is the
+      same " word" token as in the evidence, and a closing quote is not merged into "%\"".
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
     texts = [t for t in corpus_texts if isinstance(t, str) and t]
@@ -49,9 +52,14 @@ def build_tokenizer(corpus_texts: Iterable[str], *, vocab_size: int = 4096, spli
         raise ValueError("build_tiny: `corpus_texts` is empty; pass the prompts and theses to train the tokenizer on")
     tok = Tokenizer(models.BPE())
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.pre_tokenizer = (pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
-                         if split_digits else byte_level)
-    tok.decoder = decoders.ByteLevel()
+    if copy_tokens:
+        tok.normalizer = normalizers.Replace('"', '" ')
+        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split('"', behavior="isolated"),
+                                                     pre_tokenizers.Digits(individual_digits=True), byte_level])
+        tok.decoder = decoders.Sequence([decoders.ByteLevel(), decoders.Replace('" ', '"')])
+    else:
+        tok.pre_tokenizer = byte_level
+        tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -86,7 +94,7 @@ def build_tiny(
     kv_heads: int = 2,
     intermediate_size: int | None = None,
     max_position_embeddings: int = 8192,
-    split_digits: bool = True,
+    copy_tokens: bool = True,
     seed: int = 0,
 ) -> Path:
     """Build the `tiny` preset (Qwen2 architecture, a few M params) and save it to `out_dir`.
@@ -107,7 +115,7 @@ def build_tiny(
         raise ValueError(f"build_tiny: heads={heads} must be divisible by kv_heads={kv_heads}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer(corpus_texts, vocab_size=vocab_size, split_digits=split_digits)
+    tokenizer = build_tokenizer(corpus_texts, vocab_size=vocab_size, copy_tokens=copy_tokens)
     pad_id = tokenizer.convert_tokens_to_ids(PAD_TOKEN)
     eos_id = tokenizer.convert_tokens_to_ids(EOS_TOKEN)
     config = Qwen2Config(
@@ -131,7 +139,7 @@ def build_tiny(
     tokenizer.save_pretrained(out)
     n_params = sum(p.numel() for p in model.parameters())
     (out / TINY_MARKER).write_text(json.dumps({"preset": "tiny", "params": n_params, "seed": seed,
-                                               "vocab_size": len(tokenizer), "split_digits": split_digits},
+                                               "vocab_size": len(tokenizer), "copy_tokens": copy_tokens},
                                               indent=2))
     return out
 

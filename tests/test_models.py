@@ -1,0 +1,52 @@
+"""The tiny preset's tokenizer copies evidence token for token, and a short SFT learns to copy quotes."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from thesisgym.train.models import build_tokenizer  # noqa: E402
+
+EVIDENCE = "[T1] 2020-02-19 | prices | open 22.83 high 23.31 low 22.57 close 23.20 volume 878314 change +2.38%"
+THESIS = 'the record shows [T1] "close 23.20 volume 878314 change +2.38%" and more'
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    corpus = [EVIDENCE, THESIS, "revenue grows 12.5% as orders reach 4,628 units"] * 30
+    return build_tokenizer(corpus, vocab_size=400)
+
+
+def _ids(tok, text: str) -> list[int]:
+    return tok(text, add_special_tokens=False)["input_ids"]
+
+
+def test_every_digit_is_its_own_token(tokenizer):
+    pieces = tokenizer.tokenize("volume 878314 and 23.20")
+    digits = [p for p in pieces if any(ch.isdigit() for ch in p)]
+    assert digits == list("878314") + list("2320")
+
+
+def test_a_quoted_span_has_the_same_tokens_as_in_the_evidence(tokenizer):
+    span = "close 23.20 volume 878314 change +2.38%"
+    quote_ids = _ids(tokenizer, THESIS)
+    source_ids = _ids(tokenizer, EVIDENCE)
+    span_ids = _ids(tokenizer, " " + span)  # the evidence has the span after a space
+    assert _contains(source_ids, span_ids)
+    assert _contains(quote_ids, span_ids)  # after the opening quote mark: the very same ids
+    # the old tokenizer glued the quote mark to the first word, so the spans differed
+    old = build_tokenizer([EVIDENCE, THESIS] * 30, vocab_size=400, copy_tokens=False)
+    assert not _contains(_ids(old, THESIS), _ids(old, " " + span))
+
+
+def test_decoding_gives_back_the_exact_text(tokenizer):
+    for text in (THESIS, EVIDENCE, 'a "" b  " c', 'He said "no."\n<decision>BUY</decision>'):
+        assert tokenizer.decode(_ids(tokenizer, text)) == text
+
+
+def _contains(seq: list[int], sub: list[int]) -> bool:
+    return any(seq[i:i + len(sub)] == sub for i in range(len(seq) - len(sub) + 1))
