@@ -50,6 +50,7 @@ def test_run_demo_end_to_end_tiny(tmp_path):
     change = {r["component"]: r for r in summary["change"]}
     assert {"structure", "evidence", "grounding", "total"} <= set(change) and change["total"]["n"] == 4
     assert any(ln.strip().startswith("total") for ln in lines)
+    assert 0 < summary["majority_class_accuracy"] <= 1
     assert (out / "curves" / "training.png").exists() and summary["sft_curve"][-1]["examples_seen"] == 2 * 4
     saved = json.loads((out / "summary.json").read_text())
     assert saved["seconds"]["total"] > 0 and saved["report"] == summary["report"]
@@ -78,3 +79,27 @@ def test_demo_cli_prints_table_and_report_path(tmp_path, monkeypatch):
     assert captured["config"].sft_steps == 3 and captured["config"].tickers == DemoConfig.quick().tickers
     assert "truth_oracle" in res.output and "report.html" in res.output and "n/a" in res.output
     assert "not above it" in res.output
+
+
+@pytest.mark.slow
+def test_two_demo_runs_with_the_same_seed_print_the_same_change_table(tmp_path):
+    cfg = dict(tickers=4, days=160, stride=6, heldout_tickers=1, distill_n=2, sft_steps=3, grpo_steps=1,
+               num_generations=2, max_completion_length=32, eval_rows=6, curve_rows=2, probes="digits")
+    tables = []
+    for run in ("a", "a"):  # the same folder twice: the second run must not reuse the first one's model
+        lines: list[str] = []
+        summary = run_demo(DemoConfig(out=str(tmp_path / run), **cfg), log=lines.append)
+        tables.append(([ln for ln in lines if ln.startswith("    ") and "[" in ln and "," in ln], summary["change"]))
+    assert tables[0] == tables[1]
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=False, reason=(
+    "the issue's held-out targets are not reached at the measured sizes on 2 CPU cores (docs/training.md, "
+    "section 4); --size large has not been timed to completion yet"))
+def test_large_demo_meets_the_heldout_targets(tmp_path):
+    summary = run_demo(DemoConfig.sized("large", out=str(tmp_path / "demo")), log=lambda _: None)
+    r = summary["reasoning"]
+    assert r["invalid_decision_rate"] <= 0.05
+    assert r["grounding"] >= 0.5 and r["hallucination_rate"] <= 0.5
+    assert r["decision_accuracy"] > summary["majority_class_accuracy"]

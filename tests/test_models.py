@@ -50,3 +50,41 @@ def test_decoding_gives_back_the_exact_text(tokenizer):
 
 def _contains(seq: list[int], sub: list[int]) -> bool:
     return any(seq[i:i + len(sub)] == sub for i in range(len(seq) - len(sub) + 1))
+
+
+def test_copy_task_rows_quote_the_cited_body():
+    from thesisgym.rewards import score_completion
+    from thesisgym.train.toy import copy_task_rows
+
+    rows = copy_task_rows(5, items=3, seed=1)
+    assert rows == copy_task_rows(5, items=3, seed=1)
+    for row in rows:  # the gold completion is fully grounded under the shared verifier
+        assert score_completion(row["completion"], row)["grounding"] == 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=False, reason=(
+    "measured on 2 shared CPU cores: 300 SFT steps x 16 rows (64-wide, 2 layers) and 600 x 16 (128-wide) "
+    "reach verified-quote rate 0.0; the tiny model memorises one quote instead of forming a copy head; "
+    "see docs/training.md"))
+def test_short_sft_on_the_copy_task_learns_to_copy(tmp_path):
+    import torch
+    from datasets import Dataset, DatasetDict
+
+    from thesisgym.train import DataConfig, ModelConfig, SFTRunConfig, run_sft
+    from thesisgym.train.config import TinyConfig
+    from thesisgym.train.curves import generate_theses, score_theses
+    from thesisgym.train.models import load_model
+    from thesisgym.train.toy import copy_task_rows
+
+    torch.set_num_threads(1)
+    train = copy_task_rows(4000, items=1, seed=0)
+    DatasetDict({"train": Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in train])}
+                ).save_to_disk(str(tmp_path / "data"))
+    cfg = SFTRunConfig(output_dir=str(tmp_path / "run"), data=DataConfig(dataset=str(tmp_path / "data")),
+                       model=ModelConfig(tiny=TinyConfig(vocab_size=512, hidden_size=64, layers=2, heads=4, kv_heads=2)),
+                       max_steps=300, learning_rate=3e-3, warmup_ratio=0.05, per_device_train_batch_size=16,
+                       save_steps=10**6, report_to="none")
+    model, tok = load_model(run_sft(cfg))
+    test = copy_task_rows(16, items=1, seed=99)
+    assert score_theses(generate_theses(model, tok, test, max_new_tokens=40), test)["grounding"] > 0.3

@@ -63,6 +63,9 @@ def register(app: typer.Typer) -> None:
             + ", ".join(f"{k} {v:.3f}" for k, v in r.items() if isinstance(v, float) and k in
                         ("hallucination_rate", "grounding", "decision_accuracy", "invalid_decision_rate", "loop_rate"))
         )
+        if isinstance(summary.get("majority_class_accuracy"), float):
+            console.print(f"majority-class baseline (always the most common label of these rows): accuracy "
+                          f"{summary['majority_class_accuracy']:.3f}")
         for line in summary.get("verdict", []):
             console.print(f"- {line}")
         console.print(f"total {summary['seconds']['total']:.0f} s; report: [bold]{summary['report']}[/]")
