@@ -1,5 +1,11 @@
 """Experiments built on the public pipeline: paired checkpoint comparisons and Trade-R1 in miniature."""
 
-from thesisgym.experiments.compare import CHANGE_KEYS, change_table, format_change_table, paired_change
+from thesisgym.experiments.compare import (
+    CHANGE_KEYS,
+    change_table,
+    format_change_table,
+    mean_ci,
+    paired_change,
+)
 
-__all__ = ["CHANGE_KEYS", "change_table", "format_change_table", "paired_change"]
+__all__ = ["CHANGE_KEYS", "change_table", "format_change_table", "mean_ci", "paired_change"]

@@ -20,30 +20,37 @@ CHANGE_KEYS: tuple[str, ...] = ("structure", "evidence", "decision", "market", "
                                 "hallucination_rate", "decision_valid", "decision_correct")
 
 
-def paired_change(before: Sequence[float], after: Sequence[float], *, seed: int = 0, n_resamples: int = 2000,
-                  confidence: float = 0.95) -> dict[str, float]:
-    """Mean before/after, mean paired change and its bootstrap interval (`lo`, `hi`) over finite pairs."""
+def mean_ci(values: Sequence[float], *, seed: int = 0, n_resamples: int = 2000,
+            confidence: float = 0.95) -> tuple[float, float, float, int]:
+    """(mean, lo, hi, n) of the finite values with a seeded percentile-bootstrap interval.
+
+    A constant sample (or a single value) gets the degenerate interval [mean, mean]; no finite
+    value gives nan and n = 0.
+    """
     from scipy.stats import bootstrap
 
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if not len(v):
+        return math.nan, math.nan, math.nan, 0
+    if len(v) < 2 or np.ptp(v) == 0:
+        return float(v.mean()), float(v.mean()), float(v.mean()), len(v)
+    ci = bootstrap((v,), np.mean, confidence_level=confidence, n_resamples=n_resamples, method="percentile",
+                   random_state=np.random.default_rng(seed)).confidence_interval
+    return float(v.mean()), float(ci.low), float(ci.high), len(v)
+
+
+def paired_change(before: Sequence[float], after: Sequence[float], *, seed: int = 0) -> dict[str, float]:
+    """Mean before/after, mean paired change and its bootstrap interval (`lo`, `hi`) over finite pairs."""
     if len(before) != len(after):
         raise ValueError(f"paired_change: {len(before)} values before but {len(after)} after; pairs must align")
     b = np.asarray(before, dtype=float)
     a = np.asarray(after, dtype=float)
     keep = np.isfinite(b) & np.isfinite(a)
     b, a = b[keep], a[keep]
-    out = {"n": int(keep.sum()), "before": math.nan, "after": math.nan, "change": math.nan, "lo": math.nan,
-           "hi": math.nan}
-    if not len(b):
-        return out
-    d = a - b
-    out.update(before=float(b.mean()), after=float(a.mean()), change=float(d.mean()))
-    if len(d) >= 2 and np.ptp(d) > 0:
-        res = bootstrap((d,), np.mean, confidence_level=confidence, n_resamples=n_resamples, method="percentile",
-                        random_state=np.random.default_rng(seed))
-        out.update(lo=float(res.confidence_interval.low), hi=float(res.confidence_interval.high))
-    elif len(d):
-        out.update(lo=float(d.mean()), hi=float(d.mean()))  # every pair moved by the same amount
-    return out
+    change, lo, hi, n = mean_ci(a - b, seed=seed)
+    return {"n": n, "before": float(b.mean()) if n else math.nan, "after": float(a.mean()) if n else math.nan,
+            "change": change, "lo": lo, "hi": hi}
 
 
 def change_table(before: Sequence[dict], after: Sequence[dict], *, keys: Sequence[str] = CHANGE_KEYS,

@@ -35,6 +35,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from thesisgym.experiments.compare import mean_ci
+
 # arm -> (recipe whose reward stack it trains on, override of rewards.funcs or None)
 ARMS: dict[str, tuple[str, list[str] | None]] = {
     "market-only": ("market-only", None),
@@ -87,19 +89,6 @@ def arm_rewards(arm: str):
     if funcs is None:
         return rewards
     return RewardConfig(funcs=funcs, weights=[1.0] + [0.0] * (len(funcs) - 1), consistency=rewards.consistency)
-
-
-def _bootstrap(values: Sequence[float], seed: int) -> tuple[float, float, float, int]:
-    from scipy.stats import bootstrap
-
-    v = np.asarray([x for x in values if isinstance(x, (int, float)) and math.isfinite(x)], dtype=float)
-    if not len(v):
-        return math.nan, math.nan, math.nan, 0
-    if len(v) < 2 or np.ptp(v) == 0:
-        return float(v.mean()), float(v.mean()), float(v.mean()), len(v)
-    ci = bootstrap((v,), np.mean, n_resamples=2000, method="percentile",
-                   random_state=np.random.default_rng(seed)).confidence_interval
-    return float(v.mean()), float(ci.low), float(ci.high), len(v)
 
 
 def score_with_s(completions: Sequence[str], rows: Sequence[dict]) -> list[dict]:
@@ -237,7 +226,7 @@ def summarize(out: Path, config: TradeR1Config) -> list[dict]:
             scored = [s for r in runs for s in r.get(split, [])]
             for m in ROW_METRICS:
                 if scored:
-                    mean, lo, hi, n = _bootstrap([s.get(m, math.nan) for s in scored], config.seed)
+                    mean, lo, hi, n = mean_ci([s.get(m, math.nan) for s in scored], seed=config.seed)
                     row[f"{split}.{m}"] = {"mean": mean, "lo": lo, "hi": hi, "n": n}
         for split in ("A", "B"):
             vals = [r.get(f"sharpe_{split}", math.nan) for r in runs]
