@@ -95,8 +95,7 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
 
     from thesisgym.evaluate import HFPolicy, evaluate
     from thesisgym.evaluate.report import verdict
-    from thesisgym.experiments import change_table, format_change_table
-    from thesisgym.rewards import score_completion
+    from thesisgym.experiments import change_table, format_change_table, score_with_s
     from thesisgym.train import (
         CompactProgress,
         RewardConfig,
@@ -137,8 +136,7 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
         eval_rows = [splits["test"][i] for i in spread(len(splits["test"]), config.eval_rows)]
         scored = {}
         for name, path in (("sft", sft_model), ("grpo", grpo_model)):
-            scored[name] = [score_completion(c, r) for c, r in zip(generate_for(path, eval_rows, config), eval_rows,
-                                                                   strict=True)]
+            scored[name] = score_with_s(generate_for(path, eval_rows, config), eval_rows)
         changes = change_table(scored["sft"], scored["grpo"], total=DEMO_REWARDS, seed=config.seed)
         for line in format_change_table(changes):
             log("    " + line)

@@ -6,6 +6,7 @@ from thesisgym.experiments.compare import (
     format_change_table,
     mean_ci,
     paired_change,
+    score_with_s,
 )
 
-__all__ = ["CHANGE_KEYS", "change_table", "format_change_table", "mean_ci", "paired_change"]
+__all__ = ["CHANGE_KEYS", "change_table", "format_change_table", "mean_ci", "paired_change", "score_with_s"]

@@ -16,8 +16,26 @@ from collections.abc import Sequence
 import numpy as np
 
 # components of score_completion shown in the change table, then the total the demo trains on
-CHANGE_KEYS: tuple[str, ...] = ("structure", "evidence", "decision", "market", "dsr", "loop_penalty", "grounding",
+CHANGE_KEYS: tuple[str, ...] = ("structure", "evidence", "decision", "market", "s", "dsr", "loop_penalty", "grounding",
                                 "hallucination_rate", "decision_valid", "decision_correct")
+
+
+# reward function name (thesisgym.train.rewards) -> the score_completion key holding its value
+SCORE_KEY_OF_REWARD: dict[str, str] = {"loop": "loop_penalty", "market_only": "market"}
+
+
+def score_with_s(completions: Sequence[str], rows: Sequence[dict]) -> list[dict]:
+    """score_completion per row with `s` from the local consistency judge, as the fsr/dsr rewards use it.
+
+    Without it score_completion falls back to the grounding placeholder for `s`, so fsr/dsr would not
+    be the values GRPO was paid.
+    """
+    from thesisgym.consistency import make_consistency_reward
+    from thesisgym.rewards import score_completion
+
+    s = make_consistency_reward(judge="local")([r["prompt"] for r in rows], list(completions),
+                                               evidence=[r["evidence"] for r in rows])
+    return [score_completion(c, r, consistency_s=si) for c, r, si in zip(completions, rows, s, strict=True)]
 
 
 def mean_ci(values: Sequence[float], *, seed: int = 0, n_resamples: int = 2000,
@@ -57,8 +75,9 @@ def change_table(before: Sequence[dict], after: Sequence[dict], *, keys: Sequenc
                  total: dict[str, float] | None = None, seed: int = 0) -> list[dict]:
     """One `paired_change` row per component of two aligned lists of `score_completion` dicts.
 
-    `total` (component -> weight) adds a `total` row: the weighted sum the policy was trained on,
-    computed per row with nan components counting 0 (as TRL's reward sum treats None).
+    `total` (reward name -> weight, as in a RewardConfig) adds a `total` row: the weighted sum the
+    policy was trained on, computed per row with nan components counting 0 (as TRL's reward sum
+    treats None); reward names map onto score keys through SCORE_KEY_OF_REWARD.
     """
     if len(before) != len(after):
         raise ValueError(f"change_table: {len(before)} scored rows before but {len(after)} after")
@@ -67,9 +86,11 @@ def change_table(before: Sequence[dict], after: Sequence[dict], *, keys: Sequenc
         rows.append({"component": k, **paired_change([s.get(k, math.nan) for s in before],
                                                      [s.get(k, math.nan) for s in after], seed=seed)})
     if total:
+        keyed = {SCORE_KEY_OF_REWARD.get(k, k): w for k, w in total.items()}
+
         def tot(s: dict) -> float:
             return sum(w * (s.get(k) if isinstance(s.get(k), float) and math.isfinite(s.get(k)) else 0.0)
-                       for k, w in total.items())
+                       for k, w in keyed.items())
 
         rows.append({"component": "total", **paired_change([tot(s) for s in before], [tot(s) for s in after],
                                                            seed=seed)})

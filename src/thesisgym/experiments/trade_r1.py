@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from thesisgym.experiments.compare import mean_ci
+from thesisgym.experiments.compare import mean_ci, score_with_s
 
 # arm -> (recipe whose reward stack it trains on, override of rewards.funcs or None)
 ARMS: dict[str, tuple[str, list[str] | None]] = {
@@ -44,8 +44,6 @@ ARMS: dict[str, tuple[str, list[str] | None]] = {
     "dsr": ("dsr", None),
     "weighted": ("dsr", ["weighted", "structure", "evidence", "decision", "loop"]),
 }
-# the reward each arm is paid (its in-sample reward) as named by score_completion
-ARM_REWARD: dict[str, str] = {"market-only": "market", "fsr": "fsr", "dsr": "dsr", "weighted": "weighted"}
 ROW_METRICS: tuple[str, ...] = ("hallucination_rate", "grounding", "s", "decision_correct", "decision_valid")
 
 
@@ -89,16 +87,6 @@ def arm_rewards(arm: str):
     if funcs is None:
         return rewards
     return RewardConfig(funcs=funcs, weights=[1.0] + [0.0] * (len(funcs) - 1), consistency=rewards.consistency)
-
-
-def score_with_s(completions: Sequence[str], rows: Sequence[dict]) -> list[dict]:
-    """score_completion per row with `s` from the local consistency judge (as the fsr/dsr rewards use)."""
-    from thesisgym.consistency import make_consistency_reward
-    from thesisgym.rewards import score_completion
-
-    s = make_consistency_reward(judge="local")([r["prompt"] for r in rows], list(completions),
-                                               evidence=[r["evidence"] for r in rows])
-    return [score_completion(c, r, consistency_s=si) for c, r, si in zip(completions, rows, s, strict=True)]
 
 
 def _sharpe(completions: Sequence[str], rows: Sequence[dict], store: Any, name: str) -> float:
@@ -206,7 +194,7 @@ def _in_sample(run_dir: Path, arm: str) -> float:
     """Mean of the arm's own reward over the second half of its logged GRPO steps."""
     path = run_dir / "log_history.json"
     logs = json.loads(path.read_text()) if path.exists() else []
-    key = {"market-only": "market_only"}.get(arm, ARM_REWARD[arm])
+    key = {"market-only": "market_only"}.get(arm, arm)
     vals = [e[f"rewards/{key}_reward/mean"] for e in logs if f"rewards/{key}_reward/mean" in e]
     vals = vals[len(vals) // 2:] if len(vals) > 1 else vals
     return float(np.mean(vals)) if vals else math.nan
