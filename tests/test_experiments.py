@@ -35,6 +35,9 @@ def test_change_table_adds_the_weighted_total_with_nan_as_zero():
     by = {r["component"]: r for r in rows}
     assert by["market"]["n"] == 1  # the nan pair is left out of the component...
     assert by["total"]["n"] == 2 and by["total"]["change"] == pytest.approx((3.0 + 0.0) / 2)  # ...but counts 0 in total
+    # reward names (as in a RewardConfig) map onto score_completion keys: loop -> loop_penalty
+    (loop_total,) = change_table([{"loop_penalty": -1.0}], [{"loop_penalty": 0.0}], keys=(), total={"loop": 1.0})
+    assert loop_total["component"] == "total" and loop_total["change"] == 1.0
     lines = format_change_table(rows)
     assert lines[0].split()[:4] == ["component", "SFT", "GRPO", "change"] and "total" in lines[-1]
 
