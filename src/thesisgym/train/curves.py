@@ -44,7 +44,7 @@ def generate_theses(model: Any, tokenizer: Any, rows: Sequence[dict], *, max_new
     tokenizer.padding_side = "left"
     texts = [tokenizer.apply_chat_template(list(r["prompt"]), tokenize=False, add_generation_prompt=True) for r in rows]
     gen: dict[str, Any] = {"max_new_tokens": max_new_tokens, "pad_token_id": tokenizer.pad_token_id,
-                           "eos_token_id": tokenizer.eos_token_id}
+                           "eos_token_id": tokenizer.eos_token_id, "use_cache": True}  # trainers switch it off
     gen.update(do_sample=True, temperature=temperature, top_k=0) if temperature > 0 else gen.update(do_sample=False)
     out: list[str] = []
     try:
