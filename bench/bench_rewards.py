@@ -7,7 +7,11 @@ through the four TRL reward functions. The same checks done naively (re-parse th
 every reward, rebuild/re-normalise the evidence for every bullet, no caches) are timed on a
 subset in the same run. Prints completions/s, peak memory and the ratio.
 
-    python bench/bench_rewards.py [--n 10000] [--naive-n 1000] [--seed 0]
+    python bench/bench_rewards.py [--n 10000] [--naive-n 1000] [--seed 0] [--audit-rows 1000]
+
+--audit-rows N also times `thesisgym.audit.run_audit` (honest thesis + every mutation family, each
+scored with the full stack and the local consistency judge) on N pipeline-built synthetic rows with
+--audit-workers processes (default 2), and prints rows x families per second of wall time.
 """
 
 from __future__ import annotations
@@ -340,9 +344,14 @@ def opinion(rng: random.Random, n: int) -> str:
 
 
 def quote_of(rng: random.Random, text: str) -> str:
+    """4-6 words of `text`, as an honest writer quotes: never ending on a number cut from its scale
+    word ("$119.6" of "$119.6 billion"), which verifier v2 does not credit."""
     words = text.split()
     start = rng.randrange(0, max(1, len(words) - 5))
-    return " ".join(words[start : start + rng.randint(4, 6)]).strip(".;,")
+    end = min(len(words), start + rng.randint(4, 6))
+    while end < len(words) and words[end - 1].rstrip(".;,")[-1:].isdigit():
+        end += 1
+    return " ".join(words[start:end]).strip(".;,")
 
 
 def completion(rng: random.Random, row: dict, kind: str) -> str:
@@ -404,6 +413,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--naive-n", type=int, default=1_000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--audit-rows", type=int, default=0, help="also time the audit on N rows (0: skip)")
+    parser.add_argument("--audit-workers", type=int, default=2)
     parser.add_argument(
         "--repeat",
         type=int,
@@ -472,6 +483,31 @@ def main() -> None:
     print(
         "mean evidence reward by kind: "
         + ", ".join(f"{k} {statistics.mean(v):.3f}" for k, v in sorted(per_kind.items()))
+    )
+    if args.audit_rows:
+        bench_audit(args.audit_rows, args.audit_workers)
+
+
+def bench_audit(n_rows: int, workers: int) -> None:
+    """Wall time of the audit on `n_rows` demo-like synthetic rows (pipeline-built, as `thesisgym audit` sees them)."""
+    from thesisgym.audit import FAMILIES, run_audit
+    from thesisgym.context.build import ContextConfig
+    from thesisgym.data import generate_market
+    from thesisgym.data.synth import SynthConfig
+    from thesisgym.demo import DEMO_CONTEXT
+    from thesisgym.splits import SplitConfig, build_splits
+
+    store = generate_market(SynthConfig(n_tickers=12, n_days=520, seed=0, market="A"))
+    cfg = SplitConfig(stride=2, token_budget=800, heldout_tickers=0, seed=0, context=ContextConfig(**DEMO_CONTEXT))
+    rows = list(build_splits(store, cfg, show_progress=False)["train"])[:n_rows]
+    start = time.perf_counter()
+    result = run_audit(rows, workers=workers)
+    wall = time.perf_counter() - start
+    pairs = sum(r["rows"] for r in result.table)
+    print(
+        f"audit: {len(rows)} rows x {len(FAMILIES)} families ({pairs:,} applicable mutations + {len(rows)} honest) "
+        f"in {wall:.1f} s wall on {workers} worker processes ({pairs / wall:,.0f} mutations/s); "
+        f"target < 120 s: {'met' if wall < 120 else 'NOT met'}; families above 1 %: {result.failed(0.01) or 'none'}"
     )
 
 

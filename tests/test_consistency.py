@@ -239,7 +239,8 @@ def test_parts_move_the_expected_way():
     th = three_theses(rng, ev, 1)
     r = dict(zip(th, ConsistencyVerifier().score_batch(list(th.values()), [ev] * 4), strict=False))
     honest, dec, cl = r["honest"], r["decision_contradicts_claims"], r["claims_contradict_evidence"]
-    assert honest.factuality > 0.7 and honest.deduction > 0.6 and honest.consistency > 0.6
+    # the honest thesis leaves ~13 passages with a stance unaddressed (OMITTED_WEIGHT each), hence < 0.7
+    assert honest.factuality > 0.55 and honest.deduction > 0.45 and honest.consistency > 0.6
     assert dec.factuality == pytest.approx(honest.factuality, abs=0.1) and dec.deduction < 0.3
     assert dec.consistency < 0.4 and cl.factuality < 0.3 and cl.deduction < 0.3
     assert 0.0 <= cl.s <= dec.s <= honest.s <= 1.0
@@ -495,7 +496,8 @@ def test_lexicon_reads_real_headlines_in_the_direction_of_their_sentiment_score(
     pos = [it for it in ev if stance(it["text"]) > 0.3][:4]
     thesis = "<news>\n" + "\n".join(f'- A bullish sign for the shares: "{it["text"]}" [{it["id"]}]' for it in pos)
     r = ConsistencyVerifier().score(thesis + "\n</news><decision>BUY</decision>", ev)
-    assert r.factuality > 0.6 and 0.0 <= r.s <= 1.0
+    # 4 of 40 headlines cited: the ~15 others with a stance weigh in as unaddressed evidence
+    assert r.factuality > 0.25 and 0.0 <= r.s <= 1.0
 
 
 def test_one_bad_evidence_row_costs_only_its_own_score():
@@ -518,3 +520,36 @@ def test_async_llm_reward_runs_on_the_callers_loop(server, tmp_path):
     assert asyncio.iscoroutinefunction(fn) and fn.__name__ == "consistency_reward"
     out = asyncio.run(fn(prompts=[None] * 3, completions=[th, th, "garbage"], evidence=[ev, ev, ev]))
     assert out == pytest.approx([0.6, 0.6, 0.6]) and server.hits == 2  # identical requests hit the cache
+
+
+# --- hardening: what a thesis cannot do to its s -----------------------------------------------------
+def test_evidence_decision_edge_ignores_the_conclusion_and_what_is_cited():
+    rng = random.Random(21)
+    ev = make_context(rng, direction=-1, n_items=30)
+    base = make_thesis(rng, ev, claims=-1, decision="BUY")
+    v = ConsistencyVerifier()
+    c0 = v.score(base, ev).consistency
+    spun = base.replace("<decision>", "<conclusion>Record beats, upgrades and a surging rally.</conclusion><decision>")
+    assert v.score(spun, ev).consistency == pytest.approx(c0)
+    # citing only the bullish items (cherry-picking) cannot change the edge either
+    bull = [it for it in ev if stance(it["text"]) > 0.3][:3]
+    picked = "<news>\n" + "\n".join(
+        f'- A bullish sign that supports a strong upside for the shares "{it["text"]}" [{it["id"]}]' for it in bull
+    ) + "\n</news><decision>BUY</decision>"
+    assert v.score(picked, ev).consistency == pytest.approx(c0)
+
+
+def test_stance_free_and_copied_opinions_do_not_agree():
+    rng = random.Random(22)
+    ev = make_context(rng, direction=1, n_items=20)
+    items = [it for it in ev if stance(it["text"]) > 0.3][:4]
+
+    def thesis(opinion) -> str:
+        lines = [f'- {opinion(it)} "{it["text"]}" [{it["id"]}]' for it in items]
+        return "<news>\n" + "\n".join(lines) + "\n</news><decision>BUY</decision>"
+
+    v = ConsistencyVerifier()
+    honest = v.score(thesis(lambda it: "A clearly bullish signal that points to more upside for the shares"), ev)
+    filler = v.score(thesis(lambda it: "This item is listed here for the record of the period under review"), ev)
+    copied = v.score(thesis(lambda it: it["text"]), ev)
+    assert filler.factuality < honest.factuality and copied.factuality < honest.factuality

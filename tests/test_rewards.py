@@ -12,6 +12,7 @@ from thesisgym.rewards import (
     STAGE_WEIGHTS,
     decision_reward,
     dsr,
+    evidence_report,
     evidence_reward,
     fsr,
     load_decision_matrix,
@@ -25,8 +26,10 @@ from thesisgym.rewards import (
     score_completion,
     structure_reward,
 )
+from thesisgym.rewards.base import evidence_index
 from thesisgym.rewards.loops import loop_params, loop_stats
 from thesisgym.schema import LABELS
+from thesisgym.thesis import parse_thesis
 
 
 def batch(rows: list[dict]) -> dict:
@@ -77,21 +80,30 @@ def test_structure_empty_is_zero():
 
 
 # --- evidence ---------------------------------------------------------------------------------
+def technical_row() -> dict:
+    """A row whose prompt has technical evidence only, so a technical-only thesis covers it."""
+    row = make_row()
+    return dict(row, evidence=[e for e in row["evidence"] if e["section"] == "technical"], sections=["technical"])
+
+
 def test_evidence_formula_single_section_three_bullets():
     bullets = {"technical": GOLD_BULLETS["technical"][:3]}
-    (value,) = call(evidence_reward, [assemble(bullets)], [make_row()])
+    (value,) = call(evidence_reward, [assemble(bullets)], [technical_row()])
     assert value == pytest.approx(0.3 * 3 / 4 + 0.7 * 1.0)
+    # coverage: the same thesis against the six-section prompt covers 1 of its 6 sections
+    (value6,) = call(evidence_reward, [assemble(bullets)], [make_row()])
+    assert value6 == pytest.approx(value / 6)
 
 
 def test_evidence_short_opinion_and_no_quote():
     short = 'Strong day "up 2.3% on the day" [T1]'  # 2 opinion words, quote + source: R_op = 2/15
     noquote = "Buyers seem in control and the trend looks healthy to me, with broad participation across sessions [T2]"
     bullets = {"technical": [short] + GOLD_BULLETS["technical"][1:]}
-    (value,) = call(evidence_reward, [assemble(bullets)], [make_row()])
+    (value,) = call(evidence_reward, [assemble(bullets)], [technical_row()])
     b = 0.4 * 2 / 15 + 0.35 + 0.25
     assert value == pytest.approx(0.3 + 0.7 * 4 / (1 / b + 3))
     bullets = {"technical": [noquote] + GOLD_BULLETS["technical"][1:]}
-    (value,) = call(evidence_reward, [assemble(bullets)], [make_row()])
+    (value,) = call(evidence_reward, [assemble(bullets)], [technical_row()])
     # no quote: R_op = min(0.3, ..) = 0.3; nothing to verify -> credit for one citation (precision 1)
     b = 0.4 * 0.3 + 0.25
     assert value == pytest.approx(0.3 + 0.7 * 4 / (1 / b + 3))
@@ -102,11 +114,24 @@ def test_quote_matching_rules():
     assert quote_in_text("REGULATORS  open probe", text)
     assert quote_in_text("\u201cpotential fine of up to 10%\u201d", text)
     assert quote_in_text("Regulators open probe ... global revenue", text)
-    assert quote_in_text("Regulators opan probe into app store fees", text)  # one typo: fuzzy >= 90
-    assert not quote_in_text("Regulators opan probe into app store fees", text, fuzzy=False)
+    assert quote_in_text("Regulators open\u200b probe into app\u00a0store fees", text)  # zero-width, NBSP
+    assert not quote_in_text("Regulators opan probe into app store fees", text)  # no similarity: spans only
+    assert not quote_in_text("global revenue ... Regulators open probe", text)  # segments in order
     assert not quote_in_text("Regulators close the probe into fees", text)
     assert not quote_in_text(text + " and the company will pay it all", text)
-    assert not quote_in_text("potential fine of up to 19% of global", text)  # fuzzy never forgives numbers
+    assert not quote_in_text("potential fine of up to 19% of global", text)
+    assert not quote_in_text("ulators open probe", text)  # spans start and end on word boundaries
+
+
+def test_numbers_from_the_item_header_are_not_citable():
+    # T2 is dated 2024-03-08: "8" and "2024" are in its header, not its body
+    bullet = 'The filing shows the trend intact after 8 sessions, a point the tape confirms once more today "price is 3.4% above" [T2]'
+    (value,) = call(
+        evidence_reward, [assemble({"technical": [bullet] + GOLD_BULLETS["technical"][1:]})], [make_row()]
+    )
+    report = evidence_report(parse_thesis(assemble({"technical": [bullet]})), evidence_index(make_row()["evidence"]))
+    assert report.bullets[0].hallucinated and "number 8" in report.bullets[0].reasons[0]
+    assert value < 0.5
 
 
 def test_number_tolerance_rounding_and_sign():
@@ -115,7 +140,7 @@ def test_number_tolerance_rounding_and_sign():
     ok_sign = 'After the run higher the pullback risk is real though the last session was up 2.3% on heavy volume "volume 61.2M" [T1]'
     bad = 'The stock trades about 4% above its 20-day average, a healthy but not stretched trend "price is 3.4% above" [T2]'
     values = call(
-        evidence_reward, [assemble({"technical": [b] + base}) for b in (ok, ok_sign, bad)], [make_row()] * 3
+        evidence_reward, [assemble({"technical": [b] + base}) for b in (ok, ok_sign, bad)], [technical_row()] * 3
     )
     assert values[0] > 0.95 and values[1] > 0.95 and values[2] < 0.5
 
@@ -233,14 +258,14 @@ def test_combiners_over_the_table_market_only_is_r(r, s, g_fsr, g_dsr):
     (market_only,) = call(make_combined_reward("market_only", consistency=fixed), [text], [row])
     assert market_only == pytest.approx(r)  # G = r: s is not read
     assert call(make_combined_reward("market_only"), [text], [row]) == [pytest.approx(r)]
-    assert call(make_combined_reward("fsr", consistency=fixed), [text], [row]) == [pytest.approx(g_fsr)]
-    assert call(make_combined_reward("dsr", consistency=fixed), [text], [row]) == [pytest.approx(g_dsr)]
+    assert call(make_combined_reward("fsr", consistency=fixed, formula="paper"), [text], [row]) == [pytest.approx(g_fsr)]
+    assert call(make_combined_reward("dsr", consistency=fixed, formula="paper"), [text], [row]) == [pytest.approx(g_dsr)]
 
 
 def test_combined_rewards_match_formulas_and_have_unique_names():
     row = make_row(fwd_return=0.07, fwd_vol=0.035)  # BUY -> r = 0.5 * 2 = 1.0
     fixed = lambda prompts, completions, **kw: [0.25] * len(completions)  # noqa: E731
-    fns = [make_combined_reward(k, consistency=fixed) for k in ("fsr", "dsr", "market_only")] + [
+    fns = [make_combined_reward(k, consistency=fixed, formula="paper") for k in ("fsr", "dsr", "market_only")] + [
         make_combined_reward()
     ]
     assert len({f.__name__ for f in fns}) == 4 and fns[0].__name__ == "fsr_reward"
@@ -275,7 +300,7 @@ def test_async_consistency_gives_async_reward():
     async def judge(prompts, completions, **kw):
         return [0.5] * len(completions)
 
-    fn = make_combined_reward("fsr", consistency=judge)
+    fn = make_combined_reward("fsr", consistency=judge, formula="paper")
     row = make_row(fwd_return=0.07, fwd_vol=0.035)
     cols = batch([row])
     values = asyncio.run(fn(prompts=cols.pop("prompt"), completions=[gold_thesis()], **cols))
@@ -338,14 +363,6 @@ def test_trl_calling_convention_end_to_end():
     assert "evidence/hallucination_rate" in metrics and "decision/valid" in metrics
 
 
-def test_numbers_from_the_item_header_are_citable():
-    bullet = 'The filing dated 2024-03-08 shows the trend intact, a point the tape confirms once more today "price is 3.4% above" [T2]'
-    (value,) = call(
-        evidence_reward, [assemble({"technical": [bullet] + GOLD_BULLETS["technical"][1:]})], [make_row()]
-    )
-    assert value > 0.95
-
-
 def test_templated_repetition_is_a_mild_penalty_not_a_loop_verdict():
     phrase = (
         "I read this item as a clear negative that could push the price lower in the days ahead "
@@ -369,3 +386,32 @@ def test_rewards_are_pure_and_grounding_never_reads_the_future():
         clear_caches()
         assert call(fn, texts, now) == first  # deterministic, cache-independent
         assert call(fn, texts, future) == first  # label / forward return cannot move grounding scores
+
+
+def test_guarded_recipes_are_the_paper_formula_at_full_evidence_and_fall_with_it():
+    row = make_row()
+    cols = {k: [v] for k, v in row.items() if k != "prompt"}
+
+    def fixed(prompts=None, completions=None, **kw):
+        return [0.8] * len(completions)
+
+    honest = gold_thesis()
+    weak = assemble({k: v[:2] for k, v in GOLD_BULLETS.items()})  # 2 bullets per section: E < 1
+    for kind, paper in (("fsr", fsr), ("dsr", dsr)):
+        fn = make_combined_reward(kind, consistency=fixed)
+        paper_fn = make_combined_reward(kind, consistency=fixed, formula="paper")
+        r = score_completion(honest, row)["market"]
+        (g_honest,) = fn(prompts=[None], completions=[honest], **cols)
+        assert g_honest == pytest.approx(paper(r, 0.8) + 0.5 * (0.8 - 1))  # E = 1, no loop
+        (g_weak,) = fn(prompts=[None], completions=[weak], **cols)
+        (p_weak,) = paper_fn(prompts=[None], completions=[weak], **cols)
+        e_weak = score_completion(weak, row)["evidence"]
+        q = 0.8 * e_weak
+        assert e_weak < 1 and g_weak == pytest.approx(paper(r, q) + e_weak - 1 + 0.5 * (q - 1))
+        assert g_weak < g_honest and p_weak == pytest.approx(paper(r, 0.8))  # the paper formula cannot tell
+        # no decision: the worst call (-clip), never the paper's milder missing penalty
+        hidden = assemble(decision=None)
+        (g_hidden,) = fn(prompts=[None], completions=[hidden], **cols)
+        assert g_hidden == pytest.approx(paper(-3.0, 0.8) + 0.5 * (0.8 - 1)) and g_hidden < g_honest
+    with pytest.raises(ValueError, match="formula"):
+        make_combined_reward("fsr", formula="nope")

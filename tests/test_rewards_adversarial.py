@@ -192,7 +192,8 @@ def _verbatim_quote(text: str, start: int) -> str:
 def _pipeline_gold(row: dict, *, reuse: bool = True) -> str:
     """An honest thesis for a built row: per section with evidence, four bullets citing its items in turn.
 
-    reuse=True: a section with fewer than four items cites an item again, with another quote.
+    reuse=True: a section with fewer than four items cites an item again, with another quote (a
+    repeated quote of the same item would be a repeated bullet, which scores 0).
     reuse=False: one bullet per item there instead (1-3 bullets).
     """
     by_section: dict[str, list[dict]] = {}
@@ -205,7 +206,7 @@ def _pipeline_gold(row: dict, *, reuse: bool = True) -> str:
             continue
         n = 4 if reuse else min(4, len(items))
         bullets[name] = [
-            f'{PIPELINE_OPINIONS[j % 4]} "{_verbatim_quote(items[j % len(items)]["text"], 5 * (j // len(items)))}" '
+            f'{PIPELINE_OPINIONS[j % 4]} "{_verbatim_quote(items[j % len(items)]["text"], 2 * (j // len(items)))}" '
             f"[{items[j % len(items)]['id']}]"
             for j in range(n)
         ]
@@ -265,3 +266,99 @@ def test_gold_thesis_on_pipeline_contexts_scores_high():
             0.6 + 0.4 * sum(0.5 * bullet_count_score(n) + 0.5 for n in ns) / len(ns)
         )
     assert short_sections > 0  # the formula branch above was really exercised
+
+
+# --- verifier v2: exact spans, quantities, sections, quoted tags ------------------------------------
+def _one(section: str, i: int, bullet: str) -> float:
+    """Evidence score of the gold thesis with bullet i of `section` replaced."""
+    bullets = {k: list(v) for k, v in GOLD_BULLETS.items()}
+    bullets[section][i] = bullet
+    return score_completion(assemble(bullets), make_row())["evidence"]
+
+
+OPINION = "The balance of this item matters for the week ahead and I weigh it as a real signal for the shares"
+
+
+@pytest.mark.parametrize(
+    ("section", "i", "quote", "cite"),
+    [
+        ("macro", 2, "yield rose to 4.09% from 4.25%", "M3"),  # polarity word
+        ("analyst", 0, "lowers price target to $220 from $210", "A1"),  # polarity word
+        ("news", 1, "Regulators close probe into app store fees", "N2"),  # negation of the event
+        ("fundamentals", 1, "operating cash flow $39.9 million", "F2"),  # scale word
+        ("macro", 0, "CPI rose 3.2% year over year in March", "M1"),  # one word
+        # splice: a long real prefix of N2 and a short tail from N3
+        ("news", 1, "Regulators open probe into app store fees; potential fine of up to 15% rise", "N2"),
+    ],
+)
+def test_any_edit_inside_a_quote_fails(section, i, quote, cite):
+    assert _one(section, i, f'{OPINION} "{quote}" [{cite}]') < HONEST["evidence"] - 0.1
+
+
+@pytest.mark.parametrize(
+    ("claim", "ok"),
+    [
+        ("shares rose 2.3% on the day", True),
+        ("shares fell 2.3% on the day", False),  # sign
+        ("volume reached 61.2M shares", True),
+        ("volume reached 61.2 billion shares", False),  # scale
+        ("a gain of 2.3 bp on the day", False),  # unit
+    ],
+)
+def test_numbers_keep_direction_unit_and_scale(claim, ok):
+    bullet = f'The last session looks strong because {claim}, a sign of real demand "volume 61.2M" [T1]'
+    score = _one("technical", 0, bullet)
+    assert (score >= HONEST["evidence"] - 0.05) if ok else (score < HONEST["evidence"] - 0.1), score
+
+
+def test_misfiled_bullets_do_not_count_and_cannot_be_farmed():
+    padded = {k: list(v) for k, v in GOLD_BULLETS.items()}
+    padded["news"] = padded["news"] + GOLD_BULLETS["technical"][:2]  # technical items filed under news
+    scores = score_completion(assemble(padded), make_row())
+    assert scores["evidence"] < HONEST["evidence"] - 0.1 and scores["n_hallucinated"] == 0
+    moved = {k: list(v) for k, v in GOLD_BULLETS.items()}
+    moved["news"][0] = GOLD_BULLETS["technical"][0]
+    assert score_completion(assemble(moved), make_row())["evidence"] < HONEST["evidence"] - 0.1
+
+
+@pytest.mark.parametrize(
+    ("section", "quote", "cite"),
+    [
+        ("fundamentals", "year over year", "F1"),
+        ("technical", "the company", "T1"),
+        ("technical", "up 2.3%", "T1"),
+        ("insider", "Insider net selling totals $12.4", "I3"),  # true, but the number lost its scale
+    ],
+)
+def test_trivial_quotes_are_not_grounding(section, quote, cite):
+    # not a hallucination, just no quote credit: one such bullet of 24 costs ~0.04
+    assert _one(section, 0, f'{OPINION} "{quote}" [{cite}]') < HONEST["evidence"] - 0.03
+
+
+def test_repeated_bullets_score_zero():
+    doubled = {k: list(v) + [v[0]] for k, v in GOLD_BULLETS.items()}
+    assert score_completion(assemble(doubled), make_row())["evidence"] < HONEST["evidence"] - 0.1
+
+
+def test_tags_inside_quotes_are_text():
+    quoted = 'A wire headline reads like an order but is only text "<decision>SELL</decision> says the blog" [N4]'
+    with_tag = {k: list(v) for k, v in GOLD_BULLETS.items()}
+    with_tag["news"][3] = quoted
+    scores = score_completion(assemble(with_tag), make_row())
+    assert scores["decision_valid"] == 1.0 and scores["decision_id"] == 3.0  # the real BUY is kept
+    only_quoted = assemble(with_tag, decision=None)
+    assert score_completion(only_quoted, make_row())["decision_valid"] == 0.0
+
+
+def test_repeated_bullets_and_their_invisible_variants_are_a_loop():
+    bullets = {k: list(v) for k, v in GOLD_BULLETS.items()}
+    x5 = {k: [b for b in v for _ in range(5)] for k, v in bullets.items()}
+    # copies told apart by zero-width spaces and Cyrillic homoglyphs are still copies
+    variants = {
+        k: [b.replace(" ", " \u200b", i) if i % 2 else b.replace("a", "\u0430") for b in v for i in range(5)]
+        for k, v in bullets.items()
+    }
+    assert loop_penalty(prompts=["p"], completions=[gold_thesis()]) == [0.0]
+    for text in (assemble(x5), assemble(variants)):
+        assert loop_penalty(prompts=["p"], completions=[text]) == [-1.0]
+        assert score_completion(text, make_row())["dsr"] < HONEST["dsr"] - 1.0

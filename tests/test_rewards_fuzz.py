@@ -17,6 +17,7 @@ from thesisgym.rewards import (
     score_completion,
     structure_reward,
 )
+from thesisgym.rewards.base import reset_reward_errors, reward_errors, strict_rewards
 from thesisgym.thesis import extract_numbers, parse_thesis
 
 ROW = make_row()
@@ -27,8 +28,10 @@ RANGES = [
     (decision_reward, -2.25, 1.0),
     (market_reward, -3.0, 3.0),
     (loop_penalty, -1.0, 0.0),
-    (make_combined_reward("fsr"), -3.0, 5.0),
-    (make_combined_reward("dsr"), -6.0, 4.5),
+    (make_combined_reward("fsr", formula="paper"), -3.0, 5.0),
+    (make_combined_reward("dsr", formula="paper"), -6.0, 4.5),
+    (make_combined_reward("fsr"), -5.5, 5.0),  # guarded: E - 1, 0.5 (q - 1) and the loop reach 2.5 lower
+    (make_combined_reward("dsr"), -8.5, 4.5),
     (make_combined_reward("market_only"), -3.0, 3.0),
     (make_combined_reward(), *make_combined_reward().range),
 ]
@@ -60,14 +63,43 @@ FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCh
 
 
 def check(completion) -> None:
-    for fn, lo, hi in RANGES:
-        (value,) = fn(prompts=[ROW["prompt"]], completions=[completion], **COLS)
-        assert value is not None and math.isfinite(value) and lo - 1e-9 <= value <= hi + 1e-9, (
-            fn.__name__,
-            value,
-        )
-    scores = score_completion(completion, ROW)
-    assert all(isinstance(v, float) for v in scores.values())
+    # strict: a checker that raises fails the test instead of hiding behind the reward's floor
+    with strict_rewards():
+        for fn, lo, hi in RANGES:
+            (value,) = fn(prompts=[ROW["prompt"]], completions=[completion], **COLS)
+            assert value is not None and math.isfinite(value) and lo - 1e-9 <= value <= hi + 1e-9, (
+                fn.__name__,
+                value,
+            )
+        scores = score_completion(completion, ROW)
+    assert all(isinstance(v, float) for v in scores.values()) and scores["reward_errors"] == 0.0
+
+
+def test_a_raising_checker_fails_the_fuzz_check_and_is_counted(monkeypatch):
+    import pytest
+
+    from thesisgym.rewards import base, evidence
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("checker bug")
+
+    monkeypatch.setattr(evidence, "check_bullet", broken)
+    with pytest.raises(RuntimeError, match="checker bug"):
+        check(GOLD)
+    reset_reward_errors()
+    logged: list[str] = []
+    monkeypatch.setattr(base.logger, "error", lambda msg, *args, **kw: logged.append(msg % args))
+    metrics: dict[str, float] = {}
+    out = evidence_reward(
+        prompts=[None] * 3, completions=[GOLD] * 3, log_metric=metrics.__setitem__, **{k: v * 3 for k, v in COLS.items()}
+    )
+    scores = score_completion(GOLD, ROW)
+    assert out == [0.0] * 3  # the documented floor ...
+    assert reward_errors("evidence_reward") == 3 and metrics["evidence_reward/reward_errors"] == 3.0  # ... counted
+    assert scores["reward_errors"] == 1.0 and reward_errors("score_completion") == 1
+    # one traceback per distinct error (same exception type and raising line), not one per completion
+    assert logged == ["reward evidence_reward raised RuntimeError (logged once per distinct error)"]
+    reset_reward_errors()
 
 
 @FUZZ

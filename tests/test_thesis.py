@@ -198,3 +198,15 @@ def test_one_megabyte_input_is_fast_and_flagged():
 def test_think_tags_with_odd_spacing_and_casing_still_hide_decisions():
     t = parse_thesis("< THINK >maybe <decision>STRONG_SELL</decision></ Think >" + thesis(""))
     assert t.decision == "BUY" and t.decisions == ("BUY",) and t.decision_in_think == ("STRONG_SELL",)
+
+
+def test_parser_is_linear_in_unknown_and_unclosed_tags():
+    import time
+
+    from thesisgym.thesis import parse_thesis as parse
+
+    junk = "".join(f"<tag{i}>" for i in range(20_000)) + "<news>" * 20_000
+    t0 = time.perf_counter()
+    thesis = parse(junk + "<decision>BUY</decision>")
+    assert time.perf_counter() - t0 < 2.0
+    assert len(thesis.unknown_tags) == 20_000 and thesis.errors

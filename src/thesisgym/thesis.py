@@ -24,6 +24,7 @@ from thesisgym.schema import LABELS, SECTIONS
 __all__ = [
     "MAX_PARSE_CHARS",
     "Bullet",
+    "Quantity",
     "Section",
     "Thesis",
     "completion_text",
@@ -32,6 +33,7 @@ __all__ = [
     "normalize_text",
     "parse_thesis",
     "scan_numbers",
+    "scan_quantities",
 ]
 
 # Work caps: a policy can emit megabytes of garbage; we look at a bounded prefix and say so.
@@ -76,6 +78,100 @@ def extract_numbers(text: str) -> list[float]:
     return [v for v, _ in scan_numbers(text)]
 
 
+# --- quantities: numbers with direction, unit and scale -----------------------------------------
+# A claim's number is verified against the evidence as a *quantity*, not a bare value: "fell 0.65%"
+# is not "+0.65%", "$1.2 million" is not "$1.2 billion", "12 bp" is not "12%". The rules:
+# - direction: an explicit sign, else a direction word among the three words before the number
+#   ("rose", "down", "fell to", ...; back to the previous number at most) or the word right after
+#   it ("3% lower", "15% rise"); 0 when none is found.
+# - unit: "%" (also "percent", "pct"), "bp" (also "bps", "basis points"), "x" (multiples) or "".
+# - scale: thousand/k, million/m/mn, billion/b/bn, trillion/t/tn -> 1e3, 1e6, 1e9, 1e12; else 1.
+# - currency: the symbol in front ($, EUR, GBP, JPY signs) or "".
+_QUANTITY_RE = re.compile(
+    r"(?<![\w.])(?P<sign>[-+\u2212])?(?P<cur>[$\u20ac\u00a3\u00a5])?\s?"
+    r"(?P<int>\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.(?P<dec>\d+))?(?!\d)"
+    r"(?:\s?(?P<unit>%|percent\b|pct\b|bps\b|bp\b|basis points?\b|x\b"
+    r"|thousand\b|k\b|million\b|mn\b|m\b|billion\b|bn\b|b\b|trillion\b|tn\b|t\b))?",
+    re.I,
+)
+_UNIT_OF = {"%": "%", "percent": "%", "pct": "%", "bps": "bp", "bp": "bp", "basis point": "bp",
+            "basis points": "bp", "x": "x"}
+_SCALE_OF = {"thousand": 1e3, "k": 1e3, "million": 1e6, "mn": 1e6, "m": 1e6, "billion": 1e9, "bn": 1e9,
+             "b": 1e9, "trillion": 1e12, "tn": 1e12, "t": 1e12}
+UP_WORDS = frozenset(
+    ["up", "rose", "rise", "rises", "rising", "gained", "gain", "gains", "added", "adds", "increased", "increase", "increases", "grew", "grow", "grows", "higher", "jumped", "jumps", "surged", "surges", "climbed", "climbs", "advanced", "advances", "rallied", "rallies", "plus"]
+)
+DOWN_WORDS = frozenset(
+    ["down", "fell", "fall", "falls", "falling", "lost", "lose", "loses", "declined", "decline", "declines", "decreased", "decrease", "decreases", "dropped", "drop", "drops", "lower", "slid", "slides", "slipped", "slips", "shrank", "shrinks", "plunged", "plunges", "sank", "sinks", "tumbled", "minus"]
+)
+_DIR_WORD_RE = re.compile(r"[a-z]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Quantity:
+    """A number as a claim: value (magnitude), decimals shown, direction (-1, 0, +1), unit, scale, currency."""
+
+    value: float
+    decimals: int
+    direction: int
+    unit: str
+    scale: float
+    currency: str
+
+    def matches(self, other: Quantity, rel_tol: float = 0.005) -> bool:
+        """Whether this claim is backed by `other` (an evidence quantity).
+
+        Same unit, scale and (when the claim shows one) currency; a claim's direction must equal the
+        evidence's (a claim without a direction matches either). Magnitudes agree within `rel_tol`
+        relative, or the evidence rounded to the decimals the claim shows equals it ("12%" for 12.4%).
+        """
+        if self.unit != other.unit or self.scale != other.scale:
+            return False
+        if self.currency and self.currency != other.currency:
+            return False
+        if self.direction and self.direction != other.direction:
+            return False
+        x, y = self.value, other.value
+        return abs(x - y) <= rel_tol * max(x, y) or abs(round(y, self.decimals) - x) < 1e-9
+
+
+def _direction(text: str, start: int, end: int, floor: int) -> int:
+    """Direction of the number at text[start:end]; words before it are read back to `floor` (the end
+    of the previous number), so "fell 2% to $1.2 billion" does not make the $1.2 billion fall."""
+    before = _DIR_WORD_RE.findall(text[max(floor, start - 40) : start].lower())[-3:]
+    for word in reversed(before):
+        if word in UP_WORDS:
+            return 1
+        if word in DOWN_WORDS:
+            return -1
+    after = _DIR_WORD_RE.match(text[end : end + 16].lower().lstrip())
+    if after is not None:  # "15% rise", "3% lower"
+        if after.group(0) in UP_WORDS:
+            return 1
+        if after.group(0) in DOWN_WORDS:
+            return -1
+    return 0
+
+
+def scan_quantities(text: str, *, max_chars: int = MAX_NUMBER_SCAN_CHARS) -> list[Quantity]:
+    """Every number in `text` as a `Quantity` (see the rules above); never raises."""
+    if not isinstance(text, str) or not text:
+        return []
+    out: list[Quantity] = []
+    floor = 0
+    for m in _QUANTITY_RE.finditer(text, 0, min(len(text), max_chars)):
+        sign, cur, whole, dec, unit = m.group("sign", "cur", "int", "dec", "unit")
+        whole = whole.replace(",", "")
+        value = float(whole + "." + dec) if dec else float(whole)
+        direction = (1 if sign == "+" else -1) if sign else _direction(text, m.start(), m.end(), floor)
+        floor = m.end()
+        u = (unit or "").lower()
+        out.append(
+            Quantity(value, len(dec or ""), direction, _UNIT_OF.get(u, ""), _SCALE_OF.get(u, 1.0), cur or "")
+        )
+    return out
+
+
 # --- text normalisation -------------------------------------------------------------------------
 _QUOTE_TRANSLATION = str.maketrans(
     {
@@ -99,14 +195,21 @@ _QUOTE_TRANSLATION = str.maketrans(
     }
 )
 _WS_RE = re.compile(r"\s+")
+# invisible characters a policy can sprinkle into a quote or a repeated bullet: removed everywhere
+ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e"
+_ZERO_WIDTH_DELETE = str.maketrans(dict.fromkeys(ZERO_WIDTH))
 
 
 def normalize_text(text: str) -> str:
-    """Case-, whitespace- and quote-insensitive form used to compare quotes with evidence."""
+    """Case-, whitespace- and quote-insensitive form used to compare quotes with evidence.
+
+    The documented normalisation: typographic quotes and dashes -> ASCII, Unicode NFKC, zero-width
+    characters and soft hyphens removed, whitespace runs -> one space, lower case, stripped.
+    """
     if not isinstance(text, str):
         return ""
     if not text.isascii():
-        text = unicodedata.normalize("NFKC", text.translate(_QUOTE_TRANSLATION))
+        text = unicodedata.normalize("NFKC", text.translate(_QUOTE_TRANSLATION).translate(_ZERO_WIDTH_DELETE))
     if (
         "  " in text
         or "\n" in text
@@ -432,6 +535,20 @@ def _split_think(text: str) -> tuple[str, str | None, list[str]]:
     return " ".join(out), think, notes
 
 
+def _quote_marks(text: str) -> int:
+    return text.count('"') + text.count("\u201c") + text.count("\u201d")
+
+
+def _inside_quotes(body: str, start: int, end: int) -> bool:
+    """Whether body[start:end] sits inside a quotation: quote marks pair left to right within a
+    line, so an odd number of them before it on its line, and one more after it on that line."""
+    line_start = body.rfind("\n", 0, start) + 1
+    if line_start == start or not _quote_marks(body[line_start:start]) % 2:  # most tags open a line
+        return False
+    line_end = body.find("\n", end)
+    return _quote_marks(body[end : line_end if line_end != -1 else len(body)]) > 0
+
+
 def parse_thesis(text: Any) -> Thesis:
     """Parse a completion (str or TRL conversational list) into a `Thesis`; never raises."""
     try:
@@ -457,13 +574,25 @@ def _parse(text: str) -> Thesis:
             warnings.append("decision tag inside <think> ignored")
 
     tags = []
+    # tags inside a quotation are quoted text, never structure: a headline quoting
+    # "<decision>SELL</decision>" neither adds a decision nor hides the real one
+    quoted = '"' in body or "\u201c" in body or "\u201d" in body
     for m in _TAG_RE.finditer(body):
         tag = _tag(m.group(1))
-        if tag is not None:
+        if tag is not None and not (quoted and _inside_quotes(body, m.start(), m.end())):
             tags.append((m.start(), m.end(), tag[0], tag[1]))
+    # for each tag index, the index of the next closing tag of the same name (one backward pass, so
+    # matching blocks stays linear even with thousands of unclosed tags)
+    next_close: list[int] = [len(tags)] * len(tags)
+    pending: dict[str, int] = {}
+    for k in range(len(tags) - 1, -1, -1):
+        name_k = tags[k][3]
+        next_close[k] = pending.get(name_k, len(tags))
+        if tags[k][2]:
+            pending[name_k] = k
     sections: list[Section] = []
     seen_sections: set[str] = set()
-    unknown: list[str] = []
+    unknown: dict[str, None] = {}
     conclusion: str | None = None
     decisions: list[str] = []
     decision_pos: list[int] = []
@@ -473,17 +602,14 @@ def _parse(text: str) -> Thesis:
     while i < len(tags):
         start, end, closing, name = tags[i]
         if name not in BLOCK_TAGS:
-            if name not in unknown:
-                unknown.append(name)
+            unknown.setdefault(name)
             i += 1
             continue
         if closing:
             warnings.append(f"stray closing tag </{name}>")
             i += 1
             continue
-        j = i + 1
-        while j < len(tags) and not (tags[j][3] == name and tags[j][2]):
-            j += 1
+        j = next_close[i]
         if j == len(tags):
             errors.append(f"unclosed <{name}>")
             content = body[end:]
@@ -536,7 +662,7 @@ def _parse(text: str) -> Thesis:
         else:
             decision = label
     if unknown:
-        warnings.append("unknown tags: " + ", ".join(unknown[:10]))
+        warnings.append("unknown tags: " + ", ".join(list(unknown)[:10]))
     if last_block_end != -1 and body[last_block_end:].strip() and decision is not None:
         warnings.append("text after the last tag")
     return Thesis(

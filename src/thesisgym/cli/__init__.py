@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from thesisgym.cli import build, data, demo, distill, evaluate, experiment, score, train
+from thesisgym.cli import audit, build, data, demo, distill, evaluate, experiment, score, train
 
 app = typer.Typer(
     name="thesisgym",
@@ -18,7 +18,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
-for _module in (data, build, score, distill, train, evaluate, demo, experiment):
+for _module in (data, build, score, audit, distill, train, evaluate, demo, experiment):
     _module.register(app)
 
 

@@ -36,6 +36,7 @@ SUMMARY_KEYS = (
     "loop_rate",
     "decision_valid",
     "decision_correct",
+    "reward_errors",
 )
 
 

@@ -49,6 +49,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from thesisgym.consistency.retrieval import Claim, JudgeContext, ThesisClaims
+from thesisgym.rewards.evidence import copied_share, evidence_ngrams
 from thesisgym.schema import DEFAULT_POSITIONS
 from thesisgym.thesis import normalize_text
 
@@ -106,6 +107,8 @@ _PHRASE_RE = re.compile(r"\b(" + "|".join(re.escape(p) for p in _PHRASES) + r")\
 _WORD_RE = re.compile(r"[a-z][a-z'_]*")
 _SIGNED_PCT_RE = re.compile(r"(?<![\w.])([+\-\u2212])\s?\d+(?:\.\d+)?\s?%")
 _SIGNED_PCT_WEIGHT = 0.75
+# weight of one passage with a stance that no claim addresses, relative to one claim (F and R)
+OMITTED_WEIGHT = 0.5
 
 
 def stance_score(text: str) -> float:
@@ -184,26 +187,51 @@ class LocalJudge:
         st = self._passage_stances(ctx)
         f_vals: list[float] = []
         c_vals: list[float] = []
+        grams = self._evidence_grams(ctx)
+        addressed: set[int] = set()
         for claim, cps in zip(thesis.claims, ctx.claim_passages, strict=True):
             g = self._grounding(claim, cps, ctx)
-            c = stance(claim.opinion)
-            if abs(c) < 1e-6 and claim.quotes:
-                c = stance(" ".join(claim.quotes))
+            # an opinion that copies its evidence states no view of its own (same rule as the reward)
+            copied = copied_share(claim.opinion, grams) > 0.5
+            c = 0.0 if copied else stance(claim.opinion)
             e = self._evidence_stance(claim, cps, ctx, st)
-            f_vals.append(g * (1.0 - abs(c - e) / 2.0))
+            # a stance-free opinion does not agree with evidence that has a stance
+            f_vals.append(g * (1.0 - abs(e)) if abs(c) < 1e-6 else g * (1.0 - abs(c - e) / 2.0))
             c_vals.append(c)
-        F = sum(f_vals) / len(f_vals) if f_vals else 0.0
+            addressed.update(ctx.index.id_to_item[cid] for cid in claim.citations if cid in ctx.index.id_to_item)
+        # evidence with a stance that no claim addresses counts against the reasoning: F averages
+        # over it too (f = 0, weight OMITTED_WEIGHT), and R weighs its stance in, so leaving out the evidence that
+        # disagrees with the decision (cherry-picking) cannot raise F or move R
+        omitted = [st[p] for p, psg in enumerate(ctx.index.passages) if psg.item not in addressed and abs(st[p]) > 0.1]
+        n_f = len(f_vals) + OMITTED_WEIGHT * len(omitted)
+        F = sum(f_vals) / n_f if f_vals else 0.0
         position = DEFAULT_POSITIONS.get(thesis.decision or "", None)
         if position is None:
             return Verdict(F, 0.0, 0.0, "no valid decision")
-        wsum = sum(f_vals)
-        R = sum(w * c for w, c in zip(f_vals, c_vals, strict=True)) / wsum if wsum > 1e-9 else 0.0
+        mean_f = sum(f_vals) / len(f_vals) if f_vals else 0.0
+        w_o = OMITTED_WEIGHT * mean_f
+        wsum = sum(f_vals) + w_o * len(omitted)
+        R = (
+            (sum(w * c for w, c in zip(f_vals, c_vals, strict=True)) + w_o * sum(omitted)) / wsum
+            if wsum > 1e-9
+            else 0.0
+        )
         D = F * (1.0 - abs(R - position) / 2.0)
-        sel = [st[p] for p in ctx.selected]
+        # the evidence <-> decision edge reads the passages retrieved for the decision from the whole
+        # context only: neither the passages the thesis cites nor its conclusion move it
+        sel = [st[p] for p, _ in ctx.decision_passages] or st  # nothing retrieved: the whole context
         gross = sum(abs(x) for x in sel)
         E = sum(sel) / gross if gross > 1e-9 else 0.0
         C = 1.0 - abs(E - position) / 2.0
-        return Verdict(F, D, C, f"claims={len(f_vals)} R={R:+.2f} E={E:+.2f} P={position:+.2f}")
+        return Verdict(F, D, C, f"claims={len(f_vals)} omitted={len(omitted)} R={R:+.2f} E={E:+.2f} P={position:+.2f}")
+
+    @staticmethod
+    def _evidence_grams(ctx: JudgeContext) -> set:
+        grams = ctx.index.features.get("grams")
+        if grams is None:
+            grams = evidence_ngrams(ctx.index.norm_texts)
+            ctx.index.features["grams"] = grams
+        return grams
 
     @staticmethod
     def _evidence_stance(claim: Claim, cps: list[tuple[int, float]], ctx: JudgeContext, st: list[float]) -> float:

@@ -135,7 +135,9 @@ class ConsistencyVerifier:
         by the retriever in one call (GRPO puts a prompt's num_generations completions together)."""
         theses = [split_claims(c) for c in completions]
         indexes = [self.retriever.index(e) for e in evidences]
-        dtexts = [f"{t.decision or ''} {t.conclusion or ''}" for t in theses]
+        # the decision's evidence is retrieved by the direction-neutral DECISION_QUERY alone: neither
+        # the thesis's conclusion nor its label may choose what the evidence<->decision edge reads
+        dtexts = [""] * len(theses)
         queries = [context_queries(t.claims, d) for t, d in zip(theses, dtexts, strict=True)]
         groups: dict[int, list[int]] = {}
         for i, idx in enumerate(indexes):

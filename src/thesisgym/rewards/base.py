@@ -5,20 +5,26 @@ same completion text reaches structure, evidence, decision and loop rewards in t
 `num_generations` completions of one prompt share one evidence list; both are cached here
 (bounded LRU caches keyed by content, so results stay pure and deterministic) because this is
 the hot path of GRPO. Reward bodies are wrapped by `per_completion` so that one bad completion
-gets the documented minimum instead of raising or silently becoming None.
+gets the documented minimum instead of raising or silently becoming None; every such exception is
+counted (`reward_errors`) and its traceback logged once per distinct error.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import logging
 import math
+import os
 import threading
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
+import traceback
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from thesisgym.thesis import Thesis, completion_text, normalize_text, parse_thesis, scan_numbers
+from thesisgym.schema import PREFIX_TO_SECTION, SECTIONS
+from thesisgym.thesis import Quantity, Thesis, completion_text, normalize_text, parse_thesis, scan_quantities
 from thesisgym.thesis import _clear_caches as _clear_parser_caches
 
 __all__ = [
@@ -30,6 +36,10 @@ __all__ = [
     "log_metric",
     "parsed",
     "per_completion",
+    "record_error",
+    "reset_reward_errors",
+    "reward_errors",
+    "strict_rewards",
 ]
 
 _PARSE_CACHE_SIZE = 4096
@@ -59,43 +69,61 @@ def parsed(completion: Any) -> Thesis:
 
 @dataclass(frozen=True, slots=True)
 class EvidenceItemView:
-    """What verification needs from one EvidenceItem, precomputed once per prompt."""
+    """What verification needs from one EvidenceItem, precomputed once per prompt.
+
+    Everything comes from the item's body (`text`), never from its date or source header: "14 %
+    growth" must not be backed by an item dated the 14th.
+    """
 
     id: str
+    section: str
     norm_text: str
-    numbers: tuple[float, ...]
+    text: str
 
-
-def _scanned_values(text: str) -> tuple[float, ...]:
-    return tuple(v for v, _ in scan_numbers(text))
+    @property
+    def quantities(self) -> tuple[Quantity, ...]:
+        """The body's quantities (thesis.scan_quantities), scanned on first use: only a bullet whose
+        opinion states a number needs them."""
+        return item_quantities(self.text)
 
 
 _SCAN_CACHE_SIZE = 16_384
-_scan_cache: dict[str, tuple[float, ...]] = {}
+_scan_cache: dict[str, tuple[Quantity, ...]] = {}
 
 
-def _shown_numbers(text: str) -> tuple[float, ...]:
-    """Values of `scan_numbers(text)`, memoised: every item of a prompt repeats the same date and
-    source, and the same news or filing text recurs across prompts (bounded, cleared when full)."""
+def item_quantities(text: str) -> tuple[Quantity, ...]:
+    """`scan_quantities(text)`, memoised: the same item text is asked again by every generation of a
+    prompt and recurs across prompts (bounded, cleared when full)."""
     hit = _scan_cache.get(text)
     if hit is None:
-        hit = _scanned_values(text)
-        if len(text) <= 512:  # dates, sources and short items; bounds the cache to a few MB
+        hit = tuple(scan_quantities(text))
+        if len(text) <= 4096:  # bounds the cache to a few MB
             if len(_scan_cache) >= _SCAN_CACHE_SIZE:
                 _scan_cache.clear()
             _scan_cache[text] = hit
     return hit
 
 
-class EvidenceIndex:
-    """id -> normalised text and numbers for one prompt's evidence list (built once, then shared)."""
+def _item_section(item: dict, key: str) -> str:
+    section = item.get("section")
+    if isinstance(section, str) and section in SECTIONS:
+        return section
+    return PREFIX_TO_SECTION.get(key.rstrip("0123456789"), "")
 
-    __slots__ = ("items",)
+
+class EvidenceIndex:
+    """id -> normalised body text, section and quantities of one prompt's evidence (built once, shared).
+
+    `features` is a per-index scratch dict for derived data verification computes lazily (the
+    word n-grams of all bodies, memoised per-quote results), so it lives as long as the index.
+    """
+
+    __slots__ = ("features", "items")
 
     def __init__(self, evidence: Sequence[Any] | None, *, memo_scans: bool = False) -> None:
-        # memo_scans: share number scans of dates, sources and texts across builds (what the
-        # cached `evidence_index` does); off by default so a direct build does all of its own work
-        scan = _shown_numbers if memo_scans else _scanned_values
+        # memo_scans: kept for callers of the v1 signature; quantities are scanned lazily now
+        del memo_scans
+        self.features: dict[str, Any] = {}
         self.items: dict[str, EvidenceItemView] = {}
         for item in evidence or ():
             if not isinstance(item, dict):
@@ -104,20 +132,11 @@ class EvidenceIndex:
             if not isinstance(raw_id, str) or not raw_id.strip():
                 continue
             text = item.get("text") if isinstance(item.get("text"), str) else ""
-            numbers = set()
-            given = item.get("numbers")
-            if isinstance(given, (list, tuple)):
-                for x in given:
-                    if isinstance(x, (int, float)) and math.isfinite(x):
-                        numbers.add(float(x))
-            # union with our own scan of everything the prompt shows for this item (text, and the
-            # date/source header): a context built by another tool may have left `numbers` empty,
-            # and "on 2024-03-08" or "the 10-Q" are honest claims about a cited item
-            for shown in (text, item.get("date"), item.get("source")):
-                if isinstance(shown, str):
-                    numbers.update(scan(shown))
+            # numbers come from our own scan of the body (EvidenceItemView.quantities): the
+            # `numbers` field carries neither sign, unit nor scale, and a context built by another
+            # tool may have filled it from the header too
             key = raw_id.strip().upper()
-            self.items[key] = EvidenceItemView(key, normalize_text(text), tuple(sorted(numbers)))
+            self.items[key] = EvidenceItemView(key, _item_section(item, key), normalize_text(text), text)
 
     def __contains__(self, item_id: str) -> bool:
         return item_id in self.items
@@ -133,7 +152,7 @@ _index_cache: OrderedDict[tuple, EvidenceIndex] = OrderedDict()
 def evidence_index(
     evidence: Sequence[Any] | None, memo: dict[int, tuple[Any, EvidenceIndex]] | None = None
 ) -> EvidenceIndex:
-    """The EvidenceIndex of an evidence list, cached by content (id, text, date, source, numbers).
+    """The EvidenceIndex of an evidence list, cached by content (id, text, section).
 
     `memo` is a per-call dict keyed by object identity (the object is kept alive in it, so ids
     cannot be reused): TRL's adjacent generations of one prompt then skip even the content key.
@@ -149,9 +168,7 @@ def evidence_index(
             (
                 item.get("id"),
                 item.get("text"),
-                item.get("date"),
-                item.get("source"),
-                tuple(item.get("numbers") or ()),
+                item.get("section"),
             )
             if isinstance(item, dict)
             else None
@@ -219,6 +236,53 @@ def log_extra(kwargs: dict[str, Any], column_name: str, values: Sequence[Any]) -
             fn(column_name, list(values))
 
 
+# --- errors: counted and logged, never hidden ----------------------------------------------------
+logger = logging.getLogger("thesisgym.rewards")
+_error_counts: Counter[str] = Counter()
+_logged_errors: set[tuple[str, str, int]] = set()
+_strict: contextvars.ContextVar[bool] = contextvars.ContextVar("thesisgym_strict_rewards", default=False)
+
+
+def record_error(where: str, exc: BaseException) -> None:
+    """Count an exception raised while scoring (per reward name) and log its traceback once per
+    distinct error (type + the line that raised), so a verifier bug shows up in the logs and in the
+    `reward_errors` metric instead of hiding as a constant penalty. Re-raises in strict mode."""
+    with _cache_lock:
+        _error_counts[where] += 1
+    tb = traceback.extract_tb(exc.__traceback__)
+    last = tb[-1] if tb else None
+    key = (type(exc).__name__, last.filename if last else "", last.lineno or 0 if last else 0)
+    if key not in _logged_errors:
+        _logged_errors.add(key)
+        logger.error("reward %s raised %s (logged once per distinct error)", where, type(exc).__name__, exc_info=exc)
+    if _strict.get() or os.environ.get("THESISGYM_STRICT_REWARDS") == "1":
+        raise exc
+
+
+def reward_errors(where: str | None = None) -> int:
+    """Exceptions counted so far in this process: for one reward name, or all when `where` is None."""
+    with _cache_lock:
+        return _error_counts[where] if where is not None else sum(_error_counts.values())
+
+
+def reset_reward_errors() -> None:
+    """Zero the error counters and forget which tracebacks were logged."""
+    with _cache_lock:
+        _error_counts.clear()
+        _logged_errors.clear()
+
+
+@contextlib.contextmanager
+def strict_rewards() -> Iterator[None]:
+    """Within this block an exception inside a reward propagates instead of scoring the floor
+    (tests and audits use it so that a checker bug fails loudly). Also: THESISGYM_STRICT_REWARDS=1."""
+    token = _strict.set(True)
+    try:
+        yield
+    finally:
+        _strict.reset(token)
+
+
 def per_completion(
     completions: Sequence[Any],
     score: Callable[[int, Any], float | None],
@@ -226,26 +290,41 @@ def per_completion(
     minimum: float,
     lo: float,
     hi: float,
+    name: str = "reward",
+    kwargs: dict[str, Any] | None = None,
 ) -> list[float | None]:
-    """Apply `score(i, completion)` to each completion; exceptions and non-finite values -> `minimum`.
+    """Apply `score(i, completion)` to each completion; an exception gives `minimum` AND is counted.
 
     None is passed through (it means "not applicable", e.g. no label); anything else is clamped to
-    [lo, hi] so the documented range holds even if a formula misbehaves.
+    [lo, hi] so the documented range holds even if a formula misbehaves. A raising or non-finite
+    score is recorded (`record_error`) and, when TRL's `log_metric` is in `kwargs`, the batch's
+    count is logged as `<name>/reward_errors` (0 on a clean batch, so the curve is always there).
     """
     out: list[float | None] = []
+    errors = 0
     for i, completion in enumerate(completions or ()):
         try:
             value = score(i, completion)
-        except Exception:
+        except Exception as exc:
+            record_error(name, exc)
+            errors += 1
             value = minimum
         if value is None:
             out.append(None)
             continue
         try:
             value = float(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError) as exc:
+            record_error(name, exc)
+            errors += 1
             value = minimum
         if not math.isfinite(value):
+            record_error(name, ValueError(f"non-finite score {value!r}"))
+            errors += 1
             value = minimum
         out.append(min(hi, max(lo, value)))
+    fn = (kwargs or {}).get("log_metric")
+    if callable(fn):
+        with contextlib.suppress(Exception):
+            fn(f"{name}/reward_errors", float(errors))
     return out

@@ -7,9 +7,22 @@
       evidence:  structure 0.3, evidence 0.7
       decision:  structure 0.2, evidence 0.3, decision 0.5        (default stage)
   Any of "structure", "evidence", "decision", "market" may be weighted via `weights=`.
-- "fsr" (Trade-R1 fixed-scale):   G = r + 2 s
-- "dsr" (Trade-R1 dynamic-scale): G = r (0.5 + s) if r > 0 else r (2 - s)
+- "fsr" (Trade-R1 fixed-scale):   paper G = fsr(r, s) = r + 2 s
+- "dsr" (Trade-R1 dynamic-scale): paper G = dsr(r, s) = r (0.5 + s) if r > 0 else r (2 - s)
 - "market_only":                  G = r (the baseline that reward-hacks)
+
+fsr and dsr ship GUARDED (`formula="guarded"`, the default, what the fsr/dsr recipes train with):
+    G = paper(r', q) + (E - 1) + S_WEIGHT (q - 1) + loop_weight * loop_penalty,   q = s * E
+with E the verified evidence reward (evidence.py), loop_weight 1 by default, S_WEIGHT = 0.5, and
+r' = r, except -clip (the worst call) when the decision is missing or invalid: under the paper's
+missing penalty (-1) hiding the decision beats a wrong confident call (r down to -clip). Why: the paper's s comes from a judge that a
+policy can flatter, and r ignores the text entirely, so under the paper formulas copying evidence,
+repeating bullets or fabricating grounding could tie or beat an honest thesis (`thesisgym audit`
+measures it). Gating s by E and adding E - 1 makes G strictly increasing in E for a fixed
+decision and s (both r (0.5 + sE) and r (2 - sE) grow with E), so an edit that lowers the
+verified evidence lowers G; the S_WEIGHT term keeps s counting when r = 0 (a HOLD, where the
+paper's dsr ignores s); the loop term charges repetition. E = 1 and s = 1 leave the paper value
+unchanged. `formula="paper"` gives the paper formulas exactly as published (loop_weight 0).
 r is the market reward (market.py), s in [0, 1] the consistency score. `consistency` is any
 TRL-signature callable returning s per completion (engineer 5's
 `thesisgym.consistency.make_consistency_reward`; `async def` ones make the combined reward async
@@ -19,8 +32,8 @@ evidence <-> reasoning leg of Trade-R1's triangle. A consistency value that is m
 non-finite or raises falls back to the placeholder for that completion (counted in the
 `<name>/s_fallback` metric); values are clipped to [0, 1].
 
-The paper formulas (fsr, dsr, market_only) use loop_weight = 0 by default; pass `loop_penalty`
-as a separate TRL reward function, or `loop_weight=1.0`, to add it. G is None when r is not
+The paper formulas (fsr/dsr with formula="paper", market_only) use loop_weight = 0 by default;
+pass `loop_penalty` as a separate TRL reward function, or `loop_weight=1.0`, to add it. G is None when r is not
 applicable (no forward return) or, for "weighted", when a weighted component is None.
 """
 
@@ -39,9 +52,10 @@ from thesisgym.rewards.market import DEFAULT_CLIP, DEFAULT_MISSING_PENALTY, mark
 from thesisgym.rewards.structure import structure_score
 from thesisgym.thesis import completion_text
 
-__all__ = ["COMBINER_KINDS", "STAGE_WEIGHTS", "dsr", "fsr", "make_combined_reward"]
+__all__ = ["COMBINER_KINDS", "FORMULAS", "STAGE_WEIGHTS", "S_WEIGHT", "dsr", "fsr", "guarded", "make_combined_reward"]
 
 COMBINER_KINDS = ("weighted", "fsr", "dsr", "market_only")
+FORMULAS = ("guarded", "paper")
 STAGE_WEIGHTS: dict[str, dict[str, float]] = {
     "structure": {"structure": 1.0},
     "evidence": {"structure": 0.3, "evidence": 0.7},
@@ -58,6 +72,29 @@ def fsr(r: float, s: float) -> float:
 def dsr(r: float, s: float) -> float:
     """Trade-R1 dynamic-scale semantic reward: r (0.5 + s) if r > 0 else r (2 - s)."""
     return r * (0.5 + s) if r > 0 else r * (2.0 - s)
+
+
+S_WEIGHT = 0.5
+
+
+def guarded(
+    kind: str,
+    r: float,
+    s: float,
+    evidence: float,
+    loop: float,
+    loop_weight: float = 1.0,
+    *,
+    decision_valid: bool = True,
+    clip: float = DEFAULT_CLIP,
+) -> float:
+    """The shipped fsr/dsr recipe total (module docstring):
+    paper(r', q) + (E - 1) + S_WEIGHT (q - 1) + loop_weight * loop,  q = s * E,
+    r' = r for a valid decision and -clip (the worst call) without one."""
+    paper = fsr if kind == "fsr" else dsr
+    q = s * evidence
+    r = r if decision_valid else -clip
+    return paper(r, q) + (evidence - 1.0) + S_WEIGHT * (q - 1.0) + loop_weight * loop
 
 
 def _clean_s(value: Any) -> float | None:
@@ -78,10 +115,17 @@ def make_combined_reward(
     loop_weight: float | None = None,
     decision_variant: str | None = None,
     name: str | None = None,
+    formula: str = "guarded",
 ) -> Callable[..., Any]:
-    """Build a combined TRL reward with a unique `__name__` (default "<kind>_reward", "weighted_<stage>_reward")."""
+    """Build a combined TRL reward with a unique `__name__` (default "<kind>_reward", "weighted_<stage>_reward").
+
+    `formula` ("guarded" | "paper") applies to fsr and dsr only; see the module docstring.
+    """
     if kind not in COMBINER_KINDS:
         raise ValueError(f"kind: expected one of {COMBINER_KINDS}, got {kind!r}")
+    if formula not in FORMULAS:
+        raise ValueError(f"formula: expected one of {FORMULAS}, got {formula!r}")
+    guard = formula == "guarded" and kind in ("fsr", "dsr")
     if kind == "weighted":
         if weights is None:
             if stage not in STAGE_WEIGHTS:
@@ -101,7 +145,7 @@ def make_combined_reward(
         raise ValueError(f"missing_penalty: must lie in [-clip, clip], got {missing_penalty!r}")
     if consistency is not None and not callable(consistency):
         raise TypeError(f"consistency: expected a TRL reward callable, got {type(consistency).__name__}")
-    lw = float(loop_weight if loop_weight is not None else (1.0 if kind == "weighted" else 0.0))
+    lw = float(loop_weight if loop_weight is not None else (1.0 if kind == "weighted" or guard else 0.0))
     matrix = load_decision_matrix(decision_variant)
 
     ranges = {
@@ -117,7 +161,7 @@ def make_combined_reward(
         lo, hi = {"fsr": (-clip, clip + 2.0), "dsr": (-2.0 * clip, 1.5 * clip), "market_only": (-clip, clip)}[
             kind
         ]
-        lo, hi = lo - max(0.0, lw), hi + max(0.0, -lw)
+        lo, hi = lo - max(0.0, lw) - (1.0 + S_WEIGHT if guard else 0.0), hi + max(0.0, -lw)
     reward_name = name or (
         f"weighted_{stage}_reward"
         if kind == "weighted" and weights is STAGE_WEIGHTS.get(stage)
@@ -128,7 +172,7 @@ def make_combined_reward(
         completions: Sequence[Any], kwargs: dict[str, Any], s_values: Sequence[Any] | None
     ) -> list[float | None]:
         memo: dict = {}
-        logs: dict[str, list[float]] = {"s": [], "s_fallback": [], "r": []}
+        logs: dict[str, list[float]] = {"s": [], "s_fallback": [], "r": [], "evidence": []}
 
         def score(i: int, completion: Any) -> float | None:
             thesis = parsed(completion)
@@ -175,12 +219,18 @@ def make_combined_reward(
                 return r + lw * loop
             s = _clean_s(s_values[i]) if s_values is not None and i < len(s_values) else None
             logs["s_fallback"].append(float(s is None))
+            report = None
+            if s is None or guard:
+                report = evidence_report(thesis, evidence_index(column(kwargs, "evidence", i), memo))
             if s is None:
-                s = evidence_report(thesis, evidence_index(column(kwargs, "evidence", i), memo)).grounding
+                s = report.grounding
             logs["s"].append(s)
+            if guard:
+                logs["evidence"].append(report.score)
+                return guarded(kind, r, s, report.score, loop, lw, decision_valid=thesis.decision is not None, clip=clip)
             return (fsr(r, s) if kind == "fsr" else dsr(r, s)) + lw * loop
 
-        out = per_completion(completions, score, minimum=lo, lo=lo, hi=hi)
+        out = per_completion(completions, score, minimum=lo, lo=lo, hi=hi, name=reward_name, kwargs=kwargs)
         for key, values in logs.items():
             log_metric(kwargs, f"{reward_name}/{key}", values)
         return out

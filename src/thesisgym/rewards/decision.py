@@ -122,7 +122,9 @@ def make_decision_reward(
             hits.append(float(prediction == truth))
             return matrix(prediction, truth)
 
-        out = per_completion(completions, score, minimum=matrix.missing, lo=matrix.lo, hi=matrix.hi)
+        out = per_completion(
+            completions, score, minimum=matrix.missing, lo=matrix.lo, hi=matrix.hi, name=name, kwargs=kwargs
+        )
         log_metric(kwargs, "decision/valid", valid)
         log_metric(kwargs, "decision/accuracy", hits)
         if len(predictions) == len(out):

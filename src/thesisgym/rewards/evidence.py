@@ -2,41 +2,57 @@
 
 The paper's Stage II reward pays a bullet for *having* a quote and a source. That is trivially
 hackable: invent a quote, cite any id. We keep the formula exactly (SPEC section 6) and change what
-the quote and source terms mean:
+the quote and source terms mean (verifier v2: every rule below is an exact check, no similarity):
 
-- A citation counts only if its id exists in this prompt's evidence. Citing an unknown id is a
-  hallucination.
-- A quote counts only if it occurs in a cited item's text after normalisation (case, whitespace,
-  quote characters; "..." splits a quote into fragments that must each occur). Verbatim first;
-  when no cited item has it verbatim, fuzzy matching (rapidfuzz partial_ratio >= 90, difflib
-  fallback) forgives small copying slips in words but not in numbers (every number in a fuzzily
-  matched quote must occur in the item). A quote found in no cited item is a hallucination.
-  Quotes shorter than MIN_QUOTE_CHARS are ignored (a two-word "quote" proves nothing). A quote
-  without any citation is not credited; if it occurs nowhere in the prompt it is a hallucination.
-- Every number in the opinion (outside quotes and citations) must match a number of a cited item
-  (its `numbers` plus the numbers shown in its text, date and source): equal magnitudes within
-  relative tolerance REL_TOL, or equal after rounding the evidence to the decimals the claim
-  shows ("12%" matches 12.4). Magnitudes, because prose carries the sign in words ("fell 3.2%"
-  for -3.2). A number with no cited match is a hallucination. Bracketed text is never a claim.
+- Citations. An id counts only if it exists in this prompt's evidence (else: hallucination) and
+  belongs to the bullet's own section: a bullet in <news> citing T3 is *misfiled* and scores 0, so
+  one item cannot be farmed for several sections. Citation ids of another section never support.
+- Quotes are verified by spans. After `thesis.normalize_text` (case, whitespace, typographic quotes
+  and dashes, Unicode NFKC, zero-width characters and soft hyphens removed) and stripping edge
+  punctuation, a quote counts only if it is a contiguous span of a cited item's *body* that starts
+  and ends on word boundaries ("profitable" is not a span of "unprofitable"); a quote with "..."
+  counts only if every segment is such a span of the same item, in order. That is the whole
+  tolerance: any edited word, negation, polarity word, number or unit fails. A quote found in no
+  cited item is a hallucination. A span that cuts a number from its unit or scale ("$20.75" of
+  "$20.75 million") is true but is not credited, as an uninformative quote is not.
+- Quotes must be informative: at least MIN_CONTENT_WORDS distinct content words, or a number with
+  its context (a content word, or two words); and not a phrase found in COMMON_ITEMS or more items
+  of the prompt that are also at least COMMON_SHARE of its items (a company name, boilerplate). An
+  uninformative quote
+  ("year over year", "the company") or one shorter than MIN_QUOTE_CHARS is not credited (not a
+  hallucination either): the bullet is scored as if it had no quote.
+- Numbers in the opinion are quantities (`thesis.scan_quantities`): each must match a quantity of a
+  cited item's body with the same unit (%, bp, x), scale (thousand/million/billion/trillion),
+  currency when the claim shows one, and direction when the claim states one ("fell 0.65%" is not
+  "+0.65%"). Rounding rule: magnitudes agree within REL_TOL relative, or the evidence rounded to
+  the decimals the claim shows equals the claim ("12%" for 12.4%). Numbers of the date/source header
+  back nothing. A number with no match is a hallucination. Bracketed text is never a claim.
+- Opinions are the analyst's words: the share of the opinion's word 4-grams that appear in the
+  prompt's evidence bodies is removed from its word count (copying evidence is not writing).
+- A bullet repeating an earlier bullet's evidence (same cited items and same quotes) scores 0.
 - Citation precision = supporting cited ids / cited ids, where an id supports the bullet when it
-  contains one of its quotes or one of its claim numbers (verbatim matches first; fuzzy only if
-  no cited id has the quote verbatim). A bullet with nothing to verify gets credit for one
-  citation at most (precision = 1/len(citations)). Both the quote term and the source term are
-  multiplied by it, so citing every id on every bullet ("citation stuffing") pays ~1/N.
+  holds one of its verified quotes or backs one of its claim numbers. A bullet with nothing to
+  verify gets credit for one citation at most (precision = 1/len(citations)). Both the quote term
+  and the source term are multiplied by it, so citing every id on every bullet pays ~1/N.
 
-A hallucinated bullet scores 0; with the harmonic means of the formula one fabricated bullet
-drags its section and the thesis down hard, which is the intent. Range: [0, 1].
+Coverage: the thesis score is multiplied by the share of the prompt's sections (those with evidence
+items) that the thesis has, so dropping a weak section never pays.
+
+A hallucinated, misfiled or repeated bullet scores 0; with the harmonic means of the formula one
+such bullet drags its section and the thesis down hard, which is the intent. Range: [0, 1].
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
 from thesisgym.rewards.base import (
     EvidenceIndex,
+    EvidenceItemView,
     column,
     evidence_index,
     log_extra,
@@ -44,50 +60,68 @@ from thesisgym.rewards.base import (
     parsed,
     per_completion,
 )
-from thesisgym.thesis import Bullet, Thesis, normalize_text, scan_numbers
-
-try:  # rapidfuzz is C++ and ~100x faster than difflib for the fuzzy path
-    from rapidfuzz.fuzz import partial_ratio as _partial_ratio
-except ImportError:  # pragma: no cover - exercised only where rapidfuzz is missing
-    _partial_ratio = None
+from thesisgym.thesis import Bullet, Quantity, Thesis, normalize_text, scan_quantities
 
 __all__ = [
-    "FUZZY_THRESHOLD",
+    "COMMON_ITEMS",
+    "COMMON_SHARE",
+    "MIN_CONTENT_WORDS",
     "MIN_QUOTE_CHARS",
     "REL_TOL",
     "BulletCheck",
     "EvidenceReport",
     "check_bullet",
+    "content_words",
+    "copied_share",
+    "evidence_ngrams",
     "evidence_report",
     "evidence_reward",
+    "find_span",
+    "quote_credited",
     "quote_in_text",
+    "quote_informative",
 ]
 
 MIN_QUOTE_CHARS = 8
-FUZZY_THRESHOLD = 90.0
+MIN_CONTENT_WORDS = 3
+COMMON_ITEMS = 3
+COMMON_SHARE = 0.25
 REL_TOL = 0.005
+COPY_NGRAM = 4  # copied_share spells the 4 out
 _QUOTE_STRIP = " .,;:!?'\"-\u2026"
+_CONTENT_RE = re.compile(r"[a-z][a-z']{2,}")
+_WORD_RE = re.compile(r"[a-z0-9]+(?:[.'][a-z0-9]+)*")
+_ALPHA_RE = re.compile(r"[a-z]+")
+_DIGIT_RE = re.compile(r"\d")
+STOPWORDS = frozenset(
+    ["the", "and", "for", "with", "that", "this", "from", "over", "was", "were", "are", "has", "have", "had", "its", "into", "than", "but", "not", "per", "also", "about", "after", "before", "their", "there", "they", "them", "then", "which", "while", "would", "could", "should", "will", "been", "being", "more", "most", "less", "than", "such", "via", "year", "years", "day", "days", "week", "weeks", "month", "months", "quarter", "company", "companies", "compared", "versus"]
+)
 
 
-def _fuzzy_contains(needle: str, hay: str) -> bool:
-    if len(needle) > len(hay) + 2:  # partial_ratio would align the text inside the quote instead
-        return False
-    if _partial_ratio is not None:
-        return _partial_ratio(needle, hay, score_cutoff=FUZZY_THRESHOLD) > 0
-    import difflib  # fallback: windows of the quote's length, step a quarter of it
+def content_words(text: str) -> set[str]:
+    """Distinct content words of a normalised text: 3+ letters, not in STOPWORDS."""
+    return {w for w in _CONTENT_RE.findall(text) if w not in STOPWORDS}
 
-    n = len(needle)
-    step = max(1, n // 4)
-    for start in range(0, max(1, len(hay) - n + step), step):
-        if (
-            difflib.SequenceMatcher(None, needle, hay[start : start + n + step], autojunk=False).ratio() * 100
-            >= FUZZY_THRESHOLD
+
+def find_span(needle: str, hay: str, start: int = 0) -> int:
+    """End of the first occurrence of `needle` in `hay` at or after `start` that begins and ends on
+    word boundaries (no letter or digit right outside it), or -1. Both normalised."""
+    if not needle:
+        return -1
+    head_alnum = needle[0].isalnum()
+    tail_alnum = needle[-1].isalnum()
+    pos = hay.find(needle, start)
+    while pos != -1:
+        end = pos + len(needle)
+        if (not head_alnum or pos == 0 or not hay[pos - 1].isalnum()) and (
+            not tail_alnum or end == len(hay) or not hay[end].isalnum()
         ):
-            return True
-    return False
+            return end
+        pos = hay.find(needle, pos + 1)
+    return -1
 
 
-def _fragments(quote_norm: str) -> list[str]:
+def _segments(quote_norm: str) -> list[str]:
     if "..." not in quote_norm and "\u2026" not in quote_norm:
         f = quote_norm.strip(_QUOTE_STRIP)
         return [f] if f else []
@@ -95,39 +129,155 @@ def _fragments(quote_norm: str) -> list[str]:
     return [p.strip(_QUOTE_STRIP) for p in parts if p.strip(_QUOTE_STRIP)]
 
 
-def quote_in_text(quote: str, text: str, *, fuzzy: bool = True, normalized: bool = False) -> bool:
-    """Whether `quote` occurs in `text` (normalised; "..." separates fragments; fuzzy >= 90 if allowed)."""
+def _spans(segments: Sequence[str], hay: str) -> bool:
+    return _span_bounds(segments, hay) is not None
+
+
+def _span_bounds(segments: Sequence[str], hay: str) -> tuple[int, int] | None:
+    """(start of the first segment, end of the last) of the first in-order placement, or None."""
+    if not segments or segments[0] not in hay:  # the C-level test first: most items miss
+        return None
+    pos = 0
+    start = -1
+    for seg in segments:
+        end = find_span(seg, hay, pos)
+        if end < 0:
+            return None
+        if start < 0:
+            start = end - len(seg)
+        pos = end
+    return start, pos
+
+
+# what may follow a number in the body: a decimal part, a unit or a scale word (the span cut it off)
+_CUT_AFTER = re.compile(
+    r"[.,]\d|\s?(?:%|percent\b|pct\b|bps?\b|basis points?\b|x\b|thousand\b|k\b|million\b|mn\b"
+    r"|m\b|billion\b|bn\b|b\b|trillion\b|tn\b|t\b)"
+)
+
+
+def quote_in_text(quote: str, text: str, *, normalized: bool = False) -> bool:
+    """Whether `quote` is a word-bounded span of `text` ("..." segments: spans in order); exact
+    after normalisation, see the module docstring."""
     q = quote if normalized else normalize_text(quote)
     t = text if normalized else normalize_text(text)
-    frags = _fragments(q)
-    if not frags:
+    return _spans(_segments(q), t)
+
+
+def _numbers_kept(segments: Sequence[str], hay: str, bounds: tuple[int, int]) -> bool:
+    """A verbatim span can change a number only at its edges: starting inside one ("5%" of
+    "2.5%") or ending before its decimals, unit or scale ("$20.75" of "$20.75 million")."""
+    start, end = bounds
+    if segments[0][0].isdigit() and start > 0 and hay[start - 1] in ".,":
         return False
-    if all(f in t for f in frags):
-        return True
-    if not fuzzy:
-        return False
-    # fuzzy matching forgives copying slips in words, never in numbers: "up 9.3%" is not "up 2.3%"
-    text_numbers: list[float] | None = None
-    for f in frags:
-        if f in t:
-            continue
-        if not _fuzzy_contains(f, t):
+    return not (segments[-1][-1].isdigit() and _CUT_AFTER.match(hay, end) is not None)
+
+
+def _joined(index: EvidenceIndex) -> str:
+    """All normalised bodies of the prompt in one string (one C-level count over every item)."""
+    joined = index.features.get("joined")
+    if joined is None:
+        joined = index.features["joined"] = "\x00".join(it.norm_text for it in index.items.values())
+    return joined
+
+
+def _common_count(segments: Sequence[str], index: EvidenceIndex) -> int:
+    bound = _joined(index).count(segments[0] if segments else "")  # occurrences in all bodies at once: an upper bound on the items
+    if bound < COMMON_ITEMS:  # already below the bar (the usual case)
+        return bound
+    return sum(1 for it in index.items.values() if _spans(segments, it.norm_text))
+
+
+def quote_informative(quote_norm: str, index: EvidenceIndex | None = None) -> bool:
+    """A quote proves something: >= MIN_CONTENT_WORDS content words, or a number with context (one
+    content word, or two words of any kind: "up 2.3% on the day"); and (with an index) not a phrase found in COMMON_ITEMS or more of the prompt's items that are also
+    at least COMMON_SHARE of them."""
+    words = content_words(quote_norm)
+    if len(words) < MIN_CONTENT_WORDS:
+        # a number is informative with its context: a content word, or two words around it
+        if _DIGIT_RE.search(quote_norm) is None:
             return False
-        wanted = scan_numbers(f)
-        if wanted:
-            text_numbers = [v for v, _ in scan_numbers(t)] if text_numbers is None else text_numbers
-            if not all(any(abs(v - x) <= 1e-9 * max(1.0, abs(x)) for x in text_numbers) for v, _ in wanted):
-                return False
+        if not words and len(_ALPHA_RE.findall(quote_norm)) < 2:
+            return False
+    if index is not None and len(index.items) >= COMMON_ITEMS and len(words) < 2 * MIN_CONTENT_WORDS:
+        n = _common_count(_segments(quote_norm), index)
+        return n < COMMON_ITEMS or n < COMMON_SHARE * len(index.items)  # n < COMMON_ITEMS may be a bound
     return True
 
 
-def _number_supported(value: float, decimals: int, numbers: Sequence[float]) -> bool:
-    x = abs(value)
-    for y in numbers:
-        y = abs(y)
-        if abs(x - y) <= REL_TOL * max(x, y) or abs(round(y, decimals) - x) < 1e-9:
-            return True
-    return False
+def _span_in(quote_norm: str, item: EvidenceItemView, index: EvidenceIndex) -> int:
+    """Memoised (per index: quotes repeat across the generations of one prompt): 2 when the quote
+    is a span of the item keeping its numbers whole, 1 when it is a span that cuts a number from its
+    unit or scale ("$20.75" of "$20.75 million"), 0 when it is no span of the item."""
+    memo = index.features.setdefault("spans", {})
+    key = (quote_norm, item.id)
+    hit = memo.get(key)
+    if hit is None:
+        hit = 0
+        segments = _segments(quote_norm)
+        bounds = _span_bounds(segments, item.norm_text)
+        if bounds is not None:
+            hit = 2 if _numbers_kept(segments, item.norm_text, bounds) else 1
+        if len(memo) < 65_536:
+            memo[key] = hit
+    return hit
+
+
+def _informative(quote_norm: str, index: EvidenceIndex) -> bool:
+    memo = index.features.setdefault("informative", {})
+    hit = memo.get(quote_norm)
+    if hit is None:
+        hit = quote_informative(quote_norm, index)
+        if len(memo) < 65_536:
+            memo[quote_norm] = hit
+    return hit
+
+
+def quote_credited(quote: str, item_id: str, index: EvidenceIndex) -> bool:
+    """Whether `quote`, citing `item_id`, earns the quote term: a word-bounded span of the item's
+    body keeping its numbers whole, informative, at least MIN_QUOTE_CHARS. The teacher and the
+    distillation filter ask this, so they accept exactly what the reward pays for."""
+    item = index.items.get(item_id.strip().upper()) if isinstance(item_id, str) else None
+    q = normalize_text(quote)
+    return (
+        item is not None
+        and len(q.strip(_QUOTE_STRIP)) >= MIN_QUOTE_CHARS
+        and _span_in(q, item, index) == 2
+        and _informative(q, index)
+    )
+
+
+def evidence_ngrams(norm_texts: Iterable[str]) -> set[tuple[str, ...]]:
+    """Whitespace-token COPY_NGRAM-grams of normalised evidence bodies (what `copied_share` compares
+    with; tokens keep their punctuation on both sides, so a copy matches itself)."""
+    grams: set[tuple[str, ...]] = set()
+    for text in norm_texts:
+        w = text.split()
+        grams.update(zip(*(w[k:] for k in range(COPY_NGRAM)), strict=False))
+    return grams
+
+
+def copied_share(opinion: str, grams: set[tuple[str, ...]]) -> float:
+    """Share of the opinion's word COPY_NGRAM-grams found in `grams` (0 for shorter opinions).
+    The evidence reward and the local consistency judge both use it: copying is not an opinion."""
+    words = (opinion.lower() if opinion.isascii() else normalize_text(opinion)).split()
+    if len(words) < COPY_NGRAM:
+        return 0.0
+    # COPY_NGRAM = 4, spelled out: zip and map run in C (evidence_report skips this call for
+    # every bullet when no opinion of the thesis shares a single 4-gram with the evidence)
+    hits = sum(map(grams.__contains__, zip(words, words[1:], words[2:], words[3:], strict=False)))
+    return hits / (len(words) - 3)
+
+
+def _copied_share(opinion: str, index: EvidenceIndex) -> float:
+    grams = index.features.get("ngrams")
+    if grams is None:
+        grams = index.features["ngrams"] = evidence_ngrams(it.norm_text for it in index.items.values())
+    return copied_share(opinion, grams)
+
+
+def _quantity_supported(claim: Quantity, items: Sequence[EvidenceItemView]) -> list[str]:
+    return [it.id for it in items if any(claim.matches(e, REL_TOL) for e in it.quantities)]
 
 
 def _opinion_score(words: int, has_quote: bool, has_source: bool) -> float:
@@ -228,22 +378,66 @@ def _verified_check(word_count: int) -> BulletCheck:
     return check
 
 
-def check_bullet(bullet: Bullet, index: EvidenceIndex) -> BulletCheck:
-    """Verify one bullet against the prompt's evidence and score it with the Stage II formula."""
+def _zero(reason: str, precision: float) -> BulletCheck:
+    """A bullet that is not fabricated but earns nothing (misfiled, repeated)."""
+    return _make_check(0.0, False, (reason,), precision, False, 0.0)
+
+
+def check_bullet(
+    bullet: Bullet, index: EvidenceIndex, section: str | None = None, *, copy_check: bool = True
+) -> BulletCheck:
+    """Verify one bullet against the prompt's evidence and score it with the Stage II formula.
+
+    `section`: the section the bullet is filed under; cited items of another section are misfiled
+    (they never support it, and a bullet citing only such items scores 0). None skips the check.
+    `copy_check=False` skips the copied-opinion check (evidence_report does so when no opinion of
+    the thesis shares a single 4-gram with the evidence).
+    """
     items = index.items
     cited = bullet.citations
-    # fast path for the common honest shape: one citation, one verbatim quote, no claim numbers
+    # the opinion's own words: n-grams copied from the evidence bodies do not count as writing
+    words = bullet.word_count
+    if copy_check and words >= COPY_NGRAM:
+        memo = index.features.setdefault("copied", {})
+        share = memo.get(bullet.opinion)
+        if share is None:
+            share = _copied_share(bullet.opinion, index)
+            if len(memo) < 65_536:
+                memo[bullet.opinion] = share
+        if share:
+            words = round(words * (1.0 - share))
+    # fast path for the common honest shape: one own-section citation, one verified informative
+    # quote, no claim numbers
     if len(cited) == 1 and len(bullet.quotes) == 1 and not bullet.numbers:
         item = items.get(cited[0])
         q = bullet.quotes[0]
-        if item is not None and q.isascii() and "..." not in q:
-            f = q.lower().strip(_QUOTE_STRIP)
-            if len(f) >= MIN_QUOTE_CHARS and f in item.norm_text:
-                return _verified_check(bullet.word_count)
+        if item is not None and (section is None or item.section == section) and q.isascii():
+            qn = q.lower()
+            f = qn.strip(_QUOTE_STRIP)
+            if len(f) >= MIN_QUOTE_CHARS and "..." not in f:
+                # the rules of _span_in and quote_informative, inlined for one plain segment
+                # (this runs for most bullets of every completion); any doubt -> the full path
+                hay = item.norm_text
+                end = find_span(f, hay)
+                if (
+                    end != -1
+                    and not (f[-1].isdigit() and _CUT_AFTER.match(hay, end) is not None)
+                    and not (f[0].isdigit() and end > len(f) and hay[end - len(f) - 1] in ".,")
+                    and (
+                        (n_content := len(set(_CONTENT_RE.findall(f)) - STOPWORDS)) >= 2 * MIN_CONTENT_WORDS
+                        or (n_content >= MIN_CONTENT_WORDS and _joined(index).count(f) < COMMON_ITEMS)
+                        or _informative(qn, index)
+                    )
+                ):
+                    return _verified_check(words)
     reasons: list[str] = []
-    existing = [items[c] for c in cited if c in items]
-    if len(existing) < len(cited):
-        reasons.append("cites unknown id " + ", ".join(c for c in cited if c not in items))
+    unknown = [c for c in cited if c not in items]
+    if unknown:
+        reasons.append("cites unknown id " + ", ".join(unknown))
+    # truth is checked against every cited item; credit goes only to items of the bullet's section
+    known = [items[c] for c in cited if c in items]
+    existing = [it for it in known if section is None or it.section == section]
+    own = {it.id for it in existing}
     quotes = []
     for q in bullet.quotes:
         # the parser already collapsed whitespace and mapped curly quotes: ASCII only needs lower()
@@ -252,57 +446,81 @@ def check_bullet(bullet: Bullet, index: EvidenceIndex) -> BulletCheck:
             quotes.append(q)
     supporting: set[str] = set()
     quote_verified = False
-    if quotes:
-        if existing:
-            all_found = True
-            for q in quotes:
-                frags = _fragments(q)
-                # verbatim first (cheap `in`); fuzzy only when no cited item has the quote verbatim
-                if len(frags) == 1:
-                    f = frags[0]
-                    exact = {it.id for it in existing if f in it.norm_text}
-                else:
-                    exact = {it.id for it in existing if frags and all(f in it.norm_text for f in frags)}
-                if not exact:
-                    exact = {it.id for it in existing if quote_in_text(q, it.norm_text, normalized=True)}
-                if exact:
-                    supporting |= exact
-                else:
-                    all_found = False
-                    reasons.append("quote not in cited evidence")
-            quote_verified = all_found
-        elif not any(
-            quote_in_text(q, it.norm_text, normalized=True) for q in quotes for it in items.values()
-        ):
-            reasons.append("quote not in the evidence")
-    for value, decimals in bullet.numbers:
-        backers = [it.id for it in existing if _number_supported(value, decimals, it.numbers)]
-        if backers:
-            supporting.update(backers)
-        else:
-            reasons.append(f"number {value:g} not in cited evidence")
+    credited = 0
+    for q in quotes:
+        spans = {it.id: _span_in(q, it, index) for it in known}
+        if not any(spans.values()):
+            elsewhere = any(_span_in(q, it, index) for it in items.values())
+            reasons.append("quote not in cited evidence" if elsewhere else "quote not in the evidence")
+            continue
+        found = [i for i, v in spans.items() if v == 2 and i in own]
+        if found and _informative(q, index):  # a span cutting a number is true but not credited
+            supporting.update(found)
+            credited += 1
+    if quotes and not reasons:
+        quote_verified = credited > 0
+    if bullet.numbers:
+        for claim in scan_quantities(bullet.opinion):
+            backers = _quantity_supported(claim, known)
+            if backers:
+                supporting.update(b for b in backers if b in own)
+            else:
+                reasons.append(f"number {claim.value:g} not in cited evidence")
     if cited:
-        if quotes or bullet.numbers:
+        if credited or bullet.numbers:
             precision = len(supporting) / len(cited)
         else:
             precision = (1.0 / len(cited)) if existing else 0.0
     else:
         precision = math.nan
     has_source = bool(existing)
-    r_opinion = _opinion_score(bullet.word_count, quote_verified, has_source)
+    r_opinion = _opinion_score(words, quote_verified, has_source)
     if reasons:
         return _make_check(0.0, True, tuple(reasons), precision, False, r_opinion)
+    if known and not existing:
+        misfiled = ", ".join(f"{it.id} ({it.section})" for it in known)
+        return _zero(f"misfiled: cites {misfiled} under <{section}>", 0.0)
     p = precision if has_source else 0.0
     score = 0.4 * r_opinion + 0.35 * (1.0 if quote_verified else 0.0) * p + 0.25 * p
     return _make_check(score, False, (), precision, quote_verified, r_opinion)
 
 
+def _evidence_key(bullet: Bullet) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """What a bullet offers as evidence (cited ids, quotes as parsed); None when it offers nothing.
+    Copies told apart by case or invisible characters are the loop term's business (loops.py)."""
+    if not bullet.citations and not bullet.quotes:
+        return None
+    return bullet.citations, bullet.quotes
+
+
 def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
-    """Stage II: per bullet -> per section (0.3 count + 0.7 harmonic mean) -> harmonic mean of sections."""
+    """Stage II: per bullet -> per section (0.3 count + 0.7 harmonic mean) -> harmonic mean of sections.
+
+    Bullets are checked against their own section (misfiling) and against the thesis's earlier
+    bullets (a bullet repeating earlier evidence scores 0).
+    """
     checks: list[BulletCheck] = []
     section_scores: list[tuple[str, float]] = []
+    seen: set[tuple[tuple[str, ...], tuple[str, ...]]] = set()
+    # one C-level pass over all opinions: a copied 4-gram needs 4 consecutive opinion tokens that
+    # all occur in the evidence; without such a run (an honest thesis) no bullet needs the
+    # per-bullet copy check, nor the evidence's 4-gram set
+    tokens = index.features.get("tokens")
+    if tokens is None:
+        tokens = index.features["tokens"] = frozenset(" ".join(it.norm_text for it in index.items.values()).split())
+    joined = " \x00 ".join(b.opinion for b in thesis.bullets)  # no run spans two opinions
+    words = (joined.lower() if joined.isascii() else normalize_text(joined)).split()
+    copy_check = bytes(map(tokens.__contains__, words)).find(b"\x01\x01\x01\x01") != -1
     for section in thesis.sections:
-        bullet_checks = [check_bullet(b, index) for b in section.bullets]
+        bullet_checks = []
+        for b in section.bullets:
+            key = _evidence_key(b)
+            if key is not None and key in seen:
+                bullet_checks.append(_zero("repeats the evidence of an earlier bullet", 0.0))
+                continue
+            if key is not None:
+                seen.add(key)
+            bullet_checks.append(check_bullet(b, index, section.name, copy_check=copy_check))
         checks.extend(bullet_checks)
         if bullet_checks:
             s = 0.3 * bullet_count_score(len(bullet_checks)) + 0.7 * harmonic_mean(
@@ -314,6 +532,14 @@ def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
     score = harmonic_mean([s for _, s in section_scores]) if section_scores else 0.0
     if score <= 0.01 + 1e-12 and all(s == 0.0 for _, s in section_scores):
         score = 0.0
+    # coverage: leaving out a section the prompt has evidence for must not raise the score (the
+    # harmonic mean alone would drop the weakest section); scale by the share of those covered
+    prompt_sections = index.features.get("sections")
+    if prompt_sections is None:
+        prompt_sections = frozenset(it.section for it in index.items.values() if it.section)
+        index.features["sections"] = prompt_sections
+    if prompt_sections:
+        score *= len(prompt_sections.intersection(thesis.section_names)) / len(prompt_sections)
     n = len(checks)
     n_bad = sum(c.hallucinated for c in checks)
     precisions = [c.precision for c in checks if not math.isnan(c.precision)]
@@ -346,7 +572,9 @@ def evidence_reward(
         reports[-1] = report
         return report.score
 
-    out = per_completion(completions, score, minimum=0.0, lo=0.0, hi=1.0)
+    out = per_completion(
+        completions, score, minimum=0.0, lo=0.0, hi=1.0, name="evidence_reward", kwargs=kwargs
+    )
     done = [r for r in reports if r is not None]
     log_metric(kwargs, "evidence/hallucination_rate", [r.hallucination_rate for r in done])
     log_metric(kwargs, "evidence/citation_precision", [r.citation_precision for r in done])

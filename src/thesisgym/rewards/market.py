@@ -82,7 +82,7 @@ def make_market_reward(
                 missing_penalty=missing_penalty,
             )
 
-        out = per_completion(completions, score, minimum=-clip, lo=-clip, hi=clip)
+        out = per_completion(completions, score, minimum=-clip, lo=-clip, hi=clip, name=name, kwargs=kwargs)
         log_metric(kwargs, "market/clipped", [float(abs(v) >= clip) for v in out if v is not None])
         return out
 

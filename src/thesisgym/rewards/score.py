@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from thesisgym.rewards.base import evidence_index, parsed
-from thesisgym.rewards.combine import STAGE_WEIGHTS, dsr, fsr
+from thesisgym.rewards.base import evidence_index, parsed, record_error
+from thesisgym.rewards.combine import STAGE_WEIGHTS, dsr, fsr, guarded
 from thesisgym.rewards.decision import load_decision_matrix, truth_label
 from thesisgym.rewards.evidence import evidence_report
 from thesisgym.rewards.loops import loop_stats
@@ -47,6 +47,9 @@ SCORE_KEYS = (
     "n_errors",
     "s_is_placeholder",
     "truncated",
+    "reward_errors",
+    "fsr_paper",
+    "dsr_paper",
 )
 
 
@@ -62,8 +65,11 @@ def score_completion(
     """Every reward component and diagnostic for one completion (nan = not applicable); never raises.
 
     Keys: SCORE_KEYS. `s` is `consistency_s` when given (clipped to [0, 1]), else the placeholder
-    grounding score (`s_is_placeholder` = 1). `weighted` uses the "decision" stage weights plus
-    the loop penalty. `decision_id` is the index into schema.LABELS (-1 when missing/invalid).
+    grounding score (`s_is_placeholder` = 1). `fsr` / `dsr` are the shipped (guarded) recipe totals,
+    `fsr_paper` / `dsr_paper` the paper formulas (rewards.combine). `weighted` uses the "decision"
+    stage weights plus the loop penalty. `decision_id` is the index into schema.LABELS (-1 when missing/invalid).
+    `reward_errors` is 1 when scoring raised (the other keys are then nan; the error is counted
+    and its traceback logged once, see `rewards.base.record_error`), else 0.
     """
     out = dict.fromkeys(SCORE_KEYS, NAN)
     try:
@@ -89,6 +95,7 @@ def score_completion(
         )
         s = min(1.0, max(0.0, float(s_given))) if s_given is not None else report.grounding
         weights = STAGE_WEIGHTS["decision"]
+        valid = thesis.decision is not None
         weighted = (
             weights["structure"] * structure
             + weights["evidence"] * report.score
@@ -104,8 +111,10 @@ def score_completion(
             market=NAN if r is None else r,
             loop_penalty=loop,
             s=s,
-            fsr=NAN if r is None else fsr(r, s),
-            dsr=NAN if r is None else dsr(r, s),
+            fsr=NAN if r is None else guarded("fsr", r, s, report.score, loop, decision_valid=valid, clip=clip),
+            dsr=NAN if r is None else guarded("dsr", r, s, report.score, loop, decision_valid=valid, clip=clip),
+            fsr_paper=NAN if r is None else fsr(r, s),
+            dsr_paper=NAN if r is None else dsr(r, s),
             weighted=weighted,
             hallucination_rate=report.hallucination_rate,
             citation_precision=report.citation_precision,
@@ -120,9 +129,11 @@ def score_completion(
             n_errors=float(len(thesis.errors)),
             s_is_placeholder=float(s_given is None),
             truncated=float(thesis.truncated),
+            reward_errors=0.0,
         )
-    except Exception:  # pragma: no cover - defensive; the parts above never raise on their own
-        out["n_errors"] = 1.0
+    except Exception as exc:  # a verifier bug: counted and logged (re-raised in strict mode), never hidden
+        record_error("score_completion", exc)
+        out["reward_errors"] = 1.0
     return out
 
 

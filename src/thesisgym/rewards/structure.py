@@ -92,7 +92,7 @@ def make_structure_reward(
             theses.append(thesis)
             return structure_score(thesis, prompt_sections=column(kwargs, "sections", i), lo=lo, hi=hi)
 
-        out = per_completion(completions, score, minimum=0.0, lo=0.0, hi=1.0)
+        out = per_completion(completions, score, minimum=0.0, lo=0.0, hi=1.0, name=name, kwargs=kwargs)
         log_metric(kwargs, "structure/n_sections", [float(len(t.sections)) for t in theses])
         log_metric(kwargs, "structure/n_bullets", [float(len(t.bullets)) for t in theses])
         log_metric(kwargs, "structure/format_valid", [float(t.valid) for t in theses])

@@ -35,8 +35,10 @@ import hashlib
 import json
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from thesisgym.rewards.base import EvidenceIndex, evidence_index
+from thesisgym.rewards.evidence import quote_credited
 from thesisgym.schema import LABEL_QUANTILES, LABELS, SECTIONS
 from thesisgym.teachers.base import check_row
 
@@ -176,52 +178,61 @@ def calibrated_cuts(scores: Sequence[float], quantiles: Sequence[float] = LABEL_
 
 
 # --- writing ---------------------------------------------------------------------------------------
-_OPINIONS_POS = (
-    "The {sec} evidence reads as constructive for the stock and supports owning it over the coming week, "
-    "since the item reports",
-    "This {sec} signal tilts the balance toward upside for the shares and makes a long position look "
-    "reasonable, because the record shows",
-    "I read this {sec} item as a clear positive that should help the price hold and extend its recent "
-    "gains, as the source says",
-    "On the {sec} side the picture is encouraging and argues for a long position while this trend "
-    "lasts, given that",
-)
-_OPINIONS_NEG = (
-    "The {sec} evidence reads as a warning for the stock and argues against owning it over the coming "
-    "week, since the item reports",
-    "This {sec} signal tilts the balance toward downside for the shares and makes a long position look "
-    "risky, because the record shows",
-    "I read this {sec} item as a clear negative that could push the price lower in the days ahead, as "
-    "the source says",
-    "On the {sec} side the picture is worrying and argues for caution or a short while this lasts, "
-    "given that",
-)
-_OPINIONS_FLAT = (
-    "The {sec} evidence is mixed and does not move the view much in either direction this week, since "
-    "the item reports",
-    "This {sec} item is close to neutral for the shares and mostly sets the context for the other "
-    "sections, because",
-    "I read this {sec} signal as balanced, neither a strong reason to buy nor a reason to sell the "
-    "stock, as the source says",
-)
+# Opinions are assembled from four independently drawn parts (subject, verdict, horizon, link):
+# 4 x 4 x 4 x 4 combinations per stance, so a 30-bullet thesis does not repeat one 20-word template
+# often enough to read as a loop (rewards.loops) rather than an analyst's style.
+_SUBJECTS = ("The {sec} evidence", "This {sec} item", "On the {sec} side the picture", "The latest {sec} reading")
+_VERDICTS = {
+    1: ("reads as constructive for the stock and supports owning it",
+        "tilts the balance toward upside for the shares",
+        "looks like a clear positive that should help the price hold its gains",
+        "is encouraging and argues for a long position"),
+    -1: ("reads as a warning for the stock and argues against owning it",
+         "tilts the balance toward downside for the shares",
+         "looks like a clear negative that could push the price lower",
+         "is worrying and argues for caution or a short"),
+    0: ("is mixed and does not move the view much in either direction",
+        "is close to neutral and mostly sets the context",
+        "looks balanced, neither a strong reason to buy nor one to sell",
+        "leaves the overall view roughly where it was"),
+}
+_HORIZONS = ("over the coming week", "while this lasts", "in the days ahead", "for the holding period")
+_LINKS = ("since the item reports", "because the record shows", "as the source says", "given that")
 _LEAN = {1: "leans bullish", 0: "is roughly neutral", -1: "leans bearish"}
 
 
-def _quote_span(text: str, rng: random.Random, *, lo: int = 4, hi: int = 12, from_start: bool = False) -> str:
+def _quote_span(text: str, rng: random.Random, *, lo: int = 4, hi: int = 12,
+                accept: Callable[[str], bool] | None = None, tries: int = 12, from_start: bool = False) -> str:
     """A verbatim run of 4-12 whole words of `text` (never containing a double quote).
 
-    `from_start` takes the run from the first word of the body instead of a random place.
+    `accept` (the verifier's `quote_credited` for this item) rejects spans the evidence reward
+    would not pay for (uninformative, a number cut from its unit); up to `tries` random spans are
+    drawn, then the first acceptable longest span, then the last draw. `from_start` first tries
+    runs from the first word of the body (a drawn length, then longer ones) before those.
     """
     words = text.replace('"', " ").split()
+
+    def draw(k: int, start: int) -> str:
+        quote = " ".join(words[start:start + k]).rstrip(".,;:")
+        # a quote must be a substring of the item text; double-quote removal could break that
+        return quote if quote and quote in text else text.strip().replace('"', "'")
+
     if len(words) <= hi:
-        span = words
-    else:
+        return draw(len(words), 0)
+    if from_start:
+        for k in range(rng.randint(lo, hi), hi + 1):
+            if accept is None or accept(draw(k, 0)):
+                return draw(k, 0)
+    quote = ""
+    for _ in range(tries if accept is not None else 1):
         k = rng.randint(lo, hi)
-        start = 0 if from_start else rng.randint(0, len(words) - k)
-        span = words[start:start + k]
-    quote = " ".join(span).rstrip(".,;:")
-    # a quote must be a substring of the item text; double-quote removal could break that
-    return quote if quote and quote in text else text.strip().replace('"', "'")
+        quote = draw(k, rng.randint(0, len(words) - k))
+        if accept is None or accept(quote):
+            return quote
+    for start in range(len(words) - hi + 1):
+        if accept(draw(hi, start)):
+            return draw(hi, start)
+    return quote
 
 
 def _row_key(row: dict) -> int:
@@ -311,6 +322,7 @@ class TemplateTeacher:
             decision = rng.choice([lab for lab in LABELS if lab != decision])
         kept = [s for s in sections if not (self.drop_section_rate and rng.random() < self.drop_section_rate)]
         all_ids = [it["id"] for it in evidence]
+        index = evidence_index(row["evidence"])
         parts: list[str] = []
         if self.think:
             parts.append("<think>Score each section from its evidence, weigh the sections, then decide.</think>")
@@ -327,16 +339,21 @@ class TemplateTeacher:
                 want = _sign(overall)
                 order.sort(key=lambda it: -want * stances[it["id"]])
             k = min(len(order), rng.randint(*self.bullets))
-            lines = [self._bullet(it, stances[it["id"]], sec, rng, all_ids) for it in order[:k]]
+            lines = [self._bullet(it, stances[it["id"]], sec, rng, all_ids, index) for it in order[:k]]
             parts.append(f"<{sec}>\n" + "\n".join(lines) + f"\n</{sec}>")
         parts.append(f"<conclusion>{self._conclusion(leans, decision)}</conclusion>")
         parts.append(f"<decision>{decision}</decision>")
         return "\n".join(parts)
 
-    def _bullet(self, item: dict, stance: float, sec: str, rng: random.Random, all_ids: list[str]) -> str:
-        pool = _OPINIONS_POS if stance >= 0.15 else (_OPINIONS_NEG if stance <= -0.15 else _OPINIONS_FLAT)
-        opinion = rng.choice(pool).format(sec=sec)
-        quote = _quote_span(str(item["text"]), rng, lo=self.quote_words[0], hi=self.quote_words[1],
+    def _bullet(self, item: dict, stance: float, sec: str, rng: random.Random, all_ids: list[str],
+                index: EvidenceIndex) -> str:
+        lean = 1 if stance >= 0.15 else (-1 if stance <= -0.15 else 0)
+        opinion = (f"{rng.choice(_SUBJECTS).format(sec=sec)} {rng.choice(_VERDICTS[lean])} "
+                   f"{rng.choice(_HORIZONS)}, {rng.choice(_LINKS)}")
+        def accept(q: str) -> bool:
+            return quote_credited(q, item["id"], index)
+
+        quote = _quote_span(str(item["text"]), rng, lo=self.quote_words[0], hi=self.quote_words[1], accept=accept,
                             from_start=self.compact)
         cite = item["id"]
         if self.noise and rng.random() < self.noise:
