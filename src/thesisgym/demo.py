@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class DemoConfig(BaseModel):
-    """Sizes of the demo run. `quick()` is the 3-minute smoke version."""
+    """Sizes of the demo run; `sized(name)` gives the `--size` presets (`quick()` is the smoke size)."""
 
     model_config = ConfigDict(extra="forbid")
 

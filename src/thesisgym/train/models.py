@@ -99,9 +99,9 @@ def build_tiny(
 ) -> Path:
     """Build the `tiny` preset (Qwen2 architecture, a few M params) and save it to `out_dir`.
 
-    The defaults give ~3.5M parameters with a 4096-token vocabulary: small enough for a few GRPO
-    steps per minute on two CPU cores, large enough to learn the thesis format from a few hundred
-    distilled examples. Returns `out_dir`.
+    The defaults give ~3.5M parameters with a 4096-token vocabulary, small enough to train on CPU.
+    It learns the thesis tags from a few hundred distilled examples but not yet to copy quotes (see
+    docs/training.md, section 4, for the measured curves). Returns `out_dir`.
     """
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
