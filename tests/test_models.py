@@ -63,11 +63,14 @@ def test_copy_task_rows_quote_the_cited_body():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason=(
-    "measured on 2 shared CPU cores: 300 x 16 rows (64 wide, 2 layers, lr 3e-3) and up to 1500 x 16 "
-    "(128 wide, 3 layers, lr 1e-3) reach a verified-quote rate of 0.0: numbers get copied, words do not; "
-    "see docs/training.md section 4"))
-def test_short_sft_on_the_copy_task_learns_to_copy(tmp_path):
+def test_sft_on_the_copy_task_learns_to_copy(tmp_path):
+    """Regression guard for the copy ability: the tokenizer plus an attention-heavy tiny model.
+
+    Measured (docs/training.md, section 4): 2500 steps of 16 rows, 8 heads, learning rate 1e-3 with a
+    linear decay: training token accuracy passes 0.99 near step 600 and held-out grounding is 1.0
+    (347 s of training on one idle core). Shorter runs (600 or 800 steps at a constant 1e-3) did not
+    copy the words yet, so this is a slow test, not the one-minute default-suite guard the issue asks for.
+    """
     import torch
     from datasets import Dataset, DatasetDict
 
@@ -77,14 +80,19 @@ def test_short_sft_on_the_copy_task_learns_to_copy(tmp_path):
     from thesisgym.train.models import load_model
     from thesisgym.train.toy import copy_task_rows
 
-    torch.set_num_threads(1)
-    train = copy_task_rows(4000, items=1, seed=0)
-    DatasetDict({"train": Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in train])}
-                ).save_to_disk(str(tmp_path / "data"))
-    cfg = SFTRunConfig(output_dir=str(tmp_path / "run"), data=DataConfig(dataset=str(tmp_path / "data")),
-                       model=ModelConfig(tiny=TinyConfig(vocab_size=512, hidden_size=64, layers=2, heads=4, kv_heads=2)),
-                       max_steps=300, learning_rate=3e-3, warmup_ratio=0.05, per_device_train_batch_size=16,
-                       save_steps=10**6, report_to="none")
-    model, tok = load_model(run_sft(cfg))
-    test = copy_task_rows(16, items=1, seed=99)
-    assert score_theses(generate_theses(model, tok, test, max_new_tokens=40), test)["grounding"] > 0.3
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a model this small is faster on one thread than on a busy pair
+    try:
+        train = copy_task_rows(8000, items=1, seed=0)
+        DatasetDict({"train": Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]}
+                                                 for r in train])}).save_to_disk(str(tmp_path / "data"))
+        cfg = SFTRunConfig(output_dir=str(tmp_path / "run"), data=DataConfig(dataset=str(tmp_path / "data")),
+                           model=ModelConfig(tiny=TinyConfig(vocab_size=512, hidden_size=128, layers=2, heads=8,
+                                                             kv_heads=8)),
+                           max_steps=2500, learning_rate=1e-3, warmup_ratio=0.05,
+                           per_device_train_batch_size=16, logging_steps=100, save_steps=10**6, report_to="none")
+        model, tok = load_model(run_sft(cfg))
+        test = copy_task_rows(16, items=1, seed=99)
+        assert score_theses(generate_theses(model, tok, test, max_new_tokens=40), test)["grounding"] > 0.5
+    finally:
+        torch.set_num_threads(threads)
