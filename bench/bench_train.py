@@ -9,6 +9,8 @@ Figures printed:
 - GRPO generation tokens/s (completion tokens / time inside `model.generate`), update tokens/s
   (prompt+completion tokens / the rest of the step), and the reward stack's share of the step
   (time inside TRL's `_calculate_rewards`; target < 5 %)
+- the prompt-length price of the copy-friendly tokenizer (one token per digit, quote marks apart)
+  vs a plain byte-level BPE trained on the same corpus
 - naive baselines measured in the same run: the tokenizer's compression vs raw bytes (what a
   byte-level model would have to process) and the GRPO step time with torch's default threads.
 """
@@ -134,6 +136,13 @@ def main() -> None:
     n_bytes = sum(len(t.encode()) for t in texts)
     print(f"tokenizer: {n_bytes / n_tok:.2f} bytes/token on prompts (mean {n_tok / len(texts):,.0f} tokens/prompt); "
           f"a byte-level model would process {n_bytes / n_tok:.1f}x more positions")
+    # the price of copy-friendly tokens (digits one by one, quote marks apart) vs a plain byte-level BPE
+    from thesisgym.train.common import corpus_of
+    from thesisgym.train.models import build_tokenizer
+
+    plain = build_tokenizer(corpus_of(res.dataset, max_rows=4000), copy_tokens=False)  # the SFT corpus, as the tiny preset
+    n_plain = sum(len(plain(t).input_ids) for t in texts)
+    print(f"copy tokens: {n_tok / n_plain:.2f}x the prompt tokens of a plain BPE ({n_plain / len(texts):,.0f} per prompt)")
 
     grpo = {"output_dir": str(tmp / "grpo"), "model": {"name_or_path": str(final)},
             "data": {"dataset": str(tmp / "ctx")}, "max_steps": args.grpo_steps, "per_device_train_batch_size": 4,

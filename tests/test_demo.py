@@ -17,15 +17,22 @@ def test_demo_config_rejects_unknown_and_bad_sizes():
         DemoConfig(tickers=1)
     quick = DemoConfig.quick(sft_steps=7)
     assert quick.sft_steps == 7 and quick.tickers < DemoConfig().tickers
+    large = DemoConfig.sized("large")
+    assert large.sft_steps * large.sft_batch_size > DemoConfig().sft_steps * DemoConfig().sft_batch_size
+    with pytest.raises(ValueError, match="demo size must be one of"):
+        DemoConfig.sized("huge")
 
 
 def test_run_demo_end_to_end_tiny(tmp_path):
     cfg = DemoConfig(out=str(tmp_path / "demo"), tickers=4, days=160, stride=6, heldout_tickers=1, distill_n=2,
-                     sft_steps=2, grpo_steps=1, num_generations=2, max_completion_length=24, eval_rows=4,
+                     sft_steps=2, grpo_steps=1, num_generations=2, max_completion_length=24, eval_rows=4, curve_rows=3,
                      probes="digits")
+    out = tmp_path / "demo"
+    stale = out / "sft" / "tiny-base"
+    stale.mkdir(parents=True)
+    (stale / "thesisgym_tiny.json").write_text("{}")  # an old run's tiny model must not be reused
     lines: list[str] = []
     summary = run_demo(cfg, log=lines.append)
-    out = tmp_path / "demo"
     # every stage ran and said so
     assert [ln for ln in lines if ln.startswith("[bold cyan]==>")][-1].endswith("evaluate (held-out test period)[/]")
     assert set(summary["rows"]) >= {"train", "test"}
@@ -38,6 +45,13 @@ def test_run_demo_end_to_end_tiny(tmp_path):
     assert {"tiny-grpo", "buy_and_hold", "truth_oracle"} <= set(summary["metrics"])
     assert "digits" in json.dumps(summary["probes"])
     assert any("buy-and-hold" in v or "no Sharpe" in v for v in summary["verdict"])
+    assert json.loads((out / "sft" / "tiny-base" / "thesisgym_tiny.json").read_text())["preset"] == "tiny"
+    # SFT and GRPO checkpoints compared on the same held-out rows, per component and in total
+    change = {r["component"]: r for r in summary["change"]}
+    assert {"structure", "evidence", "grounding", "total"} <= set(change) and change["total"]["n"] == 4
+    assert any(ln.strip().startswith("total") for ln in lines)
+    assert 0 < summary["majority_class_accuracy"] <= 1
+    assert (out / "curves" / "training.png").exists() and summary["sft_curve"][-1]["examples_seen"] == 2 * 4
     saved = json.loads((out / "summary.json").read_text())
     assert saved["seconds"]["total"] > 0 and saved["report"] == summary["report"]
 
@@ -58,8 +72,34 @@ def test_demo_cli_prints_table_and_report_path(tmp_path, monkeypatch):
                 "report": str(tmp_path / "report.html")}
 
     monkeypatch.setattr("thesisgym.demo.run_demo", fake_run_demo)
+    res = CliRunner().invoke(app, ["demo", "--size", "huge", "--out", str(tmp_path)])
+    assert res.exit_code == 2 and "demo size must be one of" in res.output and "Traceback" not in res.output
     res = CliRunner().invoke(app, ["demo", "--quick", "--out", str(tmp_path), "--sft-steps", "3"])
     assert res.exit_code == 0, res.output
     assert captured["config"].sft_steps == 3 and captured["config"].tickers == DemoConfig.quick().tickers
     assert "truth_oracle" in res.output and "report.html" in res.output and "n/a" in res.output
     assert "not above it" in res.output
+
+
+@pytest.mark.slow
+def test_two_demo_runs_with_the_same_seed_print_the_same_change_table(tmp_path):
+    cfg = dict(tickers=4, days=160, stride=6, heldout_tickers=1, distill_n=2, sft_steps=3, grpo_steps=1,
+               num_generations=2, max_completion_length=32, eval_rows=6, curve_rows=2, probes="digits")
+    tables = []
+    for run in ("a", "a"):  # the same folder twice: the second run must not reuse the first one's model
+        lines: list[str] = []
+        summary = run_demo(DemoConfig(out=str(tmp_path / run), **cfg), log=lines.append)
+        tables.append(([ln for ln in lines if ln.startswith("    ") and "[" in ln and "," in ln], summary["change"]))
+    assert tables[0] == tables[1]
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=False, reason=(
+    "the issue's held-out targets are not reached at the measured sizes on 2 CPU cores (docs/training.md, "
+    "section 4); --size large has not been timed to completion yet"))
+def test_large_demo_meets_the_heldout_targets(tmp_path):
+    summary = run_demo(DemoConfig.sized("large", out=str(tmp_path / "demo")), log=lambda _: None)
+    r = summary["reasoning"]
+    assert r["invalid_decision_rate"] <= 0.05
+    assert r["grounding"] >= 0.5 and r["hallucination_rate"] <= 0.5
+    assert r["decision_accuracy"] > summary["majority_class_accuracy"]

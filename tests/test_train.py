@@ -99,6 +99,7 @@ def test_tiny_preset_is_a_normal_hf_model(sft_model):
     info = json.loads((run / "run_info.json").read_text())
     assert {"torch", "transformers", "trl", "datasets", "thesisgym"} <= set(info["versions"])
     assert load_config(run / "config.yaml", kind="sft").max_steps == 2
+    assert json.loads((sft_model / "saved.json").read_text())["kind"] == "full"  # what final/ holds is on record
 
 
 def test_build_tiny_rejects_bad_sizes(tmp_path):
@@ -308,6 +309,24 @@ def test_overrides_and_trl_mapping(tmp_path):
         trl_args(build_config(apply_overrides(base, ["trl.not_a_field=1"]), kind="grpo"))
     with pytest.raises(ValueError, match="key=value"):
         apply_overrides(base, ["learning_rate"])
+
+
+def test_vllm_flags_are_validated_before_training(tmp_path):
+    import torch
+
+    base = {"output_dir": str(tmp_path), "data": {"dataset": "d"}}
+    with pytest.raises(ValueError, match="only read with use_vllm"):
+        build_config({**base, "vllm_server_base_url": "http://localhost:8000"}, kind="grpo")
+    with pytest.raises(ValueError, match="needs a GPU"):
+        build_config({**base, "use_vllm": True, "device": "cpu"}, kind="grpo")
+    server = build_config({**base, "use_vllm": True, "vllm_mode": "server",
+                           "vllm_server_base_url": "http://localhost:8000"}, kind="grpo")
+    if torch.cuda.is_available():
+        args = trl_args(server)
+        assert args.use_vllm and args.vllm_mode == "server" and args.vllm_server_base_url == "http://localhost:8000"
+    else:  # device auto resolves to cpu here: refused with the reason, not at TRL's first generation
+        with pytest.raises(ValueError, match="needs a GPU"):
+            trl_args(server)
 
 
 def test_shipped_recipes_validate():

@@ -6,23 +6,31 @@ SFT the `tiny` model -> GRPO it with the verifiable reward stack -> evaluate on 
 
 Every stage is the same public function a researcher would call by hand (`generate_market`,
 `build_splits`, `distill`, `run_sft`, `run_grpo`, `evaluate`), so the demo doubles as a worked
-example. Sizes are one knob (`quick`) because the point is to see the pipeline run end to end, not to
-train a good analyst on two CPU cores: the report says honestly how weak the tiny policy is.
+example. Sizes are one knob (`--size quick|default|large`, `DemoConfig.sized`).
+
+GRPO's effect is measured, not asserted: the SFT and the GRPO checkpoints write theses for the same
+held-out test prompts with the same decoding, and the change in every reward component (and the
+weighted total GRPO trained on) is printed with a 95 % paired bootstrap interval
+(`thesisgym.experiments.change_table`). The SFT stage records a held-out grounding curve
+(`thesisgym.train.curves.GroundingCurve`). Each run starts from a fresh tiny model and tokenizer:
+the `sft/` and `grpo/` run directories of an old run in the same `--out` are removed first.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 
 class DemoConfig(BaseModel):
-    """Sizes of the demo run. `quick()` is the 3-minute smoke version."""
+    """Sizes of the demo run; `sized(name)` gives the `--size` presets (`quick()` is the smoke size)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -42,17 +50,35 @@ class DemoConfig(BaseModel):
     # decision (the last tag) off even a perfect imitation
     max_completion_length: int = Field(448, gt=16)
     eval_rows: int = Field(48, ge=1, description="test-split rows the trained policy writes theses for")
-    # Greedy decoding makes a model this small loop inside a quote until the budget runs out (no
-    # decision); seeded sampling, as in GRPO's rollouts, is how the policy was trained to write.
-    eval_temperature: float = Field(0.7, ge=0.0)
+    eval_temperature: float = Field(0.0, ge=0.0, description="0 = greedy (stops at the end of turn)")
     probes: str = "anon,digits"
+    sft_batch_size: int = Field(4, ge=1)
+    hidden_size: int = Field(192, gt=0)
+    layers: int = Field(4, gt=0)
+    curve_rows: int = Field(12, ge=0, description="held-out val rows scored during SFT (0 = no curve)")
+    curve_points: int = Field(4, ge=1)
 
     @classmethod
     def quick(cls, **overrides: object) -> DemoConfig:
-        base = dict(tickers=6, days=300, stride=2, heldout_tickers=1, sft_steps=40, grpo_steps=2,
-                    eval_rows=16, probes="digits")
+        return cls.sized("quick", **overrides)
+
+    @classmethod
+    def sized(cls, size: str, **overrides: object) -> DemoConfig:
+        """The `--size` presets: quick (smoke), default, large (more SFT examples, a wider model)."""
+        if size not in DEMO_SIZES:
+            raise ValueError(f"demo size must be one of {sorted(DEMO_SIZES)}, got {size!r}")
+        base = dict(DEMO_SIZES[size])
         base.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**base)
+
+
+DEMO_SIZES: dict[str, dict[str, object]] = {
+    "quick": dict(tickers=6, days=300, stride=2, heldout_tickers=1, sft_steps=40, grpo_steps=2, eval_rows=16,
+                  probes="digits", curve_rows=8, curve_points=2),
+    "default": {},
+    # 12,000 SFT examples at lr 1e-3: the copy task first copies after ~6,000 (docs/training.md); not yet timed
+    "large": dict(sft_steps=1500, sft_batch_size=8, sft_learning_rate=1e-3, grpo_steps=16, eval_rows=64),
+}
 
 
 # Compact contexts: a 3.5M-parameter model on two CPU cores cannot read Trading-R1's 3k-token
@@ -66,29 +92,21 @@ DEMO_CONTEXT = dict(bars=3, indicators=False, news_buckets=((0, 3, 3), (4, 10, 2
 def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
     """Run every stage; returns a summary dict (also written to `<out>/summary.json`)."""
     import datasets
-    from datasets import DatasetDict
 
-    from thesisgym.context.build import ContextConfig
-    from thesisgym.data import generate_market
-    from thesisgym.data.synth import SynthConfig
-    from thesisgym.distill import distill
     from thesisgym.evaluate import HFPolicy, evaluate
     from thesisgym.evaluate.report import verdict
-    from thesisgym.splits import SplitConfig, build_splits
-    from thesisgym.teachers import TemplateTeacher
+    from thesisgym.experiments import change_table, format_change_table, score_with_s
     from thesisgym.train import (
         CompactProgress,
-        DataConfig,
-        GRPORunConfig,
-        ModelConfig,
         RewardConfig,
-        SFTRunConfig,
         run_grpo,
-        run_sft,
     )
 
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
+    for old in ("sft", "grpo"):  # a stale tiny-base/ would be reused, with the old tokenizer
+        if (out / old).exists():
+            shutil.rmtree(out / old)
     datasets.disable_progress_bars()  # the stage lines and one compact bar per trainer say enough
     timings: dict[str, float] = {}
     t_all = time.perf_counter()
@@ -100,53 +118,30 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
         yield
         timings[name] = round(time.perf_counter() - t0, 1)
 
-    with stage("market"):
-        store = generate_market(SynthConfig(n_tickers=config.tickers, n_days=config.days, seed=config.seed, market="A"))
-        store.save(out / "market")
-        log(f"    synthetic market A: {len(store.tickers)} tickers x {len(store.dates)} days, {len(store.events)} events -> {out / 'market'}")
-
-    with stage("datasets"):
-        split_cfg = SplitConfig(stride=config.stride, token_budget=config.token_budget,
-                                heldout_tickers=config.heldout_tickers, seed=config.seed,
-                                context=ContextConfig(**DEMO_CONTEXT))
-        data_dir = out / "dataset"
-        splits = build_splits(store, split_cfg, out=data_dir, store_path=(out / "market").resolve(), show_progress=False)
-        log("    " + ", ".join(f"{k}: {len(v)}" for k, v in splits.items()) + f" rows -> {data_dir}")
+    with stage("market + datasets"):
+        store, splits, data_dir = build_market_data(config, out, log=log)
 
     with stage("distil (template teacher, rejection sampling)"):
-        # calibrated cut points give the teacher the label's class mix; within one class of the label
-        # counts as agreement because the rule-based teacher reads the evidence, not the future
-        teacher = TemplateTeacher(noise=0.15, wrong_decision_rate=0.2, seed=config.seed, bullets=(1, 1),
-                                  quote_words=(3, 8), think=False)
-        teacher.calibrate(list(splits["train"]))
-        result = distill(splits["train"], teacher, n=config.distill_n, min_grounding=0.75, decision_tolerance=1,
-                         seed=config.seed)
-        sft_dir = out / "sft_data"
-        DatasetDict({"train": result.dataset}).save_to_disk(str(sft_dir))
-        acc = result.stats["acceptance_rate"]
-        log(f"    kept {result.stats['kept_rows']} theses, acceptance rate {acc:.0%} -> {sft_dir}")
+        sft_dir, distill_stats = distil_sft_data(config, splits, out, log=log)
 
     with stage("SFT (tiny Qwen2 + local BPE tokenizer, TRL SFTTrainer)"):
-        sft_cfg = SFTRunConfig(
-            output_dir=str(out / "sft"), model=ModelConfig(name_or_path="tiny"),
-            data=DataConfig(dataset=str(sft_dir), split="train"), seed=config.seed, max_steps=config.sft_steps,
-            learning_rate=config.sft_learning_rate, warmup_ratio=0.05, per_device_train_batch_size=4,
-            logging_steps=max(1, config.sft_steps // 5), save_steps=10_000, report_to="none",
-            max_length=2 * config.token_budget + 2 * config.max_completion_length,
-        )
-        sft_model = run_sft(sft_cfg, callbacks=[CompactProgress(label="SFT")])
+        sft_model, curve = train_sft(config, splits, sft_dir, out / "sft", log=log)
 
     with stage("GRPO (TRL GRPOTrainer, verifiable reward stack)"):
-        grpo_cfg = GRPORunConfig(
-            output_dir=str(out / "grpo"), model=ModelConfig(name_or_path=str(sft_model)),
-            data=DataConfig(dataset=str(data_dir), split="train"), seed=config.seed, max_steps=config.grpo_steps,
-            learning_rate=1e-4, per_device_train_batch_size=config.num_generations,
-            num_generations=config.num_generations, max_completion_length=config.max_completion_length,
-            save_steps=10_000, report_to="none", logging_steps=max(1, config.grpo_steps // 4),
-            rewards=RewardConfig(funcs=["structure", "evidence", "decision", "dsr", "loop"],
-                                 weights=[0.5, 1.0, 0.5, 1.0, 1.0]),
-        )
+        grpo_cfg = grpo_config(config, sft_model, data_dir, out / "grpo",
+                               RewardConfig(funcs=list(DEMO_REWARDS), weights=list(DEMO_REWARDS.values())))
         grpo_model = run_grpo(grpo_cfg, callbacks=[CompactProgress(label="GRPO")])
+
+    with stage("SFT vs GRPO on the same held-out prompts"):
+        eval_rows = [splits["test"][i] for i in spread(len(splits["test"]), config.eval_rows)]
+        scored = {}
+        for name, path in (("sft", sft_model), ("grpo", grpo_model)):
+            scored[name] = score_with_s(generate_for(path, eval_rows, config), eval_rows)
+        changes = change_table(scored["sft"], scored["grpo"], total=DEMO_REWARDS, seed=config.seed)
+        for line in format_change_table(changes):
+            log("    " + line)
+        (out / "change.json").write_text(json.dumps({"rows": len(eval_rows), "changes": changes}, indent=2))
+        _plot_curves(out, curve.points if curve else [], out / "grpo" / "log_history.json")
 
     with stage("evaluate (held-out test period)"):
         policy = HFPolicy(grpo_model, max_new_tokens=config.max_completion_length, batch_size=16, name="tiny-grpo",
@@ -159,14 +154,156 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
         "out": str(out.resolve()),
         "report": str(Path(res.report_path).resolve()),
         "rows": {k: len(v) for k, v in splits.items()},
-        "distill": {k: result.stats[k] for k in ("samples", "accepted_samples", "acceptance_rate", "kept_rows")},
+        "distill": {k: distill_stats[k] for k in ("samples", "accepted_samples", "acceptance_rate", "kept_rows")},
         "sft_model": str(sft_model),
         "grpo_model": str(grpo_model),
         "metrics": res.to_json()["metrics"],
         "reasoning": res.reasoning,
         "probes": res.probes,
+        "change": changes,
+        # the baseline decision accuracy must beat: always predicting the most common label of these rows
+        "majority_class_accuracy": _majority_rate(res.scores["label"].tolist()),
+        "sft_curve": curve.points if curve else [],
         "verdict": verdict(res),
         "seconds": {**timings, "total": round(time.perf_counter() - t_all, 1)},
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     return summary
+
+
+# the reward stack GRPO trains on in the demo (name -> weight); also the `total` row of the change table
+DEMO_REWARDS: dict[str, float] = {"structure": 0.5, "evidence": 1.0, "decision": 0.5, "dsr": 1.0, "loop": 1.0}
+
+
+def build_market_data(config: DemoConfig, out: Path, *, market: str = "A", log: Callable[[str], None] = print):
+    """(store, splits, dataset dir): synthetic `market` saved under `out/market`, embargoed splits under `out/dataset`."""
+    from thesisgym.context.build import ContextConfig
+    from thesisgym.data import generate_market
+    from thesisgym.data.synth import SynthConfig
+    from thesisgym.splits import SplitConfig, build_splits
+
+    store = generate_market(SynthConfig(n_tickers=config.tickers, n_days=config.days, seed=config.seed, market=market))
+    store.save(out / "market")
+    log(f"    synthetic market {market}: {len(store.tickers)} tickers x {len(store.dates)} days, "
+        f"{len(store.events)} events -> {out / 'market'}")
+    split_cfg = SplitConfig(stride=config.stride, token_budget=config.token_budget,
+                            heldout_tickers=config.heldout_tickers, seed=config.seed,
+                            context=ContextConfig(**DEMO_CONTEXT))
+    data_dir = out / "dataset"
+    splits = build_splits(store, split_cfg, out=data_dir, store_path=(out / "market").resolve(), show_progress=False)
+    log("    " + ", ".join(f"{k}: {len(v)}" for k, v in splits.items()) + f" rows -> {data_dir}")
+    return store, splits, data_dir
+
+
+def distil_sft_data(config: DemoConfig, splits: dict, out: Path, *, log: Callable[[str], None] = print):
+    """(SFT set dir, distil stats): compact template-teacher theses kept by the rejection filter."""
+    from datasets import DatasetDict
+
+    from thesisgym.distill import distill
+    from thesisgym.teachers import TemplateTeacher
+
+    # calibrated cut points give the teacher the label's class mix; within one class of the label
+    # counts as agreement because the rule-based teacher reads the evidence, not the future.
+    # compact: the id before a quote taken from the start of the body, one bullet per section
+    teacher = TemplateTeacher(noise=0.15, wrong_decision_rate=0.2, seed=config.seed, bullets=(1, 1),
+                              quote_words=(5, 8), think=False, compact=True)
+    teacher.calibrate(list(splits["train"]))
+    result = distill(splits["train"], teacher, n=config.distill_n, min_grounding=0.75, decision_tolerance=1,
+                     seed=config.seed)
+    sft_dir = out / "sft_data"
+    DatasetDict({"train": result.dataset}).save_to_disk(str(sft_dir))
+    log(f"    kept {result.stats['kept_rows']} theses, acceptance rate {result.stats['acceptance_rate']:.0%} -> {sft_dir}")
+    return sft_dir, result.stats
+
+
+def train_sft(config: DemoConfig, splits: dict, sft_dir: Path, run_dir: Path, *, log: Callable[[str], None] = print):
+    """(final model dir, GroundingCurve or None): SFT of a fresh tiny model, scored on held-out val rows."""
+    from thesisgym.train import CompactProgress, DataConfig, ModelConfig, SFTRunConfig, run_sft
+    from thesisgym.train.config import TinyConfig
+    from thesisgym.train.curves import GroundingCurve
+
+    sft_cfg = SFTRunConfig(
+        output_dir=str(run_dir),
+        model=ModelConfig(name_or_path="tiny", tiny=TinyConfig(hidden_size=config.hidden_size, layers=config.layers)),
+        data=DataConfig(dataset=str(sft_dir), split="train"), seed=config.seed, max_steps=config.sft_steps,
+        learning_rate=config.sft_learning_rate, warmup_ratio=0.05, per_device_train_batch_size=config.sft_batch_size,
+        logging_steps=max(1, config.sft_steps // 5), save_steps=10_000, report_to="none",
+        max_length=2 * config.token_budget + 2 * config.max_completion_length,
+    )
+    callbacks: list = [CompactProgress(label="SFT")]
+    curve = None
+    if config.curve_rows:
+        val = splits["val"] if len(splits["val"]) else splits["test"]
+        curve = GroundingCurve([val[i] for i in spread(len(val), config.curve_rows)],
+                               every=max(1, config.sft_steps // config.curve_points),
+                               max_new_tokens=config.max_completion_length, seed=config.seed,
+                               path=run_dir.parent / "curves" / "sft_grounding.json", label="SFT held-out val")
+        callbacks.append(curve)
+    sft_model = run_sft(sft_cfg, callbacks=callbacks)
+    for pt in curve.points if curve else []:
+        log(f"    held-out val ({pt['rows']} rows) after {pt['examples_seen']} SFT examples: grounding "
+            f"{pt['grounding']:.3f}, valid decisions {pt['decision_valid']:.0%}")
+    return sft_model, curve
+
+
+def grpo_config(config: DemoConfig, model: Path, data_dir: Path, run_dir: Path, rewards: Any, *, seed: int | None = None):
+    """The demo's GRPO run config (CPU-sized) for `rewards` (a RewardConfig)."""
+    from thesisgym.train import DataConfig, GRPORunConfig, ModelConfig
+
+    return GRPORunConfig(
+        output_dir=str(run_dir), model=ModelConfig(name_or_path=str(model)),
+        data=DataConfig(dataset=str(data_dir), split="train"), seed=config.seed if seed is None else seed,
+        max_steps=config.grpo_steps, learning_rate=1e-4, per_device_train_batch_size=config.num_generations,
+        num_generations=config.num_generations, max_completion_length=config.max_completion_length,
+        save_steps=10_000, report_to="none", logging_steps=max(1, config.grpo_steps // 4), rewards=rewards,
+    )
+
+
+def spread(n: int, k: int) -> list[int]:
+    """`k` indices spread evenly over `n` rows (all rows when k >= n): many dates, not one block."""
+    if k >= n:
+        return list(range(n))
+    return sorted({int(i * n / k) for i in range(k)})
+
+
+def _majority_rate(labels: list) -> float:
+    known = [lab for lab in labels if isinstance(lab, str) and lab]
+    return max(known.count(lab) for lab in set(known)) / len(known) if known else float("nan")
+
+
+def generate_for(model_path: Path, rows: list[dict], config: DemoConfig) -> list[str]:
+    """Theses from a saved checkpoint with the demo's decoding (greedy by default; seeded sampling otherwise)."""
+    from thesisgym.train.curves import generate_theses
+    from thesisgym.train.models import load_model
+
+    model, tok = load_model(model_path)
+    return generate_theses(model, tok, rows, max_new_tokens=config.max_completion_length,
+                           temperature=config.eval_temperature, seed=config.seed)
+
+
+def _plot_curves(out: Path, sft_points: list[dict], grpo_log: Path) -> None:
+    """`<out>/curves/training.png`: held-out grounding vs SFT examples, and GRPO's reward per step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    if sft_points:
+        xs = [p["examples_seen"] for p in sft_points]
+        axes[0].plot(xs, [p["grounding"] for p in sft_points], marker="o", label="grounding")
+        axes[0].plot(xs, [p["decision_valid"] for p in sft_points], marker="s", label="valid decision")
+        axes[0].set_xlabel("SFT examples seen")
+        axes[0].set_title(f"held-out val ({sft_points[0]['rows']} rows)")
+        axes[0].set_ylim(-0.02, 1.02)
+        axes[0].legend()
+    logs = json.loads(grpo_log.read_text()) if grpo_log.exists() else []
+    pts = [(e["step"], e["reward"]) for e in logs if "reward" in e and "step" in e]
+    if pts:
+        axes[1].plot(*zip(*pts, strict=True), marker="o")
+        axes[1].set_xlabel("GRPO step")
+        axes[1].set_title("GRPO mean reward (training prompts)")
+    fig.tight_layout()
+    (out / "curves").mkdir(parents=True, exist_ok=True)
+    fig.savefig(out / "curves" / "training.png", dpi=110)
+    plt.close(fig)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from thesisgym.cli import audit, build, data, demo, distill, evaluate, export, score, serve, train
+from thesisgym.cli import audit, build, data, demo, distill, evaluate, experiment, export, score, serve, train
 
 app = typer.Typer(
     name="thesisgym",
@@ -18,7 +18,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
-for _module in (data, build, score, audit, distill, train, evaluate, demo, export, serve):
+for _module in (data, build, score, audit, distill, train, evaluate, demo, experiment, export, serve):
     _module.register(app)
 
 

@@ -22,7 +22,8 @@ Decision rules (documented, also in `item_stance` / `decide`):
    teacher's class mix matches the label mix (the lexicon is not symmetric, fixed cuts lean bearish).
 
 Bullets: one tag per section in `sections` that has evidence (a section without items is skipped);
-`bullets=(lo, hi)` bullets per section, fewer when the section has fewer than `lo` items (one
+`compact=True` (the small-model demo) cites the id before the quote and quotes from the first word of
+the body, so the quote is a copy from a place the id points to. `bullets=(lo, hi)` bullets per section, fewer when the section has fewer than `lo` items (one
 bullet per item, never a repeated citation). Each bullet is an opinion without digits plus a
 verbatim quote of `quote_words` (default 4-12) words from the cited item, so 15-90 words and
 numbers only from that item.
@@ -201,12 +202,13 @@ _LEAN = {1: "leans bullish", 0: "is roughly neutral", -1: "leans bearish"}
 
 
 def _quote_span(text: str, rng: random.Random, *, lo: int = 4, hi: int = 12,
-                accept: Callable[[str], bool] | None = None, tries: int = 12) -> str:
+                accept: Callable[[str], bool] | None = None, tries: int = 12, from_start: bool = False) -> str:
     """A verbatim run of 4-12 whole words of `text` (never containing a double quote).
 
     `accept` (the verifier's `quote_credited` for this item) rejects spans the evidence reward
     would not pay for (uninformative, a number cut from its unit); up to `tries` random spans are
-    drawn, then the first acceptable longest span, then the last draw.
+    drawn, then the first acceptable longest span, then the last draw. `from_start` first tries
+    runs from the first word of the body (a drawn length, then longer ones) before those.
     """
     words = text.replace('"', " ").split()
 
@@ -217,6 +219,10 @@ def _quote_span(text: str, rng: random.Random, *, lo: int = 4, hi: int = 12,
 
     if len(words) <= hi:
         return draw(len(words), 0)
+    if from_start:
+        for k in range(rng.randint(lo, hi), hi + 1):
+            if accept is None or accept(draw(k, 0)):
+                return draw(k, 0)
     quote = ""
     for _ in range(tries if accept is not None else 1):
         k = rng.randint(lo, hi)
@@ -258,6 +264,7 @@ class TemplateTeacher:
         think: bool = True,
         cuts: Sequence[tuple[float, str]] | None = None,
         quote_words: tuple[int, int] = (4, 12),
+        compact: bool = False,
     ) -> None:
         for name, p in (("noise", noise), ("wrong_decision_rate", wrong_decision_rate),
                         ("drop_section_rate", drop_section_rate)):
@@ -280,6 +287,7 @@ class TemplateTeacher:
         self.mode = mode
         self.think = think
         self.cuts = tuple(cuts) if cuts is not None else DECISION_CUTS
+        self.compact = bool(compact)
 
     def calibrate(self, rows: Sequence[dict]) -> TemplateTeacher:
         """Fit the decision cut points on `rows` (their evidence only, see `calibrated_cuts`); returns self."""
@@ -345,7 +353,8 @@ class TemplateTeacher:
         def accept(q: str) -> bool:
             return quote_credited(q, item["id"], index)
 
-        quote = _quote_span(str(item["text"]), rng, lo=self.quote_words[0], hi=self.quote_words[1], accept=accept)
+        quote = _quote_span(str(item["text"]), rng, lo=self.quote_words[0], hi=self.quote_words[1], accept=accept,
+                            from_start=self.compact)
         cite = item["id"]
         if self.noise and rng.random() < self.noise:
             kind = rng.choice(("cite", "number", "quote"))
@@ -358,6 +367,8 @@ class TemplateTeacher:
                     opinion += f" a gain of {rng.randint(41, 97)}.{rng.randint(1, 9)}% and"
             else:
                 quote = " ".join(reversed(quote.split())) + " allegedly"
+        if self.compact:  # the id first: a small model then copies from the body the id points to
+            return f'- {opinion} [{cite}] "{quote}"'
         return f'- {opinion} "{quote}" [{cite}]'
 
     @staticmethod

@@ -121,7 +121,7 @@ def prepare_policy(config: RunConfig, dataset: Any):
             t = config.model.tiny
             build_tiny(corpus_of(dataset, max_rows=t.max_corpus_rows), base, vocab_size=t.vocab_size,
                        hidden_size=t.hidden_size, layers=t.layers, heads=t.heads, kv_heads=t.kv_heads,
-                       seed=config.seed)
+                       copy_tokens=t.copy_tokens, seed=config.seed)
         name = str(base)
     model, tokenizer = load_model(name, dtype=config.model.dtype, trust_remote_code=config.model.trust_remote_code)
     return model, tokenizer, name, lora_config(config.model.lora)
@@ -141,18 +141,30 @@ def finish(trainer: Any, tokenizer: Any, run_dir: Path, *, model_path: str | Non
     """Save the final model + tokenizer and the log history; return the final model directory.
 
     A LoRA run saves its adapter under `final/adapter` and the merged full model in `final`, so
-    every stage hands the next one (and evaluation) a plain model directory.
+    every stage hands the next one (and evaluation) a plain model directory. Under DeepSpeed ZeRO-3
+    the sharded LoRA weights cannot be merged in place: `final` then holds the adapter only, and
+    says so (`final/saved.json`, and a warning). `saved.json` records what `final` holds:
+    "full", "merged" (LoRA merged into the base) or "adapter".
     """
+    import warnings
+
     final = run_dir / "final"
     model = trainer.model
-    if hasattr(model, "merge_and_unload") and not getattr(trainer, "is_deepspeed_enabled", False):
+    lora = hasattr(model, "merge_and_unload")
+    if lora and not getattr(trainer, "is_deepspeed_enabled", False):
         trainer.save_model(str(final / "adapter"))
         if trainer.is_world_process_zero():
             model.merge_and_unload().save_pretrained(str(final))
+        kind = "merged"
     else:
         trainer.save_model(str(final))
+        kind = "adapter" if lora else "full"
     if trainer.is_world_process_zero():
         tokenizer.save_pretrained(str(final))
+        (final / "saved.json").write_text(json.dumps({"kind": kind, "base_model": model_path}, indent=2))
+        if kind == "adapter":
+            warnings.warn(f"{final} holds a LoRA adapter only (DeepSpeed ZeRO-3 shards the weights, so it is not "
+                          f"merged); load it with peft on top of {model_path}", stacklevel=2)
         if model_path and is_tiny(model_path):  # later stages keep the CPU-friendly tiny defaults
             shutil.copy(Path(model_path) / TINY_MARKER, final / TINY_MARKER)
         (run_dir / "log_history.json").write_text(json.dumps(trainer.state.log_history, indent=2, default=str))

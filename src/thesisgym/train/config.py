@@ -46,6 +46,7 @@ class TinyConfig(_Strict):
     heads: int = Field(4, gt=0)
     kv_heads: int = Field(2, gt=0)
     max_corpus_rows: int = Field(4000, gt=0)
+    copy_tokens: bool = Field(True, description="one token per digit and quote marks kept apart, so quotes copy token for token")
 
 
 class ModelConfig(_Strict):
@@ -154,6 +155,14 @@ class GRPORunConfig(RunConfig):
     vllm_server_base_url: str | None = None
     vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1)
     vllm_tensor_parallel_size: int = Field(1, gt=0)
+
+    @model_validator(mode="after")
+    def _vllm(self) -> GRPORunConfig:
+        if self.vllm_server_base_url and not (self.use_vllm and self.vllm_mode == "server"):
+            raise ValueError("vllm_server_base_url is only read with use_vllm: true and vllm_mode: server")
+        if self.use_vllm and self.device == "cpu":
+            raise ValueError("use_vllm: true needs a GPU, but device is 'cpu'")
+        return self
 
 
 class DistillStageConfig(_Strict):
@@ -328,6 +337,8 @@ def to_trl_kwargs(config: RunConfig, *, tiny: bool = False) -> dict[str, Any]:
     """Keyword arguments for SFTConfig / GRPOConfig from a run config (CPU-safe defaults)."""
     device = resolve_device(config.device)
     on_cpu = device == "cpu"
+    if on_cpu and getattr(config, "use_vllm", False):
+        raise ValueError("config: use_vllm=True needs a GPU; this run resolves to device='cpu' (set use_vllm: false)")
     if config.bf16 and on_cpu:
         raise ValueError("config: bf16=True needs a GPU; this run resolves to device='cpu'")
     if config.bf16 is None:

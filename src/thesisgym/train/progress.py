@@ -42,14 +42,17 @@ def compact_line(step: int, max_steps: int, logs: dict[str, Any]) -> str | None:
 class CompactProgress(TrainerCallback):
     """One rich progress bar per run plus `compact_line` at each logging step (rank 0 only)."""
 
-    def __init__(self, *, label: str = "training", print_fn: Callable[[str], None] | None = None) -> None:
+    def __init__(self, *, label: str = "training", print_fn: Callable[[str], None] | None = None,
+                 show_bar: bool = True) -> None:
         self.label = label
         self.print_fn = print_fn
+        # False under an outer rich display (an experiment's own bar): rich allows one live display
+        self.show_bar = show_bar
         self._progress: Any = None
         self._task: Any = None
 
     def on_train_begin(self, args, state, control, **kwargs):
-        if not state.is_world_process_zero:
+        if not state.is_world_process_zero or not self.show_bar:
             return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -68,6 +71,8 @@ class CompactProgress(TrainerCallback):
         line = compact_line(state.global_step, state.max_steps, logs)
         if line is None:
             return
+        if self.label and not self.show_bar:
+            line = f"{self.label}: {line}"
         if self.print_fn is not None:
             self.print_fn("    " + line)
         elif self._progress is not None:

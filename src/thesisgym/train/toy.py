@@ -135,3 +135,41 @@ def toy_dataset(n: int = 8, *, seed: int = 0, **kwargs):
     from datasets import Dataset
 
     return Dataset.from_list(toy_rows(n, seed=seed, **kwargs))
+
+
+_COPY_WORDS = (
+    "revenue", "margin", "orders", "backlog", "demand", "supply", "guidance", "outlook", "dividend",
+    "contract", "plant", "launch", "recall", "probe", "merger", "rating", "target", "cloud", "chip",
+    "battery", "retail", "freight", "lithium", "copper", "solar", "drug", "trial", "patent", "lawsuit",
+    "buyback", "export", "tariff",
+)
+
+
+def copy_task_rows(n: int, *, items: int = 3, quote_words: int = 4, seed: int = 0) -> list[dict]:
+    """Rows of the smallest grounding task: quote the first words of the cited news item.
+
+    Each row has `items` news items of random words with one percentage; the completion cites one
+    item and quotes its first `quote_words` words, so a policy scores only by copying from the
+    prompt (the words are random, nothing can be memorised). A regression guard for the copy
+    ability of a small model and its tokenizer; conversational prompt/completion plus the columns
+    the verifier reads (evidence, sections, label).
+    """
+    if n <= 0 or items <= 0 or quote_words <= 0:
+        raise ValueError(f"copy_task_rows: n, items and quote_words must be positive, got {n}, {items}, {quote_words}")
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        evidence = []
+        for k in range(items):
+            words = [rng.choice(_COPY_WORDS) for _ in range(quote_words + 1)]
+            words.insert(rng.randint(1, quote_words), f"{rng.randint(1, 99)}.{rng.randint(0, 9)}%")
+            evidence.append({"id": f"N{k + 1}", "section": "news", "date": f"2024-02-{10 + k:02d}", "source": "wire",
+                             "text": " ".join(words), "numbers": []})
+        user = "## news\n" + "\n".join(f"[{e['id']}] {e['date']} | {e['source']} | {e['text']}" for e in evidence)
+        cited = evidence[rng.randrange(items)]
+        quote = " ".join(cited["text"].split()[:quote_words])
+        completion = f'<news>\n- The news item says [{cited["id"]}] "{quote}"\n</news>\n<decision>HOLD</decision>'
+        rows.append({"prompt": [{"role": "user", "content": user}],
+                     "completion": [{"role": "assistant", "content": completion}],
+                     "evidence": evidence, "sections": ["news"], "label": "HOLD"})
+    return rows

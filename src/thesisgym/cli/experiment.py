@@ -1,0 +1,64 @@
+"""`thesisgym experiment ...`: research experiments built from the pipeline (see thesisgym.experiments).
+
+    thesisgym experiment trade-r1 --out DIR [--arms market-only,fsr,dsr,weighted] [--seeds 0,1,2]
+                                  [--size quick|default|large] [--grpo-steps N] [--eval-rows N]
+
+A rerun with the same --out resumes: finished arm-seeds are skipped, the SFT start is reused.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+experiment_app = typer.Typer(help="Research experiments: Trade-R1 in miniature.", no_args_is_help=True)
+
+
+def _ints(text: str, what: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"{what}: expected comma-separated integers, got {text!r}") from None
+
+
+@experiment_app.command("trade-r1")
+def trade_r1_cmd(
+    out: Path = typer.Option(Path("trade_r1_out"), "--out", help="experiment directory (rerun to resume)"),
+    arms: str = typer.Option("market-only,fsr,dsr,weighted", "--arms", help="comma-separated GRPO arms"),
+    seeds: str = typer.Option("0,1,2", "--seeds", help="comma-separated GRPO seeds per arm"),
+    size: str = typer.Option("default", "--size", help="market/model/SFT sizes: quick | default | large"),
+    grpo_steps: int = typer.Option(8, "--grpo-steps", help="GRPO steps per arm (the same budget for every arm)"),
+    eval_rows: int = typer.Option(32, "--eval-rows", help="held-out rows per evaluation set"),
+    seed: int = typer.Option(0, "--seed", help="market, split and SFT seed"),
+) -> None:
+    """One SFT start, GRPO arms market-only / fsr / dsr / weighted x seeds, held-out + cross-market table."""
+    import os
+    import warnings
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import transformers
+    from rich.console import Console
+
+    from thesisgym.experiments.trade_r1 import TradeR1Config, format_table, run_trade_r1
+
+    transformers.utils.logging.disable_progress_bar()
+    warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
+    console = Console()
+    try:
+        cfg = TradeR1Config(out=str(out), arms=[a.strip() for a in arms.split(",") if a.strip()],
+                            seeds=_ints(seeds, "--seeds"), size=size, grpo_steps=grpo_steps, eval_rows=eval_rows,
+                            seed=seed)
+        summary = run_trade_r1(cfg, log=console.print)
+    except ValueError as exc:
+        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    for line in format_table(summary["table"]):
+        console.print(line, soft_wrap=True, highlight=False)
+    console.print(f"total {summary['seconds']:.0f} s; table and plot in [bold]{out}[/]")
+
+
+def register(app: typer.Typer) -> None:
+    """Attach `experiment` to the root app."""
+    app.add_typer(experiment_app, name="experiment")

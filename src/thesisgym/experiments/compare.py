@@ -1,0 +1,106 @@
+"""Paired before/after comparison of two policies on the same rows, with bootstrap intervals.
+
+Why: "GRPO helped" is a claim about a difference measured on a sample. Both checkpoints write one
+thesis per held-out row (same prompts, same decoding, same seed), every completion is scored by the
+shared verifier (`thesisgym.rewards.score_completion`), and each reward component's change is the
+mean of the per-row differences with a 95 % bootstrap interval (`scipy.stats.bootstrap`, seeded, so
+two runs print the same numbers). Rows where a component is not applicable (nan) on either side
+are left out of that component and its `n` says how many remained.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+# components of score_completion shown in the change table, then the total the demo trains on
+CHANGE_KEYS: tuple[str, ...] = ("structure", "evidence", "decision", "market", "s", "dsr", "loop_penalty", "grounding",
+                                "hallucination_rate", "decision_valid", "decision_correct")
+
+
+# reward function name (thesisgym.train.rewards) -> the score_completion key holding its value
+SCORE_KEY_OF_REWARD: dict[str, str] = {"loop": "loop_penalty", "market_only": "market"}
+
+
+def score_with_s(completions: Sequence[str], rows: Sequence[dict]) -> list[dict]:
+    """score_completion per row with `s` from the local consistency judge, as the fsr/dsr rewards use it.
+
+    Without it score_completion falls back to the grounding placeholder for `s`, so fsr/dsr would not
+    be the values GRPO was paid.
+    """
+    from thesisgym.consistency import make_consistency_reward
+    from thesisgym.rewards import score_completion
+
+    s = make_consistency_reward(judge="local")([r["prompt"] for r in rows], list(completions),
+                                               evidence=[r["evidence"] for r in rows])
+    return [score_completion(c, r, consistency_s=si) for c, r, si in zip(completions, rows, s, strict=True)]
+
+
+def mean_ci(values: Sequence[float], *, seed: int = 0, n_resamples: int = 2000,
+            confidence: float = 0.95) -> tuple[float, float, float, int]:
+    """(mean, lo, hi, n) of the finite values with a seeded percentile-bootstrap interval.
+
+    A constant sample (or a single value) gets the degenerate interval [mean, mean]; no finite
+    value gives nan and n = 0.
+    """
+    from scipy.stats import bootstrap
+
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if not len(v):
+        return math.nan, math.nan, math.nan, 0
+    if len(v) < 2 or np.ptp(v) == 0:
+        return float(v.mean()), float(v.mean()), float(v.mean()), len(v)
+    ci = bootstrap((v,), np.mean, confidence_level=confidence, n_resamples=n_resamples, method="percentile",
+                   random_state=np.random.default_rng(seed)).confidence_interval
+    return float(v.mean()), float(ci.low), float(ci.high), len(v)
+
+
+def paired_change(before: Sequence[float], after: Sequence[float], *, seed: int = 0) -> dict[str, float]:
+    """Mean before/after, mean paired change and its bootstrap interval (`lo`, `hi`) over finite pairs."""
+    if len(before) != len(after):
+        raise ValueError(f"paired_change: {len(before)} values before but {len(after)} after; pairs must align")
+    b = np.asarray(before, dtype=float)
+    a = np.asarray(after, dtype=float)
+    keep = np.isfinite(b) & np.isfinite(a)
+    b, a = b[keep], a[keep]
+    change, lo, hi, n = mean_ci(a - b, seed=seed)
+    return {"n": n, "before": float(b.mean()) if n else math.nan, "after": float(a.mean()) if n else math.nan,
+            "change": change, "lo": lo, "hi": hi}
+
+
+def change_table(before: Sequence[dict], after: Sequence[dict], *, keys: Sequence[str] = CHANGE_KEYS,
+                 total: dict[str, float] | None = None, seed: int = 0) -> list[dict]:
+    """One `paired_change` row per component of two aligned lists of `score_completion` dicts.
+
+    `total` (reward name -> weight, as in a RewardConfig) adds a `total` row: the weighted sum the
+    policy was trained on, computed per row with nan components counting 0 (as TRL's reward sum
+    treats None); reward names map onto score keys through SCORE_KEY_OF_REWARD.
+    """
+    if len(before) != len(after):
+        raise ValueError(f"change_table: {len(before)} scored rows before but {len(after)} after")
+    rows = []
+    for k in keys:
+        rows.append({"component": k, **paired_change([s.get(k, math.nan) for s in before],
+                                                     [s.get(k, math.nan) for s in after], seed=seed)})
+    if total:
+        keyed = {SCORE_KEY_OF_REWARD.get(k, k): w for k, w in total.items()}
+
+        def tot(s: dict) -> float:
+            return sum(w * (s.get(k) if isinstance(s.get(k), float) and math.isfinite(s.get(k)) else 0.0)
+                       for k, w in keyed.items())
+
+        rows.append({"component": "total", **paired_change([tot(s) for s in before], [tot(s) for s in after],
+                                                           seed=seed)})
+    return rows
+
+
+def format_change_table(rows: Sequence[dict]) -> list[str]:
+    """Plain-text lines: component, before, after, change [95 % interval], n."""
+    lines = [f"{'component':<20}{'SFT':>9}{'GRPO':>9}{'change':>9}  95% CI             n"]
+    for r in rows:
+        lines.append(f"{r['component']:<20}{r['before']:>9.3f}{r['after']:>9.3f}{r['change']:>+9.3f}  "
+                     f"[{r['lo']:+.3f}, {r['hi']:+.3f}]  {r['n']:>4}")
+    return lines

@@ -1,0 +1,275 @@
+"""Trade-R1 in miniature: one SFT start, GRPO arms with different rewards, held-out and cross-market tests.
+
+Why: the product rests on Trade-R1's claim that RL on market returns alone chases returns and stops
+grounding its reasoning, while gating the return by a semantic consistency score (FSR, and DSR with
+its asymmetric effect) keeps reasoning grounded and transfers better. This runs that comparison at
+a CPU size with the same public pieces as the demo (`thesisgym.demo` stage functions, the shipped
+GRPO recipes' reward stacks, `thesisgym.rewards.score_completion`, the local consistency judge and
+`thesisgym.evaluate.evaluate` for the backtest):
+
+1. synthetic market A (momentum pays) -> embargoed splits -> compact template-teacher distillation
+   -> one SFT start of the tiny model;
+2. per arm (`market-only`, `fsr`, `dsr`, `weighted` = Trading-R1's decision-stage weighted reward)
+   and seed: GRPO from that start with the same budget;
+3. each checkpoint writes theses (greedy) for A's test period, for market B's test period (same
+   generator, momentum reverses) and for the lucky ticker's rows after its drift flipped; every
+   thesis is scored by the shared verifier with the local judge's `s`.
+
+Per arm: in-sample reward (the arm's own reward, mean over its last logged GRPO steps), held-out
+hallucination rate, grounding, s, decision accuracy, Sharpe (backtest of the decisions on A's test
+rows) and the cross-market drop (A minus B) in accuracy and Sharpe; row metrics carry a 95 %
+bootstrap interval over the pooled (seed, row) sample. Every arm-seed writes `metrics.json` when
+done, so a rerun with the same `--out` skips finished arms (resumable) and a changed setting is
+refused instead of silently mixed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from thesisgym.experiments.compare import mean_ci, score_with_s
+
+# arm -> (recipe whose reward stack it trains on, override of rewards.funcs or None)
+ARMS: dict[str, tuple[str, list[str] | None]] = {
+    "market-only": ("market-only", None),
+    "fsr": ("fsr", None),
+    "dsr": ("dsr", None),
+    "weighted": ("dsr", ["weighted", "structure", "evidence", "decision", "loop"]),
+}
+ROW_METRICS: tuple[str, ...] = ("hallucination_rate", "grounding", "s", "decision_correct", "decision_valid")
+
+
+class TradeR1Config(BaseModel):
+    """Sizes of the experiment; `demo` holds the shared market/model/SFT sizes (`DemoConfig` fields)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    out: str = "trade_r1_out"
+    arms: list[str] = Field(default_factory=lambda: ["market-only", "fsr", "dsr", "weighted"])
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
+    size: str = "default"
+    grpo_steps: int = Field(8, ge=1)
+    eval_rows: int = Field(32, ge=2)
+    seed: int = 0
+    demo: dict[str, Any] = Field(default_factory=dict, description="DemoConfig field overrides (e.g. sft_steps)")
+
+    @field_validator("arms")
+    @classmethod
+    def _arms(cls, v: list[str]) -> list[str]:
+        unknown = [a for a in v if a not in ARMS]
+        if unknown or not v:
+            raise ValueError(f"unknown arm(s) {unknown}; known: {sorted(ARMS)}")
+        return v
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, v: list[int]) -> list[int]:
+        if not v or len(set(v)) != len(v):
+            raise ValueError(f"seeds must be distinct and non-empty, got {v}")
+        return v
+
+
+def arm_rewards(arm: str):
+    """The RewardConfig of an arm: the shipped recipe's stack (weights 1 for the trained reward, 0 for logged)."""
+    from thesisgym.train.config import RewardConfig, load_config
+    from thesisgym.train.recipes import recipe_path
+
+    recipe, funcs = ARMS[arm]
+    rewards = load_config(recipe_path(recipe), kind="grpo").rewards
+    if funcs is None:
+        return rewards
+    return RewardConfig(funcs=funcs, weights=[1.0] + [0.0] * (len(funcs) - 1), consistency=rewards.consistency)
+
+
+def _sharpe(completions: Sequence[str], rows: Sequence[dict], store: Any, name: str) -> float:
+    from thesisgym.evaluate import CallablePolicy, evaluate
+
+    by_key = {(r["ticker"], str(r["asof"]), int(r.get("variation", 0) or 0)): c
+              for r, c in zip(rows, completions, strict=True)}
+    policy = CallablePolicy(lambda r: by_key[(r["ticker"], str(r["asof"]), int(r.get("variation", 0) or 0))],
+                            name=name)
+    res = evaluate(policy, list(rows), store, probes=None, progress=False)
+    sharpe = res.to_json()["metrics"].get(name, {}).get("sharpe")
+    return float(sharpe) if isinstance(sharpe, (int, float)) and sharpe is not None else math.nan
+
+
+def run_trade_r1(config: TradeR1Config, *, log: Callable[[str], None] = print, progress: bool = True) -> dict:
+    """Run (or resume) every arm and seed; returns the summary (also `<out>/results.json`)."""
+    import datasets
+
+    from thesisgym.demo import (
+        DemoConfig,
+        build_market_data,
+        distil_sft_data,
+        generate_for,
+        grpo_config,
+        spread,
+        train_sft,
+    )
+    from thesisgym.train import CompactProgress, run_grpo
+
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    datasets.disable_progress_bars()
+    settings = config.model_dump(exclude={"out", "arms", "seeds"})
+    saved = out / "settings.json"
+    if saved.exists() and json.loads(saved.read_text()) != settings:
+        raise ValueError(f"{out}: was run with other settings ({saved}); use a new --out or the same options")
+    saved.write_text(json.dumps(settings, indent=2))
+    demo = DemoConfig.sized(config.size, **{**config.demo, "seed": config.seed, "grpo_steps": config.grpo_steps,
+                                            "curve_rows": 0, "out": str(out)})
+    t0 = time.perf_counter()
+
+    log("==> market A, market B, SFT start")
+    store_a, splits_a, data_a = build_market_data(demo, out / "A", market="A", log=log)
+    store_b, splits_b, _ = build_market_data(demo, out / "B", market="B", log=log)
+    sft_final = out / "sft" / "final"
+    if not (sft_final / "config.json").exists():
+        sft_dir, _ = distil_sft_data(demo, splits_a, out / "A", log=log)
+        train_sft(demo, splits_a, sft_dir, out / "sft", log=log)
+    else:
+        log(f"    reusing the SFT start {sft_final}")
+    test_a, test_b = splits_a["test"], splits_b["test"]
+    sets = {
+        "A": [test_a[i] for i in spread(len(test_a), config.eval_rows)],
+        "B": [test_b[i] for i in spread(len(test_b), config.eval_rows)],
+    }
+    lucky, switch = store_a.meta.get("lucky_ticker"), str(store_a.meta.get("lucky_switch_date") or "")
+    lucky_rows = [r for split in ("test", "heldout", "val") for r in splits_a.get(split, [])
+                  if r["ticker"] == lucky and str(r["asof"])[:10] >= switch[:10] and int(r.get("variation", 0)) == 0]
+    if lucky_rows:
+        sets["lucky"] = [lucky_rows[i] for i in spread(len(lucky_rows), config.eval_rows)]
+    log("    eval rows: " + ", ".join(f"{k} {len(v)}" for k, v in sets.items()))
+
+    jobs = [(arm, seed) for arm in config.arms for seed in config.seeds]
+    bar = _bar(len(jobs)) if progress else None
+    for arm, seed in jobs:
+        run_dir = out / "arms" / f"{arm}-s{seed}"
+        done = run_dir / "metrics.json"
+        if done.exists():
+            log(f"    {arm} seed {seed}: done earlier, skipped")
+        else:
+            t_arm = time.perf_counter()
+            cfg = grpo_config(demo, sft_final, data_a, run_dir / "grpo", arm_rewards(arm), seed=seed)
+            final = run_grpo(cfg, callbacks=[CompactProgress(label=f"{arm} s{seed}", print_fn=log, show_bar=False)])
+            res: dict[str, Any] = {"arm": arm, "seed": seed, "in_sample_reward": _in_sample(run_dir / "grpo", arm)}
+            for name, rows in sets.items():
+                comps = generate_for(final, rows, demo)
+                res[name] = score_with_s(comps, rows)
+                if name in ("A", "B"):
+                    res[f"sharpe_{name}"] = _sharpe(comps, rows, store_a if name == "A" else store_b, arm)
+            res["seconds"] = round(time.perf_counter() - t_arm, 1)
+            done.write_text(json.dumps(res, default=float))
+            log(f"    {arm} seed {seed}: {res['seconds']:.0f} s")
+        if bar is not None:
+            bar[0].advance(bar[1])
+    if bar is not None:
+        bar[0].stop()
+
+    table = summarize(out, config)
+    summary = {"config": config.model_dump(), "table": table, "seconds": round(time.perf_counter() - t0, 1)}
+    (out / "results.json").write_text(json.dumps(summary, indent=2, default=float))
+    (out / "table.md").write_text("\n".join(format_table(table)) + "\n")
+    plot_table(table, out / "trade_r1.png")
+    return summary
+
+
+def _bar(total: int):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    prog = Progress(TextColumn("    arms x seeds"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    prog.start()
+    return prog, prog.add_task("arms", total=total)
+
+
+def _in_sample(run_dir: Path, arm: str) -> float:
+    """Mean of the arm's own reward over the second half of its logged GRPO steps."""
+    path = run_dir / "log_history.json"
+    logs = json.loads(path.read_text()) if path.exists() else []
+    key = {"market-only": "market_only"}.get(arm, arm)
+    vals = [e[f"rewards/{key}_reward/mean"] for e in logs if f"rewards/{key}_reward/mean" in e]
+    vals = vals[len(vals) // 2:] if len(vals) > 1 else vals
+    return float(np.mean(vals)) if vals else math.nan
+
+
+def summarize(out: Path, config: TradeR1Config) -> list[dict]:
+    """One row per arm from the finished arm-seed `metrics.json` files."""
+    table = []
+    for arm in config.arms:
+        runs = [json.loads(p.read_text()) for s in config.seeds
+                if (p := out / "arms" / f"{arm}-s{s}" / "metrics.json").exists()]
+        if not runs:
+            continue
+        row: dict[str, Any] = {"arm": arm, "seeds": len(runs),
+                               "in_sample_reward": float(np.nanmean([r["in_sample_reward"] for r in runs]))}
+        for split in ("A", "B", "lucky"):
+            scored = [s for r in runs for s in r.get(split, [])]
+            for m in ROW_METRICS:
+                if scored:
+                    mean, lo, hi, n = mean_ci([s.get(m, math.nan) for s in scored], seed=config.seed)
+                    row[f"{split}.{m}"] = {"mean": mean, "lo": lo, "hi": hi, "n": n}
+        for split in ("A", "B"):
+            vals = [r.get(f"sharpe_{split}", math.nan) for r in runs]
+            row[f"sharpe_{split}"] = {"mean": float(np.nanmean(vals)) if np.isfinite(vals).any() else math.nan,
+                                      "min": float(np.nanmin(vals)) if np.isfinite(vals).any() else math.nan,
+                                      "max": float(np.nanmax(vals)) if np.isfinite(vals).any() else math.nan}
+        acc_a, acc_b = row.get("A.decision_correct", {}), row.get("B.decision_correct", {})
+        row["drop_accuracy"] = acc_a.get("mean", math.nan) - acc_b.get("mean", math.nan)
+        row["drop_sharpe"] = row["sharpe_A"]["mean"] - row["sharpe_B"]["mean"]
+        table.append(row)
+    return table
+
+
+def _ci(cell: Any) -> str:
+    if not isinstance(cell, dict) or not math.isfinite(cell.get("mean", math.nan)):
+        return "n/a"
+    if "lo" in cell:
+        return f"{cell['mean']:.2f} [{cell['lo']:.2f}, {cell['hi']:.2f}]"
+    return f"{cell['mean']:.2f} ({cell['min']:.2f}..{cell['max']:.2f})"
+
+
+def format_table(table: Sequence[dict]) -> list[str]:
+    """A markdown table: one row per arm, 95 % bootstrap intervals over (seed, row), Sharpe range over seeds."""
+    head = ("arm", "seeds", "in-sample reward", "halluc (A)", "grounding (A)", "s (A)", "accuracy (A)", "accuracy (B)",
+            "accuracy (lucky)", "Sharpe A (seed range)", "Sharpe B", "drop acc A-B", "drop Sharpe A-B")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in table:
+        cells = (r["arm"], str(r["seeds"]), f"{r['in_sample_reward']:.3f}", _ci(r.get("A.hallucination_rate")),
+                 _ci(r.get("A.grounding")), _ci(r.get("A.s")), _ci(r.get("A.decision_correct")),
+                 _ci(r.get("B.decision_correct")), _ci(r.get("lucky.decision_correct")), _ci(r["sharpe_A"]),
+                 _ci(r["sharpe_B"]), f"{r['drop_accuracy']:+.3f}", f"{r['drop_sharpe']:+.2f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def plot_table(table: Sequence[dict], path: Path) -> None:
+    """Bar chart per arm: held-out grounding, hallucination rate and accuracy on A and B, with intervals."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = (("A.grounding", "grounding (A)"), ("A.hallucination_rate", "halluc (A)"),
+               ("A.decision_correct", "accuracy (A)"), ("B.decision_correct", "accuracy (B)"))
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    width = 0.8 / max(1, len(table))
+    for j, r in enumerate(table):
+        means = [r.get(k, {}).get("mean", math.nan) for k, _ in metrics]
+        los = [m - r.get(k, {}).get("lo", m) for (k, _), m in zip(metrics, means, strict=True)]
+        his = [r.get(k, {}).get("hi", m) - m for (k, _), m in zip(metrics, means, strict=True)]
+        ax.bar(np.arange(len(metrics)) + j * width, means, width, yerr=[los, his], capsize=3, label=r["arm"])
+    ax.set_xticks(np.arange(len(metrics)) + width * (len(table) - 1) / 2, [name for _, name in metrics])
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=8)
+    ax.set_title("Trade-R1 in miniature: held-out metrics per GRPO arm (95 % bootstrap)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
