@@ -69,15 +69,25 @@ def test_demo_cli_prints_table_and_report_path(tmp_path, monkeypatch):
                                              "hit_rate": 0.6}},
                 "reasoning": {"grounding": 0.25, "loop_rate": 0.0}, "seconds": {"total": 12.0},
                 "verdict": ["Sharpe 0.10 vs 1.00 for buy-and-hold: tiny-grpo is not above it."],
-                "report": str(tmp_path / "report.html")}
+                "report": str(tmp_path / "report.html"), "evaluation": "the EvalResult"}
+
+    def fake_print_summary(result, *, title, console):
+        # the demo hands its evaluation to evaluate's printer (covered in test_evaluate_cli)
+        captured["printed"] = result
+        console.print(title)
+        for name in ("tiny-grpo", "truth_oracle"):
+            console.print(name)
+        console.print("- Sharpe 0.10 vs 1.00 for buy-and-hold: tiny-grpo is not above it.")
 
     monkeypatch.setattr("thesisgym.demo.run_demo", fake_run_demo)
+    monkeypatch.setattr("thesisgym.cli.evaluate.print_summary", fake_print_summary)
     res = CliRunner().invoke(app, ["demo", "--size", "huge", "--out", str(tmp_path)])
     assert res.exit_code == 2 and "demo size must be one of" in res.output and "Traceback" not in res.output
     res = CliRunner().invoke(app, ["demo", "--quick", "--out", str(tmp_path), "--sft-steps", "3"])
     assert res.exit_code == 0, res.output
     assert captured["config"].sft_steps == 3 and captured["config"].tickers == DemoConfig.quick().tickers
-    assert "truth_oracle" in res.output and "report.html" in res.output and "n/a" in res.output
+    assert captured["printed"] == "the EvalResult"
+    assert "truth_oracle" in res.output and "report.html" in res.output and "grounding 0.250" in res.output
     assert "not above it" in res.output
 
 

@@ -168,6 +168,8 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
         "seconds": {**timings, "total": round(time.perf_counter() - t_all, 1)},
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    # the evaluation itself (not JSON): the CLI prints it the way `thesisgym evaluate` does
+    summary["evaluation"] = res
     return summary
 
 

@@ -31,8 +31,8 @@ def register(app: typer.Typer) -> None:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         import transformers
         from rich.console import Console
-        from rich.table import Table
 
+        from thesisgym.cli.evaluate import print_summary
         from thesisgym.demo import DemoConfig, run_demo
 
         # this process only runs the demo: weight loading/saving bars and transformers' deprecation
@@ -49,23 +49,13 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2) from None
         summary = run_demo(cfg, log=console.print)
 
-        table = Table(title="held-out test period: policy vs baselines vs oracle")
-        cols = ("cumulative_return", "sharpe", "max_drawdown", "hit_rate")
-        table.add_column("strategy")
-        for c in cols:
-            table.add_column(c, justify="right")
-        for name, m in summary["metrics"].items():
-            table.add_row(name, *(f"{m.get(c, float('nan')):.3f}" if m.get(c) is not None else "n/a" for c in cols))
-        console.print(table)
+        # the same tables (with intervals) and verdict as `thesisgym evaluate`
+        print_summary(summary["evaluation"], title="held-out test period: policy vs baselines vs oracle",
+                      console=console)
         r = summary["reasoning"]
         console.print(
             "reasoning: "
             + ", ".join(f"{k} {v:.3f}" for k, v in r.items() if isinstance(v, float) and k in
                         ("hallucination_rate", "grounding", "decision_accuracy", "invalid_decision_rate", "loop_rate"))
         )
-        if isinstance(summary.get("majority_class_accuracy"), float):
-            console.print(f"majority-class baseline (always the most common label of these rows): accuracy "
-                          f"{summary['majority_class_accuracy']:.3f}")
-        for line in summary.get("verdict", []):
-            console.print(f"- {line}")
         console.print(f"total {summary['seconds']['total']:.0f} s; report: [bold]{summary['report']}[/]")
