@@ -448,9 +448,15 @@ def check_bullet(
     quote_verified = False
     credited = 0
     for q in quotes:
-        spans = {it.id: _span_in(q, it, index) for it in known}
+        # _span_in is 0 for an item lacking the first segment: that C-level test first skips the
+        # memo for most items (a citation-stuffed bullet cites every id of the prompt)
+        segments = _segments(q)
+        head = segments[0] if segments else None
+        spans = {it.id: _span_in(q, it, index) if head is not None and head in it.norm_text else 0 for it in known}
         if not any(spans.values()):
-            elsewhere = any(_span_in(q, it, index) for it in items.values())
+            elsewhere = head is not None and any(
+                _span_in(q, it, index) for it in items.values() if head in it.norm_text
+            )
             reasons.append("quote not in cited evidence" if elsewhere else "quote not in the evidence")
             continue
         found = [i for i, v in spans.items() if v == 2 and i in own]
