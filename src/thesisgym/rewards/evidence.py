@@ -205,11 +205,20 @@ def quote_informative(quote_norm: str, index: EvidenceIndex | None = None) -> bo
     return True
 
 
+def _memo(index: EvidenceIndex, name: str) -> dict:
+    """The index's memo dict `name`, created on first use (not `setdefault(name, {})`, which builds
+    and drops an empty dict on every call of these hot helpers)."""
+    memo = index.features.get(name)
+    if memo is None:
+        memo = index.features[name] = {}
+    return memo
+
+
 def _span_in(quote_norm: str, item: EvidenceItemView, index: EvidenceIndex) -> int:
     """Memoised (per index: quotes repeat across the generations of one prompt): 2 when the quote
     is a span of the item keeping its numbers whole, 1 when it is a span that cuts a number from its
     unit or scale ("$20.75" of "$20.75 million"), 0 when it is no span of the item."""
-    memo = index.features.setdefault("spans", {})
+    memo = _memo(index, "spans")
     key = (quote_norm, item.id)
     hit = memo.get(key)
     if hit is None:
@@ -224,7 +233,7 @@ def _span_in(quote_norm: str, item: EvidenceItemView, index: EvidenceIndex) -> i
 
 
 def _informative(quote_norm: str, index: EvidenceIndex) -> bool:
-    memo = index.features.setdefault("informative", {})
+    memo = _memo(index, "informative")
     hit = memo.get(quote_norm)
     if hit is None:
         hit = quote_informative(quote_norm, index)
@@ -398,7 +407,7 @@ def check_bullet(
     # the opinion's own words: n-grams copied from the evidence bodies do not count as writing
     words = bullet.word_count
     if copy_check and words >= COPY_NGRAM:
-        memo = index.features.setdefault("copied", {})
+        memo = _memo(index, "copied")
         share = memo.get(bullet.opinion)
         if share is None:
             share = _copied_share(bullet.opinion, index)
