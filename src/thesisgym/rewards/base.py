@@ -309,6 +309,11 @@ def per_completion(
             record_error(name, exc)
             errors += 1
             value = minimum
+        # the usual case, a float strictly inside the range, is its own clamped value (the strict
+        # bounds keep -0.0, nan and the bounds themselves on the full path below, bit for bit)
+        if type(value) is float and lo < value < hi:
+            out.append(value)
+            continue
         if value is None:
             out.append(None)
             continue

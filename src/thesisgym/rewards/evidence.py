@@ -100,7 +100,7 @@ STOPWORDS = frozenset(
 
 def content_words(text: str) -> set[str]:
     """Distinct content words of a normalised text: 3+ letters, not in STOPWORDS."""
-    return {w for w in _CONTENT_RE.findall(text) if w not in STOPWORDS}
+    return set(_CONTENT_RE.findall(text)).difference(STOPWORDS)  # C-level: quote_informative runs per quote
 
 
 def find_span(needle: str, hay: str, start: int = 0) -> int:
@@ -205,11 +205,20 @@ def quote_informative(quote_norm: str, index: EvidenceIndex | None = None) -> bo
     return True
 
 
+def _memo(index: EvidenceIndex, name: str) -> dict:
+    """The index's memo dict `name`, created on first use (not `setdefault(name, {})`, which builds
+    and drops an empty dict on every call of these hot helpers)."""
+    memo = index.features.get(name)
+    if memo is None:
+        memo = index.features[name] = {}
+    return memo
+
+
 def _span_in(quote_norm: str, item: EvidenceItemView, index: EvidenceIndex) -> int:
     """Memoised (per index: quotes repeat across the generations of one prompt): 2 when the quote
     is a span of the item keeping its numbers whole, 1 when it is a span that cuts a number from its
     unit or scale ("$20.75" of "$20.75 million"), 0 when it is no span of the item."""
-    memo = index.features.setdefault("spans", {})
+    memo = _memo(index, "spans")
     key = (quote_norm, item.id)
     hit = memo.get(key)
     if hit is None:
@@ -224,7 +233,7 @@ def _span_in(quote_norm: str, item: EvidenceItemView, index: EvidenceIndex) -> i
 
 
 def _informative(quote_norm: str, index: EvidenceIndex) -> bool:
-    memo = index.features.setdefault("informative", {})
+    memo = _memo(index, "informative")
     hit = memo.get(quote_norm)
     if hit is None:
         hit = quote_informative(quote_norm, index)
@@ -398,7 +407,7 @@ def check_bullet(
     # the opinion's own words: n-grams copied from the evidence bodies do not count as writing
     words = bullet.word_count
     if copy_check and words >= COPY_NGRAM:
-        memo = index.features.setdefault("copied", {})
+        memo = _memo(index, "copied")
         share = memo.get(bullet.opinion)
         if share is None:
             share = _copied_share(bullet.opinion, index)
@@ -448,9 +457,15 @@ def check_bullet(
     quote_verified = False
     credited = 0
     for q in quotes:
-        spans = {it.id: _span_in(q, it, index) for it in known}
+        # _span_in is 0 for an item lacking the first segment: that C-level test first skips the
+        # memo for most items (a citation-stuffed bullet cites every id of the prompt)
+        segments = _segments(q)
+        head = segments[0] if segments else None
+        spans = {it.id: _span_in(q, it, index) if head is not None and head in it.norm_text else 0 for it in known}
         if not any(spans.values()):
-            elsewhere = any(_span_in(q, it, index) for it in items.values())
+            elsewhere = head is not None and any(
+                _span_in(q, it, index) for it in items.values() if head in it.norm_text
+            )
             reasons.append("quote not in cited evidence" if elsewhere else "quote not in the evidence")
             continue
         found = [i for i, v in spans.items() if v == 2 and i in own]

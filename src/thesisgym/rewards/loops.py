@@ -50,22 +50,23 @@ def loop_params(length: int) -> tuple[int, int]:
     return n, k
 
 
-def _has_run(tokens: list[str], members: set[str], n: int) -> bool:
-    """Whether some n consecutive tokens all belong to `members`.
+def _has_run(tokens: list[str], freq: dict[str, int], k: int, n: int) -> bool:
+    """Whether some n consecutive tokens all occur >= k times (`freq`: token counts).
 
     Any n consecutive positions contain exactly one multiple of n, so only runs through those
     positions need looking at: ~len/n set lookups for prose (whose runs of frequent tokens are
     short) instead of one per token, and at most ~2 per token in the worst case.
     """
     last = len(tokens) - 1
+    # counts are read directly: building the set of frequent tokens cost more than these few lookups
     for j in range(0, len(tokens), n):
-        if tokens[j] not in members:
+        if freq[tokens[j]] < k:
             continue
         lo = j
-        while lo > 0 and j - lo < n - 1 and tokens[lo - 1] in members:
+        while lo > 0 and j - lo < n - 1 and freq[tokens[lo - 1]] >= k:
             lo -= 1
         hi = j
-        while hi < last and hi - lo < n - 1 and tokens[hi + 1] in members:
+        while hi < last and hi - lo < n - 1 and freq[tokens[hi + 1]] >= k:
             hi += 1
         if hi - lo + 1 >= n:
             return True
@@ -123,8 +124,7 @@ def _ngram_loop_stats(text: str) -> tuple[float, float]:
     # exact pruning: a looping n-gram is n consecutive tokens that each occur >= k times, and
     # honest prose almost never has such a run; the n-gram hashing below runs only when it does
     freq = Counter(tokens)
-    frequent = {t for t, c in freq.items() if c >= k}
-    if not frequent or not _has_run(tokens, frequent, n):
+    if not _has_run(tokens, freq, k, n):
         return 0.0, 0.0
     vocab = dict(zip(freq, range(len(freq)), strict=True))
     ids = np.fromiter(map(vocab.__getitem__, tokens), dtype=np.int64, count=len(tokens))
