@@ -40,7 +40,7 @@ def register(app: typer.Typer) -> None:
         transformers.utils.logging.disable_progress_bar()
         warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
         # piped output (logs, CI) gets room for the verdict lines instead of rich's 80 columns
-        console = Console(width=None if sys.stdout.isatty() else 120)
+        console = Console(width=None if sys.stdout.isatty() else 160)
         overrides = dict(out=str(out), seed=seed, tickers=tickers, days=days, sft_steps=sft_steps, grpo_steps=grpo_steps)
         try:
             cfg = DemoConfig.sized("quick" if quick else size, **overrides)
