@@ -253,15 +253,20 @@ def test_gold_thesis_on_pipeline_contexts_scores_high():
         ]
         # Synthetic rows rarely carry four fundamentals, insider or macro items, hence the reuse above.
         # Without it (one bullet per item, n < 4) every bullet still scores 1 (verified quote,
-        # precision 1, 15-90 words), so only the documented bullet-count terms c(n) = n/4 move:
-        # evidence = harmonic mean over sections of 0.3 c(n) + 0.7; structure = 0.6 + 0.4 mean(0.5 c(n) + 0.5).
+        # precision 1, 15-90 words). The evidence count term asks for no more bullets than the section
+        # has items (an honest thesis cannot write more without repeating evidence), so evidence stays
+        # 1.0; the format-only structure term keeps the paper's c(n) = n/4:
+        # structure = 0.6 + 0.4 mean(0.5 c(n) + 0.5).
         ns = [min(4, counts[s]) for s in present]
         short_sections += sum(n < 4 for n in ns)
         sparse_scores = score_completion(_pipeline_gold(row, reuse=False), row)
         assert sparse_scores["n_hallucinated"] == 0
+        assert sparse_scores["evidence"] == pytest.approx(1.0)
         assert sparse_scores["evidence"] == pytest.approx(
-            harmonic_mean([0.3 * bullet_count_score(n) + 0.7 for n in ns])
+            harmonic_mean([0.3 * bullet_count_score(n, counts[s]) + 0.7 for n, s in zip(ns, present, strict=True)])
         )
+        if any(n < 4 for n in ns):  # where the paper's count term would have cost the honest thesis
+            assert harmonic_mean([0.3 * bullet_count_score(n) + 0.7 for n in ns]) < 1.0
         assert sparse_scores["structure"] == pytest.approx(
             0.6 + 0.4 * sum(0.5 * bullet_count_score(n) + 0.5 for n in ns) / len(ns)
         )

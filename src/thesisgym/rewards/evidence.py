@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -299,10 +300,15 @@ def _opinion_score(words: int, has_quote: bool, has_source: bool) -> float:
     return max(0.5, 1 - 0.02 * (words - 90))
 
 
-def bullet_count_score(n: int) -> float:
-    """1 for 4-7 bullets, n/4 below, max(0.3, 1 - 0.1 (n - 7)) above (Trading-R1)."""
-    if n < 4:
-        return n / 4
+def bullet_count_score(n: int, available: int | None = None) -> float:
+    """1 for 4-7 bullets, n/4 below, max(0.3, 1 - 0.1 (n - 7)) above (Trading-R1).
+
+    `available`: how many evidence items the prompt has for the section. A section with fewer than
+    4 items cannot honestly carry 4 bullets (a bullet repeating earlier evidence scores 0), so the
+    lower bound becomes that count; padding cannot gain from this."""
+    lo = 4 if available is None else max(1, min(4, available))
+    if n < lo:
+        return n / lo
     if n <= 7:
         return 1.0
     return max(0.3, 1 - 0.1 * (n - 7))
@@ -526,6 +532,9 @@ def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
     joined = " \x00 ".join(b.opinion for b in thesis.bullets)  # no run spans two opinions
     words = (joined.lower() if joined.isascii() else normalize_text(joined)).split()
     copy_check = bytes(map(tokens.__contains__, words)).find(b"\x01\x01\x01\x01") != -1
+    section_sizes = index.features.get("section_sizes")
+    if section_sizes is None:
+        section_sizes = index.features["section_sizes"] = Counter(it.section for it in index.items.values())
     for section in thesis.sections:
         bullet_checks = []
         for b in section.bullets:
@@ -538,7 +547,7 @@ def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
             bullet_checks.append(check_bullet(b, index, section.name, copy_check=copy_check))
         checks.extend(bullet_checks)
         if bullet_checks:
-            s = 0.3 * bullet_count_score(len(bullet_checks)) + 0.7 * harmonic_mean(
+            s = 0.3 * bullet_count_score(len(bullet_checks), section_sizes.get(section.name)) + 0.7 * harmonic_mean(
                 [c.score for c in bullet_checks]
             )
         else:
