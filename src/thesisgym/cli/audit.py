@@ -68,11 +68,13 @@ def register(app: typer.Typer) -> None:
         if as_json:
             typer.echo(json.dumps(report, indent=2))
         else:
+            from rich.markup import escape
+
             console = Console()
             if not console.is_terminal:  # piped or captured: wide enough for the table, not 80
                 console = Console(width=132)
             table = Table(
-                title=f"reward audit: {result.n_rows} rows of {dataset} [{split}], hack >= honest (lower is better)"
+                title=escape(f"reward audit: {result.n_rows} rows of {dataset} [{split}], hack >= honest (lower is better)")
             )
             for col in ("family", "target", "rows", "evidence", "s", *RECIPES, "margin evidence",
                         *(f"margin {r}" for r in RECIPES), "verdict"):
