@@ -57,26 +57,16 @@ def write_run_info(config: RunConfig, run_dir: Path, *, resume: bool, extra: dic
 
 
 def load_split(path: str | Path, split: str, *, max_rows: int | None = None, what: str = "data.dataset"):
-    """A `datasets.Dataset` from a `save_to_disk` directory holding a Dataset or a DatasetDict."""
-    from datasets import Dataset, DatasetDict, load_from_disk
+    """`splits.load_split` for training: the config field in every message, an empty split refused,
+    at most `max_rows` rows."""
+    from thesisgym import splits
 
-    p = Path(path)
-    if not p.exists():
-        raise ValueError(f"{what}: {p} does not exist (expected a directory written by save_to_disk)")
     try:
-        obj = load_from_disk(str(p))
-    except Exception as exc:  # datasets raises FileNotFoundError / ValueError variants
-        raise ValueError(f"{what}: {p} is not a saved HF dataset: {exc}") from exc
-    if isinstance(obj, DatasetDict):
-        if split not in obj:
-            raise ValueError(f"{what}: {p} has splits {sorted(obj)}, not {split!r}")
-        ds = obj[split]
-    elif isinstance(obj, Dataset):
-        ds = obj
-    else:  # pragma: no cover
-        raise ValueError(f"{what}: {p} holds {type(obj).__name__}, expected Dataset or DatasetDict")
+        ds = splits.load_split(path, split)
+    except ValueError as exc:
+        raise ValueError(f"{what}: {exc}") from None
     if len(ds) == 0:
-        raise ValueError(f"{what}: split {split!r} of {p} is empty")
+        raise ValueError(f"{what}: split {split!r} of {path} is empty")
     if max_rows is not None and len(ds) > max_rows:
         ds = ds.select(range(max_rows))
     return ds
