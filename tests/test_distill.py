@@ -118,4 +118,4 @@ def test_cli_distill(tmp_path):
     stats = json.loads((tmp_path / "out" / "distill_stats.json").read_text())
     assert stats["samples"] == 8
     bad = CliRunner().invoke(app, ["distill", "--dataset", str(tmp_path / "nope"), "--out", str(tmp_path / "o2")])
-    assert bad.exit_code == 2 and "does not exist" in " ".join(bad.output.split())
+    assert bad.exit_code == 2 and "nope: no such dataset directory" in " ".join(bad.output.split())
