@@ -239,10 +239,14 @@ def test_parts_move_the_expected_way():
     th = three_theses(rng, ev, 1)
     r = dict(zip(th, ConsistencyVerifier().score_batch(list(th.values()), [ev] * 4), strict=False))
     honest, dec, cl = r["honest"], r["decision_contradicts_claims"], r["claims_contradict_evidence"]
-    # the honest thesis leaves ~13 passages with a stance unaddressed (OMITTED_WEIGHT each), hence < 0.7
-    assert honest.factuality > 0.55 and honest.deduction > 0.45 and honest.consistency > 0.6
+    # the honest thesis leaves ~13 passages with a stance unaddressed (OMITTED_WEIGHT each), hence < 0.7;
+    # quotes that cut a number from its unit are true but not credited (0.5, the reward's own rule)
+    assert honest.factuality > 0.5 and honest.deduction > 0.4 and honest.consistency > 0.6
     assert dec.factuality == pytest.approx(honest.factuality, abs=0.1) and dec.deduction < 0.3
-    assert dec.consistency < 0.4 and cl.factuality < 0.3 and cl.deduction < 0.3
+    # E is the net stance of the whole context (+0.43 on these ~70 % bullish items), so a SELL loses
+    # ~0.18 of consistency against the STRONG_BUY, and reading the evidence backwards loses more
+    assert dec.consistency < honest.consistency - 0.15 and cl.consistency < dec.consistency
+    assert cl.factuality < 0.3 and cl.deduction < 0.3
     assert 0.0 <= cl.s <= dec.s <= honest.s <= 1.0
 
 
@@ -255,6 +259,79 @@ def test_hallucinated_citations_and_numbers_lower_factuality():
     v = ConsistencyVerifier()
     assert v.score(fake_ids, ev).factuality < v.score(good, ev).factuality
     assert v.score(fake_nums, ev).factuality < 0.7
+
+
+def _claim_grounding(v: ConsistencyVerifier, bullet: str, ev: list[dict], section: str = "fundamentals") -> float:
+    from thesisgym.consistency import LocalJudge
+
+    thesis, ctx = v.prepare(f"<{section}>\n{bullet}\n</{section}><decision>BUY</decision>", ev)
+    return LocalJudge._grounding(thesis.claims[0], ctx.claim_passages[0], ctx)
+
+
+def test_judge_grounds_claims_with_the_evidence_rewards_checker():
+    """Quotes and numbers are checked by rewards.evidence on the rewards' own EvidenceIndex: exact
+    word-bounded spans, numbers with their direction, unit and scale (the old judge ignored signs)."""
+    from thesisgym.rewards.base import evidence_index
+
+    ev = [{"id": "F1", "section": "fundamentals", "date": "2024-03-01", "source": "x",
+           "text": "Revenue rose 3.2% to $20.75 million as demand for cloud services improved"},
+          {"id": "N1", "section": "news", "date": "2024-03-14", "source": "x", "text": "ACME opens an office in Denver"}]
+    v = ConsistencyVerifier()
+    _, ctx = v.prepare("<news>\n- x [N1]\n</news><decision>BUY</decision>", ev)
+    assert ctx.index.grounding is evidence_index(ev)  # the very index the evidence reward reads
+    g = lambda b: _claim_grounding(v, b, ev)  # noqa: E731
+    assert g('- A good quarter "demand for cloud services improved" [F1]') == 1.0
+    assert g('- A good quarter "demand for cloud services worsened" [F1]') == 0.5  # cites fine, quote false
+    assert g('- A good quarter "Revenue rose 3.2% to $20.75" [F1]') == 0.75  # true span, cuts "million"
+    assert g('- Sales rose 3.2% "demand for cloud services improved" [F1]') == 1.0
+    assert g('- Sales fell 3.2% "demand for cloud services improved" [F1]') == pytest.approx(2 / 3)
+    assert g('- Sales hit $20.75 billion "demand for cloud services improved" [F1]') == pytest.approx(2 / 3)
+    # an unknown id (0); the quote and number are found only in an item retrieved, not cited (0.5, 1)
+    assert g('- Sales rose 3.2% "demand for cloud services improved" [F7]') == pytest.approx(0.5)
+
+
+def test_facts_absent_from_the_evidence_do_not_count_as_agreeing():
+    ev = [{"id": f"N{i}", "section": "news", "date": "2024-03-01", "source": "x", "text": t} for i, t in enumerate([
+        "ACME beats estimates as cloud demand surges", "ACME shares rally after a strong quarter",
+        "ACME wins a large order from a new customer in Asia"], 1)]
+    quote = '"ACME beats estimates as cloud demand surges" [N1]'
+    theses = {
+        "honest": f"- A bullish sign that argues for upside in the shares {quote}",
+        "fact_in_evidence": f"- A bullish sign: the company beats estimates, which argues for upside {quote}",
+        "invented": f"- A bullish sign: the chief executive resigned and a regulator approved a product {quote}",
+        "record_orders": f"- A bullish sign: record orders from a new customer argue for upside {quote}",
+    }
+    v = ConsistencyVerifier()
+    r = {k: v.score(f"<news>\n{b}\n</news><decision>BUY</decision>", ev) for k, b in theses.items()}
+    assert r["fact_in_evidence"].factuality == pytest.approx(r["honest"].factuality, abs=0.05)
+    # N1 holds none of these facts (N3 holds the order and the customer, but N1 is what is cited)
+    assert r["invented"].factuality < 0.5 * r["honest"].factuality and r["invented"].s < r["honest"].s
+    assert r["record_orders"].factuality < 0.5 * r["honest"].factuality
+    moved = theses["record_orders"].replace("[N1]", "[N3]").replace(quote.split(" [")[0],
+                                                                      '"ACME wins a large order from a new customer"')
+    assert v.score(f"<news>\n{moved}\n</news><decision>BUY</decision>", ev).factuality > r["record_orders"].factuality
+
+
+def test_indicator_levels_have_a_direction_and_a_flipped_reading_loses():
+    from thesisgym.consistency.judges import latest_close, level_score
+
+    ev = [{"id": "T1", "section": "technical", "date": "2024-03-08", "source": "indicators", "text": "SMA(50) 40.27"},
+          {"id": "T2", "section": "technical", "date": "2024-03-08", "source": "indicators", "text": "RSI(14) 66.0"},
+          {"id": "T3", "section": "technical", "date": "2024-03-08", "source": "indicators",
+           "text": "z-score(20) of close 0.80"},
+          {"id": "T4", "section": "technical", "date": "2024-03-08", "source": "prices",
+           "text": "open 44.20 high 45.30 low 44.00 close 45.10 volume 1000 change +0.40%"},
+          {"id": "T5", "section": "technical", "date": "2024-03-07", "source": "prices",
+           "text": "open 39.00 high 39.50 low 38.00 close 38.50 volume 1000 change -0.30%"}]
+    assert latest_close(ev) == 45.10  # the latest bar's close, not the z-score's "of close 0.80"
+    assert level_score("SMA(50) 40.27", 45.10) > 0 > level_score("SMA(50) 40.27", 38.5)
+    assert level_score("RSI(14) 66.0") > 0 > level_score("RSI(14) 31.5") and level_score("RSI(14) 50") == 0
+    assert level_score("MACD(12,26,9) line -2.2 signal -2.3 histogram -0.1") < 0
+    v = ConsistencyVerifier()
+    read = {lean: "\n".join(f'- The technical picture {lean} for the shares "{it["text"]}" [{it["id"]}]'
+                             for it in ev[:2]) for lean in ("looks constructive", "looks worrying")}
+    s = {k: v.score(f"<technical>\n{b}\n</technical><decision>BUY</decision>", ev).s for k, b in read.items()}
+    assert s["looks constructive"] > s["looks worrying"] + 0.1
 
 
 # --- the TRL reward ---------------------------------------------------------------------------------------

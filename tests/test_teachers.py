@@ -52,6 +52,13 @@ def test_decision_comes_from_evidence_not_label():
     assert item_stance({"text": "Acme misses estimates and cuts guidance"}) < 0
     assert item_stance({"text": "Close 110.0, SMA20 100.0, RSI14 70"}) > 0
     assert item_stance({"text": "nothing to see"}) == 0.0
+    # a lone moving average is read against the latest close, never the "of close" of a z-score line
+    from thesisgym.teachers.template import reference_close
+
+    tech = [{"section": "technical", "text": "z-score(20) of close 0.80"},
+            {"section": "technical", "text": "open 49.80 high 50.38 low 49.70 close 50.31 volume 8 change +0.61%"}]
+    assert reference_close(tech) == 50.31
+    assert item_stance({"text": "EMA(12) 50.03"}, ref_close=reference_close(tech)) > 0
 
 
 def test_reverse_mode_explains_the_label():

@@ -34,6 +34,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
+from thesisgym.rewards.base import EvidenceIndex, evidence_index
 from thesisgym.thesis import normalize_text, parse_bullet, parse_thesis
 
 _TOKEN_RE = re.compile(r"[a-z]+|\d+(?:\.\d+)?")
@@ -139,15 +140,19 @@ def render_passage(item_id: str, text: str) -> str:
 
 
 @dataclass
-class EvidenceIndex:
-    """Everything derived from one evidence list, computed once and cached by the retriever."""
+class PassageIndex:
+    """Everything derived from one evidence list, computed once and cached by the retriever.
+
+    `grounding` is the rewards' `EvidenceIndex` of the same list (`rewards.base.evidence_index`,
+    the same cached object the evidence reward uses): the judge verifies quotes, numbers and copied
+    opinions with it, through the evidence reward's own checks (one grounding checker).
+    """
 
     evidence: list[dict]
     passages: list[Passage]
     item_passages: list[list[int]]  # item index -> its passage indices
     id_to_item: dict[str, int]
-    norm_texts: list[str]  # normalised item texts for quote checks
-    item_numbers: list[list[float]]
+    grounding: EvidenceIndex
     full_tokens: int  # tokens of the whole rendered evidence context
     backend: Any = None  # retriever-specific scoring state
     features: dict[str, Any] = field(default_factory=dict)  # judge caches (passage stances, ...)
@@ -160,19 +165,7 @@ def evidence_key(evidence: Sequence[dict]) -> tuple:
                  for it in evidence)
 
 
-def _numbers_of(item: dict) -> list[float]:
-    nums = item.get("numbers")
-    if nums is None:  # tolerate hand-made items without the field: parse the text the same way
-        from thesisgym.thesis import extract_numbers
-
-        return extract_numbers(str(item.get("text", "")))
-    try:
-        return [float(x) for x in nums]
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"evidence item {item.get('id')!r}: 'numbers' must be a list of floats ({exc})") from exc
-
-
-def _base_index(evidence: Sequence[dict], *, chunk_words: int) -> EvidenceIndex:
+def _base_index(evidence: Sequence[dict], *, chunk_words: int) -> PassageIndex:
     items: list[dict] = []
     for i, it in enumerate(evidence):
         if not isinstance(it, dict) or "id" not in it or "text" not in it:
@@ -186,13 +179,12 @@ def _base_index(evidence: Sequence[dict], *, chunk_words: int) -> EvidenceIndex:
             idxs.append(len(passages))
             passages.append(Passage(item=i, item_id=str(it["id"]), text=chunk, tokens=count_tokens(chunk)))
         item_passages.append(idxs)
-    return EvidenceIndex(
+    return PassageIndex(
         evidence=items,
         passages=passages,
         item_passages=item_passages,
         id_to_item={str(it["id"]).upper(): i for i, it in enumerate(items)},
-        norm_texts=[normalize_text(str(it["text"])) for it in items],
-        item_numbers=[_numbers_of(it) for it in items],
+        grounding=evidence_index(items),
         full_tokens=count_tokens(render_evidence(items)),
     )
 
@@ -200,13 +192,13 @@ def _base_index(evidence: Sequence[dict], *, chunk_words: int) -> EvidenceIndex:
 class Retriever(Protocol):
     name: str
 
-    def index(self, evidence: Sequence[dict]) -> EvidenceIndex: ...
+    def index(self, evidence: Sequence[dict]) -> PassageIndex: ...
 
-    def scores(self, index: EvidenceIndex, queries: Sequence[str]) -> np.ndarray: ...
+    def scores(self, index: PassageIndex, queries: Sequence[str]) -> np.ndarray: ...
 
 
 class _CachedRetriever:
-    """LRU cache of EvidenceIndex objects keyed by the evidence content."""
+    """LRU cache of PassageIndex objects keyed by the evidence content."""
 
     name = "base"
 
@@ -215,9 +207,9 @@ class _CachedRetriever:
             raise ValueError(f"chunk_words must be >= 1, got {chunk_words}")
         self.chunk_words = chunk_words
         self.cache_size = cache_size
-        self._cache: OrderedDict[tuple, EvidenceIndex] = OrderedDict()
+        self._cache: OrderedDict[tuple, PassageIndex] = OrderedDict()
 
-    def index(self, evidence: Sequence[dict]) -> EvidenceIndex:
+    def index(self, evidence: Sequence[dict]) -> PassageIndex:
         key = evidence_key(evidence)
         hit = self._cache.get(key)
         if hit is not None:
@@ -230,7 +222,7 @@ class _CachedRetriever:
             self._cache.popitem(last=False)
         return idx
 
-    def _build(self, index: EvidenceIndex) -> Any:  # pragma: no cover - abstract
+    def _build(self, index: PassageIndex) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
 
@@ -243,7 +235,7 @@ class BM25Retriever(_CachedRetriever):
         super().__init__(chunk_words=chunk_words, cache_size=cache_size)
         self.k1, self.b = k1, b
 
-    def _build(self, index: EvidenceIndex) -> tuple[dict[str, int], np.ndarray]:
+    def _build(self, index: PassageIndex) -> tuple[dict[str, int], np.ndarray]:
         if not index.passages:
             return {}, np.zeros((1, 0), dtype=np.float32)
         import bm25s
@@ -260,7 +252,7 @@ class BM25Retriever(_CachedRetriever):
         dense[rows, indices] = data
         return vocab, dense
 
-    def scores(self, index: EvidenceIndex, queries: Sequence[str]) -> np.ndarray:
+    def scores(self, index: PassageIndex, queries: Sequence[str]) -> np.ndarray:
         vocab, dense = index.backend
         unk = dense.shape[0] - 1  # all-zero row: stopwords and words absent from this evidence
         ids: list[int] = []
@@ -315,12 +307,12 @@ class EmbeddingRetriever(_CachedRetriever):
             raise ValueError(f"encoder returned shape {vecs.shape} for {len(texts)} texts; expected (n, dim)")
         return vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-9)
 
-    def _build(self, index: EvidenceIndex) -> np.ndarray:
+    def _build(self, index: PassageIndex) -> np.ndarray:
         if not index.passages:
             return np.zeros((0, 1), dtype=np.float32)
         return self._encode([p.text for p in index.passages])
 
-    def scores(self, index: EvidenceIndex, queries: Sequence[str]) -> np.ndarray:
+    def scores(self, index: PassageIndex, queries: Sequence[str]) -> np.ndarray:
         if not queries:
             return np.zeros((0, len(index.passages)), dtype=np.float32)
         return np.clip(self._encode(list(queries)) @ index.backend.T, 0.0, None)
@@ -352,11 +344,12 @@ class JudgeContext:
                     the local judge checks each claim against these only
     decision_passages: the passages retrieved for the decision
     selected:       the compressed context (unique passages, decision passages first, then claims
-                    round-robin) under the token budget: what the LLM judge reads and what the
-                    evidence side of the evidence<->decision edge is read from
+                    round-robin) under the token budget: what the LLM judge reads (the local
+                    judge reads the evidence side of the evidence<->decision edge from every
+                    passage of the context)
     """
 
-    index: EvidenceIndex
+    index: PassageIndex
     claim_passages: list[list[tuple[int, float]]]
     decision_passages: list[tuple[int, float]]
     selected: list[int]
@@ -377,7 +370,7 @@ def context_queries(claims: Sequence[Claim], decision_text: str = "") -> list[st
     return [c.text for c in claims] + [f"{decision_text} {DECISION_QUERY}"]
 
 
-def _cited_passage(index: EvidenceIndex, item: int, claim: Claim, row_scores: Sequence[float]) -> int:
+def _cited_passage(index: PassageIndex, item: int, claim: Claim, row_scores: Sequence[float]) -> int:
     """The passage of a cited item that holds the claim's quote, else its best-scoring passage."""
     cands = index.item_passages[item]
     if len(cands) == 1:
@@ -391,7 +384,7 @@ def _cited_passage(index: EvidenceIndex, item: int, claim: Claim, row_scores: Se
 
 
 def select_context(
-    index: EvidenceIndex,
+    index: PassageIndex,
     claims: Sequence[Claim],
     retriever: Retriever,
     *,

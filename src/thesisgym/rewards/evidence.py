@@ -78,7 +78,10 @@ __all__ = [
     "evidence_report",
     "evidence_reward",
     "find_span",
+    "opinion_copied_share",
+    "quantity_backed",
     "quote_credited",
+    "quote_found",
     "quote_in_text",
     "quote_informative",
 ]
@@ -257,6 +260,23 @@ def quote_credited(quote: str, item_id: str, index: EvidenceIndex) -> bool:
     )
 
 
+def quote_found(quote: str, item_id: str, index: EvidenceIndex) -> bool:
+    """Whether `quote` is a word-bounded span of the item's body at all, credited or not (true but
+    uninformative, or cutting a number from its unit): the memoised span check of `quote_credited`.
+    The local consistency judge grades a quote with this and `quote_credited`."""
+    item = index.items.get(item_id.strip().upper()) if isinstance(item_id, str) else None
+    q = normalize_text(quote)
+    return item is not None and bool(q.strip(_QUOTE_STRIP)) and _span_in(q, item, index) > 0
+
+
+def quantity_backed(claim: Quantity, item_ids: Iterable[str], index: EvidenceIndex) -> bool:
+    """Whether a claimed quantity matches a quantity of one of these items' bodies (unit, scale,
+    currency, direction and rounding rule of the module docstring): the evidence reward's number
+    check, for the local consistency judge."""
+    items = [index.items[i] for i in item_ids if i in index.items]
+    return bool(_quantity_supported(claim, items))
+
+
 def evidence_ngrams(norm_texts: Iterable[str]) -> set[tuple[str, ...]]:
     """Whitespace-token COPY_NGRAM-grams of normalised evidence bodies (what `copied_share` compares
     with; tokens keep their punctuation on both sides, so a copy matches itself)."""
@@ -279,7 +299,8 @@ def copied_share(opinion: str, grams: set[tuple[str, ...]]) -> float:
     return hits / (len(words) - 3)
 
 
-def _copied_share(opinion: str, index: EvidenceIndex) -> float:
+def opinion_copied_share(opinion: str, index: EvidenceIndex) -> float:
+    """`copied_share` against all the bodies of `index` (their 4-gram set is built once per index)."""
     grams = index.features.get("ngrams")
     if grams is None:
         grams = index.features["ngrams"] = evidence_ngrams(it.norm_text for it in index.items.values())
@@ -416,7 +437,7 @@ def check_bullet(
         memo = _memo(index, "copied")
         share = memo.get(bullet.opinion)
         if share is None:
-            share = _copied_share(bullet.opinion, index)
+            share = opinion_copied_share(bullet.opinion, index)
             if len(memo) < 65_536:
                 memo[bullet.opinion] = share
         if share:

@@ -62,6 +62,8 @@ _NEG = ("miss", "misses", "missed", "cut", "cuts", "cutting", "downgrade", "down
 _POS_SET, _NEG_SET = frozenset(_POS), frozenset(_NEG)
 _WORD = re.compile(r"[A-Za-z][A-Za-z\-]*")
 _NUM = r"([-+\u2212]?\$?\d[\d,]*(?:\.\d+)?)"
+# a close price, not "z-score(20) of close 0.80" (a z-score is no price)
+_CLOSE = r"(?<!of )\bclose\s*[:=]?\s*"
 # "(14)" / "(12,26,9)" parameter lists after an indicator name are not its value
 _PARAMS = r"(?:\s*\([\d,\s]+\))?"
 
@@ -85,7 +87,7 @@ def reference_close(evidence: Sequence[dict]) -> float | None:
     """The latest close shown in the technical section (the first item that states one)."""
     for it in evidence:
         if it.get("section") == "technical":
-            close = _first(r"\bclose\s*[:=]?\s*" + _NUM, str(it.get("text", "")))
+            close = _first(_CLOSE + _NUM, str(it.get("text", "")))
             if close is not None and close > 0:
                 return close
     return None
@@ -99,7 +101,7 @@ def item_stance(item: dict, *, ref_close: float | None = None) -> float:
     """
     text = str(item.get("text", ""))
     signals: list[float] = []
-    close = _first(r"\bclose\s*[:=]?\s*" + _NUM, text)
+    close = _first(_CLOSE + _NUM, text)
     ma = _first(r"\b(?:sma|ema)" + _PARAMS + r"\d*\s*[:=]?\s*" + _NUM, text)
     close = close if close is not None and ma is not None else ref_close
     if close is not None and ma is not None and close != ma:
