@@ -133,6 +133,9 @@ def test_stance_lexicon_negation_and_signed_numbers():
     assert stance("insider buying continues") > 0.5 and stance("insider selling continues") < -0.5
     assert stance("return of +4.2% this week") > 0 and stance("return of -4.2% this week") < 0
     assert stance("the annual meeting is on May 3") == 0.0
+    # "record" reads bullish as an adjective only, not as the noun ("the record shows")
+    assert stance("record orders from a new customer") > 0.5 and stance("a record high") > 0.5
+    assert stance("because the record shows it") == 0.0 == stance("part of the record for the period")
 
 
 def test_split_claims_uses_the_thesis_parser():

@@ -122,6 +122,12 @@ _PHRASE_RE = re.compile(r"\b(" + "|".join(re.escape(p) for p in _PHRASES) + r")\
 _WORD_RE = re.compile(r"[a-z][a-z'_]*")
 _SIGNED_PCT_RE = re.compile(r"(?<![\w.])([+\-\u2212])\s?\d+(?:\.\d+)?\s?%")
 _SIGNED_PCT_WEIGHT = 0.75
+# "record" is bullish as an adjective ("record orders", "a record high"); followed by one of these (or
+# nothing) it is the noun ("the record shows", "part of the record for the period") and reads nothing
+_NOT_AFTER_RECORD = frozenset(
+    ["shows", "show", "showed", "says", "said", "is", "was", "for", "of", "and", "or", "in", "on", "at", "to",
+     "as", "with", "from", "by", "that", "this", "which", "the", "a", "an", "it", "so", "but"]
+)
 # --- technical levels ---------------------------------------------------------------------------------
 # An indicator line states a level, not a direction ("SMA(50) 156.90", "RSI(14) 66.0"); its direction
 # is read against the latest close of the context (the close of the latest-dated item that shows one,
@@ -242,6 +248,8 @@ def stance_score(text: str) -> float:
         weight = LEXICON.get(w.replace("_", " ")) if "_" in w else LEXICON.get(w)
         if weight is None:
             continue
+        if w == "record" and (i + 1 == len(words) or words[i + 1] in _NOT_AFTER_RECORD):
+            continue  # "the record shows", "part of the record for": the noun, not "record orders"
         if any(p in NEGATIONS for p in words[max(0, i - 3) : i]):
             weight = -weight
         total += weight
