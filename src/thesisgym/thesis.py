@@ -409,29 +409,31 @@ _set_text, _set_opinion, _set_quotes, _set_citations, _set_numbers, _set_word_co
 )
 
 
-def _make_bullet(
-    text: str,
-    opinion: str,
-    quotes: tuple[str, ...],
-    citations: tuple[str, ...],
-    numbers: tuple[tuple[float, int], ...],
-    word_count: int,
-) -> Bullet:
-    bullet = _new_object(Bullet)
-    _set_text(bullet, text)
-    _set_opinion(bullet, opinion)
-    _set_quotes(bullet, quotes)
-    _set_citations(bullet, citations)
-    _set_numbers(bullet, numbers)
-    _set_word_count(bullet, word_count)
-    return bullet
-
-
 # ASCII letters and spaces: deleting them from an opinion (bytes.translate, a C loop) leaves the
 # digits and punctuation; most opinions have none, and then no number or punctuation regex runs
 _LETTERS_AND_SPACE = (string.ascii_letters + " ").encode()
 _DIGITS_UNDERSCORE_DOLLAR = (string.digits + "_$").encode()
 _ASCII_DIGIT_BYTES_RE = re.compile(rb"[0-9]")
+
+
+def _one_quote_one_group(text: str) -> tuple[tuple[str, str, str], str, str] | None:
+    """For a one-line bullet with exactly two double quotes, one "[" and one "]", as `"quote" [ID]`
+    or `[ID] "quote"` (lengths within _PIECE_RE's bounds): (the three texts around them, the quote,
+    the group), which is what _PIECE_RE.split finds there. None for any other shape (a C-level
+    str.find instead of the regex scan: most bullets have this shape)."""
+    if text.count('"') != 2 or text.count("[") != 1 or text.count("]") != 1:
+        return None
+    q1 = text.find('"')
+    q2 = text.find('"', q1 + 1)
+    b1 = text.find("[")
+    b2 = text.find("]")
+    if not (0 < q2 - q1 - 1 <= 2000 and 0 < b2 - b1 - 1 <= 300):
+        return None
+    if q2 < b1:
+        return (text[:q1], text[q2 + 1 : b1], text[b2 + 1 :]), text[q1 + 1 : q2], text[b1 + 1 : b2]
+    if b2 < q1:
+        return (text[:b1], text[b2 + 1 : q1], text[q2 + 1 :]), text[q1 + 1 : q2], text[b1 + 1 : b2]
+    return None
 
 
 def _parse_bullets(chunks: list[str]) -> tuple[Bullet, ...]:
@@ -457,14 +459,23 @@ def _parse_bullets(chunks: list[str]) -> tuple[Bullet, ...]:
             citations: tuple[str, ...] = ()
             words = text.split()
         else:
-            # quotes and [...] groups never span a newline, and a bullet is one line by now;
-            # an alternative that did not match is None (a matched one is never empty)
-            pieces = split(text)
-            quotes = tuple(filter(None, map(str.strip, filter(None, pieces[1::3]))))
-            groups = tuple(filter(None, pieces[2::3]))
-            citations = _citations(groups) if groups else ()
-            # each quote and group stands for one space, as a substitution would; then collapse
-            words = " ".join(pieces[0::3]).split()
+            outside = _one_quote_one_group(text)
+            if outside is not None:
+                # the usual bullet: exactly what `split` gives for it, found with str.find
+                opinion_parts, quote, group = outside
+                quote = quote.strip()
+                quotes = (quote,) if quote else ()
+                citations = _citations((group,))
+                words = " ".join(opinion_parts).split()
+            else:
+                # quotes and [...] groups never span a newline, and a bullet is one line by now;
+                # an alternative that did not match is None (a matched one is never empty)
+                pieces = split(text)
+                quotes = tuple(filter(None, map(str.strip, filter(None, pieces[1::3]))))
+                groups = tuple(filter(None, pieces[2::3]))
+                citations = _citations(groups) if groups else ()
+                # each quote and group stands for one space, as a substitution would; then collapse
+                words = " ".join(pieces[0::3]).split()
         opinion = " ".join(words)
         n_words = len(words)
         numbers: tuple[tuple[float, int], ...] = ()
@@ -480,7 +491,15 @@ def _parse_bullets(chunks: list[str]) -> tuple[Bullet, ...]:
             if _DIGIT_RE.search(opinion) is not None:
                 numbers = tuple(scan_numbers(opinion))
             n_words -= len(_PUNCT_TOKEN_RE.findall(" " + opinion))
-        bullets.append(_make_bullet(text, opinion, quotes, citations, numbers, n_words))
+        # Bullet(...) through the slot setters above (this runs for every bullet of every completion)
+        bullet = _new_object(Bullet)
+        _set_text(bullet, text)
+        _set_opinion(bullet, opinion)
+        _set_quotes(bullet, quotes)
+        _set_citations(bullet, citations)
+        _set_numbers(bullet, numbers)
+        _set_word_count(bullet, n_words)
+        bullets.append(bullet)
     return tuple(bullets)
 
 

@@ -196,14 +196,18 @@ def quote_informative(quote_norm: str, index: EvidenceIndex | None = None) -> bo
     """A quote proves something: >= MIN_CONTENT_WORDS content words, or a number with context (one
     content word, or two words of any kind: "up 2.3% on the day"); and (with an index) not a phrase found in COMMON_ITEMS or more of the prompt's items that are also
     at least COMMON_SHARE of them."""
-    words = content_words(quote_norm)
-    if len(words) < MIN_CONTENT_WORDS:
+    return _quote_informative(quote_norm, index, len(content_words(quote_norm)))
+
+
+def _quote_informative(quote_norm: str, index: EvidenceIndex | None, n_words: int) -> bool:
+    """quote_informative given the number of distinct content words of `quote_norm`."""
+    if n_words < MIN_CONTENT_WORDS:
         # a number is informative with its context: a content word, or two words around it
         if _DIGIT_RE.search(quote_norm) is None:
             return False
-        if not words and len(_ALPHA_RE.findall(quote_norm)) < 2:
+        if not n_words and len(_ALPHA_RE.findall(quote_norm)) < 2:
             return False
-    if index is not None and len(index.items) >= COMMON_ITEMS and len(words) < 2 * MIN_CONTENT_WORDS:
+    if index is not None and len(index.items) >= COMMON_ITEMS and n_words < 2 * MIN_CONTENT_WORDS:
         n = _common_count(_segments(quote_norm), index)
         return n < COMMON_ITEMS or n < COMMON_SHARE * len(index.items)  # n < COMMON_ITEMS may be a bound
     return True
@@ -236,11 +240,14 @@ def _span_in(quote_norm: str, item: EvidenceItemView, index: EvidenceIndex) -> i
     return hit
 
 
-def _informative(quote_norm: str, index: EvidenceIndex) -> bool:
+def _informative(quote_norm: str, index: EvidenceIndex, n_words: int | None = None) -> bool:
+    """Memoised quote_informative; `n_words`: its count of distinct content words when known."""
     memo = _memo(index, "informative")
     hit = memo.get(quote_norm)
     if hit is None:
-        hit = quote_informative(quote_norm, index)
+        if n_words is None:
+            n_words = len(content_words(quote_norm))
+        hit = _quote_informative(quote_norm, index, n_words)
         if len(memo) < 65_536:
             memo[quote_norm] = hit
     return hit
@@ -369,7 +376,7 @@ class EvidenceReport:
 
 
 # BulletCheck(...) without the frozen-dataclass __init__ (one object.__setattr__ per field, ~2x
-# slower), as thesis._make_bullet does for Bullet: one check per bullet is the hot path of the
+# slower), as thesis._parse_bullets does for Bullet: one check per bullet is the hot path of the
 # evidence reward. Same object, equality, hash and repr; unpacking from fields() fails at import
 # if a field is ever added without updating this.
 _new_object = object.__new__
@@ -419,6 +426,10 @@ def _zero(reason: str, precision: float) -> BulletCheck:
     return _make_check(0.0, False, (reason,), precision, False, 0.0)
 
 
+# a bullet repeating an earlier bullet's evidence (BulletCheck is immutable: one shared instance)
+_REPEATED = _zero("repeats the evidence of an earlier bullet", 0.0)
+
+
 def check_bullet(
     bullet: Bullet, index: EvidenceIndex, section: str | None = None, *, copy_check: bool = True
 ) -> BulletCheck:
@@ -454,7 +465,15 @@ def check_bullet(
                 # the rules of _span_in and quote_informative, inlined for one plain segment
                 # (this runs for most bullets of every completion); any doubt -> the full path
                 hay = item.norm_text
-                end = find_span(f, hay)
+                # find_span, inlined for the first occurrence (word-bounded in the usual case)
+                end = hay.find(f)
+                if end != -1:
+                    pos, end = end, end + len(f)
+                    if not (
+                        (pos == 0 or not f[0].isalnum() or not hay[pos - 1].isalnum())
+                        and (end == len(hay) or not f[-1].isalnum() or not hay[end].isalnum())
+                    ):
+                        end = find_span(f, hay, pos + 1)
                 if (
                     end != -1
                     and not (f[-1].isdigit() and _CUT_AFTER.match(hay, end) is not None)
@@ -462,10 +481,12 @@ def check_bullet(
                     and (
                         (n_content := len(set(_CONTENT_RE.findall(f)) - STOPWORDS)) >= 2 * MIN_CONTENT_WORDS
                         or (n_content >= MIN_CONTENT_WORDS and _joined(index).count(f) < COMMON_ITEMS)
-                        or _informative(qn, index)
+                        # the count is of f: the same as of qn when stripping removed nothing
+                        or _informative(qn, index, n_content if len(f) == len(qn) else None)
                     )
                 ):
-                    return _verified_check(words)
+                    check = _verified_checks.get(words)
+                    return check if check is not None else _verified_check(words)
     reasons: list[str] = []
     unknown = [c for c in cited if c not in items]
     if unknown:
@@ -527,14 +548,6 @@ def check_bullet(
     return _make_check(score, False, (), precision, quote_verified, r_opinion)
 
 
-def _evidence_key(bullet: Bullet) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """What a bullet offers as evidence (cited ids, quotes as parsed); None when it offers nothing.
-    Copies told apart by case or invisible characters are the loop term's business (loops.py)."""
-    if not bullet.citations and not bullet.quotes:
-        return None
-    return bullet.citations, bullet.quotes
-
-
 def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
     """Stage II: per bullet -> per section (0.3 count + 0.7 harmonic mean) -> harmonic mean of sections.
 
@@ -559,11 +572,13 @@ def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
     for section in thesis.sections:
         bullet_checks = []
         for b in section.bullets:
-            key = _evidence_key(b)
-            if key is not None and key in seen:
-                bullet_checks.append(_zero("repeats the evidence of an earlier bullet", 0.0))
-                continue
-            if key is not None:
+            # what the bullet offers as evidence: its cited ids and its quotes as parsed (copies
+            # told apart by case or invisible characters are the loop term's business, loops.py)
+            if b.citations or b.quotes:
+                key = (b.citations, b.quotes)
+                if key in seen:
+                    bullet_checks.append(_REPEATED)
+                    continue
                 seen.add(key)
             bullet_checks.append(check_bullet(b, index, section.name, copy_check=copy_check))
         checks.extend(bullet_checks)
