@@ -210,3 +210,24 @@ def test_parser_is_linear_in_unknown_and_unclosed_tags():
     thesis = parse(junk + "<decision>BUY</decision>")
     assert time.perf_counter() - t0 < 2.0
     assert len(thesis.unknown_tags) == 20_000 and thesis.errors
+
+
+def test_one_quote_one_group_bullets_parse_as_the_regex_split_does(monkeypatch):
+    """The str.find path for `op "quote" [ID]` / `op [ID] "quote"` bullets gives exactly the
+    _PIECE_RE.split path's Bullet, on the usual shapes and on near-misses of them."""
+    import random
+
+    import thesisgym.thesis as thesis
+
+    rng = random.Random(0)
+    alphabet = ['"', '[', ']', " ", "a", "T", "1", ",", "\u201c", "  ", "\t", "x"]
+    texts = ['Up 2% "rises 3.1% to $2 billion" [F1]', 'Calm [N2] "no change" tail', '""[T1]', '"q" []',
+             '" " [T1]', '"a" [T1] "b"', '[T1] "a" [T2]', '"a [T1]" b', '"' + "q" * 2001 + '" [T1]',
+             '"q" [' + "x" * 301 + "]", 'x "q"] [T1', "a ]b[ c"]
+    for _ in range(4000):
+        body = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        texts.append(f'{body} "{body[:4]}" [{rng.choice(["T1", "", "N2, T3", "a b"])}]{body[:2]}')
+        texts.append(body)
+    fast = [thesis.parse_bullet(t) for t in texts]
+    monkeypatch.setattr(thesis, "_one_quote_one_group", lambda text: None)
+    assert [thesis.parse_bullet(t) for t in texts] == fast
