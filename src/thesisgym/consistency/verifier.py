@@ -135,8 +135,9 @@ class ConsistencyVerifier:
         by the retriever in one call (GRPO puts a prompt's num_generations completions together)."""
         theses = [split_claims(c) for c in completions]
         indexes = [self.retriever.index(e) for e in evidences]
-        # the decision's evidence is retrieved by the direction-neutral DECISION_QUERY alone: neither
-        # the thesis's conclusion nor its label may choose what the evidence<->decision edge reads
+        # the decision's passages (what an LLM judge reads first) are retrieved by the direction-neutral
+        # DECISION_QUERY alone: neither the thesis's conclusion nor its label may choose them (the
+        # local judge's evidence<->decision edge reads every passage of the context)
         dtexts = [""] * len(theses)
         queries = [context_queries(t.claims, d) for t, d in zip(theses, dtexts, strict=True)]
         groups: dict[int, list[int]] = {}
