@@ -330,6 +330,7 @@ def test_indicator_levels_have_a_direction_and_a_flipped_reading_loses():
     assert level_score("SMA(50) 40.27", 45.10) > 0 > level_score("SMA(50) 40.27", 38.5)
     assert level_score("RSI(14) 66.0") > 0 > level_score("RSI(14) 31.5") and level_score("RSI(14) 50") == 0
     assert level_score("MACD(12,26,9) line -2.2 signal -2.3 histogram -0.1") < 0
+    assert level_score("Close 110.0, SMA20 100.0, RSI14 40") == pytest.approx(0.75 - 0.5)  # periods are no levels
     v = ConsistencyVerifier()
     read = {lean: "\n".join(f'- The technical picture {lean} for the shares "{it["text"]}" [{it["id"]}]'
                              for it in ev[:2]) for lean in ("looks constructive", "looks worrying")}

@@ -135,8 +135,9 @@ _NOT_AFTER_RECORD = frozenset(
 # average +-0.75, RSI above 55 / below 45 +-0.5 (momentum reading), MACD histogram sign +-0.5.
 _NUM = r"([+\-\u2212]?\d[\d,]*(?:\.\d+)?)"
 _CLOSE_RE = re.compile(r"(?<!of )\bclose\s*[:=]?\s*" + _NUM, re.I)
-_MA_RE = re.compile(r"\b(?:sma|ema)\s*(?:\(\d+\))?\s*[:=]?\s*" + _NUM, re.I)
-_RSI_RE = re.compile(r"\brsi\s*(?:\(\d+\))?\s*[:=]?\s*" + _NUM, re.I)
+# the period is no level: "SMA(50) 40.27", "SMA50 40.27", "RSI14 70"
+_MA_RE = re.compile(r"\b(?:sma|ema)\d*\s*(?:\([\d,\s]+\))?\s*[:=]?\s*" + _NUM, re.I)
+_RSI_RE = re.compile(r"\brsi\d*\s*(?:\([\d,\s]+\))?\s*[:=]?\s*" + _NUM, re.I)
 _HIST_RE = re.compile(r"\bhistogram\s*[:=]?\s*" + _NUM, re.I)
 MA_WEIGHT, RSI_WEIGHT, MACD_WEIGHT = 0.75, 0.5, 0.5
 
