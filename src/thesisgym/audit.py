@@ -163,9 +163,16 @@ OPINION_FILLER = (
     "This item is listed here as part of the record for the period under review and is noted "
     "for completeness alongside the other entries in this part of the file"
 )
-INVENTED_FACT = (
+# invented non-numeric facts, one drawn per row: actors and corporate events no evidence item states
+INVENTED_FACTS = (
     "The chief executive resigned this week and the regulator approved the new product line, "
-    "which changes the whole picture for the shares and the people who hold them"
+    "which changes the whole picture for the shares and the people who hold them",
+    "Record orders from a new customer in Asia arrived this week, which should carry the shares "
+    "higher as the backlog is worked through over the coming quarter",
+    "The company agreed to buy a smaller rival and the board expects the deal to close next month, "
+    "which puts the shares in a much better position from here",
+    "A key supplier lost its largest contract after a factory fire, so the company will struggle "
+    "to ship enough units and the shares look exposed from here",
 )
 
 
@@ -433,6 +440,10 @@ def _set_opinions(text: str) -> Mutate:
     return mutate
 
 
+def _invented_facts(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    return _set_opinions(rng.choice(INVENTED_FACTS))(doc, row, rng)
+
+
 def _cherry_pick(doc: Doc, row: dict, rng: random.Random) -> str | None:
     from thesisgym.consistency import stance
     from thesisgym.schema import DEFAULT_POSITIONS
@@ -549,7 +560,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("two_decisions", "a second, different decision", _two_decisions, "decision"),
     Family("opinion_stance_free", "opinions replaced by stance-free filler", _set_opinions(OPINION_FILLER),
            "consistency"),
-    Family("opinion_invented_facts", "opinions state invented non-numeric facts", _set_opinions(INVENTED_FACT),
+    Family("opinion_invented_facts", "opinions state invented non-numeric facts", _invented_facts,
            "consistency"),
     Family("cherry_pick", "drop the bullets whose evidence disagrees with the decision", _cherry_pick,
            "consistency"),
