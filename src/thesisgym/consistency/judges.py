@@ -57,14 +57,14 @@ from pydantic import BaseModel, Field
 
 from thesisgym.consistency.retrieval import Claim, JudgeContext, ThesisClaims
 from thesisgym.rewards.evidence import (
-    MIN_QUOTE_CHARS,
     opinion_copied_share,
     quantity_backed,
     quote_credited,
     quote_found,
+    quote_too_short,
 )
 from thesisgym.schema import DEFAULT_POSITIONS
-from thesisgym.thesis import normalize_text, scan_quantities
+from thesisgym.thesis import scan_quantities
 
 # --- the finance lexicon ----------------------------------------------------------------------------
 # word or phrase -> weight (positive = bullish). Phrases are matched before single words.
@@ -216,9 +216,6 @@ def _stem(word: str) -> str:
             word = word[: -len(suffix)]
             break
     return word[:6]
-
-
-_FACT_STEMS = frozenset(_stem(w) for w in FACT_TERMS)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -399,8 +396,8 @@ class LocalJudge:
         visible_cited = [c for c in cited if c in seen]
         others = [i for i in seen if i not in visible_cited]
         for q in claim.quotes:
-            if len(normalize_text(q).strip(" .,;:!?'\"-")) < MIN_QUOTE_CHARS:
-                continue  # too short to prove anything (the reward's rule)
+            if quote_too_short(q):
+                continue  # proves nothing (the reward's rule)
             if any(quote_credited(q, c, grounding) for c in visible_cited):
                 checks.append(1.0)
             elif any(quote_found(q, i, grounding) for i in (*visible_cited, *others)):

@@ -84,6 +84,7 @@ __all__ = [
     "quote_found",
     "quote_in_text",
     "quote_informative",
+    "quote_too_short",
 ]
 
 MIN_QUOTE_CHARS = 8
@@ -265,6 +266,12 @@ def quote_credited(quote: str, item_id: str, index: EvidenceIndex) -> bool:
         and _span_in(q, item, index) == 2
         and _informative(q, index)
     )
+
+
+def quote_too_short(quote: str) -> bool:
+    """Whether a quote is shorter than MIN_QUOTE_CHARS once normalised and stripped of edge
+    punctuation: it counts neither as grounding nor as a hallucination."""
+    return len(normalize_text(quote).strip(_QUOTE_STRIP)) < MIN_QUOTE_CHARS
 
 
 def quote_found(quote: str, item_id: str, index: EvidenceIndex) -> bool:
