@@ -26,9 +26,9 @@ def test_demo_config_rejects_unknown_and_bad_sizes():
 def test_run_demo_end_to_end_tiny(tmp_path):
     cfg = DemoConfig(out=str(tmp_path / "demo"), tickers=4, days=160, stride=6, heldout_tickers=1, distill_n=2,
                      sft_steps=2, grpo_steps=1, num_generations=2, max_completion_length=24, eval_rows=4, curve_rows=3,
-                     probes="digits")
+                     probes="digits", copy_warmup_steps=2, copy_warmup_batch_size=4)
     out = tmp_path / "demo"
-    stale = out / "sft" / "tiny-base"
+    stale = out / "tiny-base"
     stale.mkdir(parents=True)
     (stale / "thesisgym_tiny.json").write_text("{}")  # an old run's tiny model must not be reused
     lines: list[str] = []
@@ -45,7 +45,8 @@ def test_run_demo_end_to_end_tiny(tmp_path):
     assert {"tiny-grpo", "buy_and_hold", "truth_oracle"} <= set(summary["metrics"])
     assert "digits" in json.dumps(summary["probes"])
     assert any("buy-and-hold" in v or "no Sharpe" in v for v in summary["verdict"])
-    assert json.loads((out / "sft" / "tiny-base" / "thesisgym_tiny.json").read_text())["preset"] == "tiny"
+    assert json.loads((out / "tiny-base" / "thesisgym_tiny.json").read_text())["preset"] == "tiny"
+    assert (out / "warmup" / "final" / "config.json").exists()  # SFT started from the copy warm-up
     # SFT and GRPO checkpoints compared on the same held-out rows, per component and in total
     change = {r["component"]: r for r in summary["change"]}
     assert {"structure", "evidence", "grounding", "total"} <= set(change) and change["total"]["n"] == 4
@@ -94,7 +95,8 @@ def test_demo_cli_prints_table_and_report_path(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_two_demo_runs_with_the_same_seed_print_the_same_change_table(tmp_path):
     cfg = dict(tickers=4, days=160, stride=6, heldout_tickers=1, distill_n=2, sft_steps=3, grpo_steps=1,
-               num_generations=2, max_completion_length=32, eval_rows=6, curve_rows=2, probes="digits")
+               num_generations=2, max_completion_length=32, eval_rows=6, curve_rows=2, probes="digits",
+               copy_warmup_steps=2, copy_warmup_batch_size=4)
     tables = []
     for run in ("a", "a"):  # the same folder twice: the second run must not reuse the first one's model
         lines: list[str] = []

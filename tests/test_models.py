@@ -48,6 +48,24 @@ def test_decoding_gives_back_the_exact_text(tokenizer):
         assert tokenizer.decode(_ids(tokenizer, text)) == text
 
 
+def test_a_saved_tiny_model_reloads_with_the_copy_tokenizer(tmp_path):
+    """transformers 5's AutoTokenizer turns a qwen2 model's tokenizer into Qwen2Tokenizer, which drops our
+    normaliser: the first quoted word became other tokens than the same word in the evidence."""
+    from transformers import AutoTokenizer
+
+    from thesisgym.train.models import build_tiny, load_tokenizer
+
+    path = build_tiny([EVIDENCE, THESIS] * 30, tmp_path / "tiny", vocab_size=400, hidden_size=32, layers=1, heads=2,
+                      kv_heads=1)
+    tok = load_tokenizer(path)
+    span_ids = _ids(tok, " close 23.20 volume")
+    assert _contains(_ids(tok, 'shows [T1] "close 23.20 volume'), span_ids)
+    assert _contains(_ids(tok, EVIDENCE), span_ids)
+    assert tok.padding_side == "left" and tok.pad_token is not None
+    # the trap this guards against (if transformers ever stops rewriting, this line may go)
+    assert not _contains(_ids(AutoTokenizer.from_pretrained(str(path)), 'shows [T1] "close 23.20 volume'), span_ids)
+
+
 def _contains(seq: list[int], sub: list[int]) -> bool:
     return any(seq[i:i + len(sub)] == sub for i in range(len(seq) - len(sub) + 1))
 

@@ -55,6 +55,11 @@ class DemoConfig(BaseModel):
     sft_batch_size: int = Field(4, ge=1)
     hidden_size: int = Field(192, gt=0)
     layers: int = Field(4, gt=0)
+    # 8 heads of 24 dims: the copy (induction) circuit forms within the warm-up; 4 heads did not copy words
+    heads: int = Field(8, gt=0)
+    kv_heads: int = Field(8, gt=0)
+    copy_warmup_steps: int = Field(500, ge=0, description="copy warm-up steps before SFT (0 = none)")
+    copy_warmup_batch_size: int = Field(32, ge=1)
     curve_rows: int = Field(12, ge=0, description="held-out val rows scored during SFT (0 = no curve)")
     curve_points: int = Field(4, ge=1)
 
@@ -74,7 +79,7 @@ class DemoConfig(BaseModel):
 
 DEMO_SIZES: dict[str, dict[str, object]] = {
     "quick": dict(tickers=6, days=300, stride=2, heldout_tickers=1, sft_steps=40, grpo_steps=2, eval_rows=16,
-                  probes="digits", curve_rows=8, curve_points=2),
+                  probes="digits", curve_rows=8, curve_points=2, copy_warmup_steps=50),
     "default": {},
     # 12,000 SFT examples at lr 1e-3: the copy task first copies after ~6,000 (docs/training.md); not yet timed
     "large": dict(sft_steps=1500, sft_batch_size=8, sft_learning_rate=1e-3, grpo_steps=16, eval_rows=64),
@@ -104,7 +109,7 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
 
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
-    for old in ("sft", "grpo"):  # a stale tiny-base/ would be reused, with the old tokenizer
+    for old in ("tiny-base", "warmup", "sft", "grpo"):  # never reuse an old run's model or tokenizer
         if (out / old).exists():
             shutil.rmtree(out / old)
     datasets.disable_progress_bars()  # the stage lines and one compact bar per trainer say enough
@@ -124,7 +129,7 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
     with stage("distil (template teacher, rejection sampling)"):
         sft_dir, distill_stats = distil_sft_data(config, splits, out, log=log)
 
-    with stage("SFT (tiny Qwen2 + local BPE tokenizer, TRL SFTTrainer)"):
+    with stage("copy warm-up + SFT (tiny Qwen2 + local BPE tokenizer, TRL SFTTrainer)"):
         sft_model, curve = train_sft(config, splits, sft_dir, out / "sft", log=log)
 
     with stage("GRPO (TRL GRPOTrainer, verifiable reward stack)"):
@@ -219,14 +224,31 @@ def distil_sft_data(config: DemoConfig, splits: dict, out: Path, *, log: Callabl
 
 
 def train_sft(config: DemoConfig, splits: dict, sft_dir: Path, run_dir: Path, *, log: Callable[[str], None] = print):
-    """(final model dir, GroundingCurve or None): SFT of a fresh tiny model, scored on held-out val rows."""
-    from thesisgym.train import CompactProgress, DataConfig, ModelConfig, SFTRunConfig, run_sft
-    from thesisgym.train.config import TinyConfig
-    from thesisgym.train.curves import GroundingCurve
+    """(final model dir, GroundingCurve or None): a fresh tiny model, its copy warm-up, then SFT.
 
+    The tiny model and its tokenizer are built from the SFT set's prompts and theses (`tiny-base/` beside
+    `run_dir`); `config.copy_warmup_steps` of copy warm-up (`thesisgym.train.warmup`) give it the copy
+    ability before it sees a thesis; the SFT curve is scored on held-out val rows.
+    """
+    import datasets
+
+    from thesisgym.train import CompactProgress, DataConfig, ModelConfig, SFTRunConfig, run_sft
+    from thesisgym.train.common import corpus_of
+    from thesisgym.train.curves import GroundingCurve
+    from thesisgym.train.models import build_tiny
+    from thesisgym.train.warmup import copy_warmup
+
+    sft_set = datasets.load_from_disk(str(sft_dir))["train"]
+    start = build_tiny(corpus_of(sft_set, max_rows=4000), run_dir.parent / "tiny-base", hidden_size=config.hidden_size,
+                       layers=config.layers, heads=config.heads, kv_heads=config.kv_heads, seed=config.seed)
+    if config.copy_warmup_steps:
+        start, points = copy_warmup(start, run_dir.parent / "warmup", steps=config.copy_warmup_steps,
+                                    batch_size=config.copy_warmup_batch_size, seed=config.seed,
+                                    callbacks=[CompactProgress(label="copy warm-up")])
+        log("    copy accuracy on held-out copy texts: "
+            + ", ".join(f"{p['copy_accuracy']:.2f} @ {p['step']}" for p in points) + " steps")
     sft_cfg = SFTRunConfig(
-        output_dir=str(run_dir),
-        model=ModelConfig(name_or_path="tiny", tiny=TinyConfig(hidden_size=config.hidden_size, layers=config.layers)),
+        output_dir=str(run_dir), model=ModelConfig(name_or_path=str(start)),
         data=DataConfig(dataset=str(sft_dir), split="train"), seed=config.seed, max_steps=config.sft_steps,
         learning_rate=config.sft_learning_rate, warmup_ratio=0.05, per_device_train_batch_size=config.sft_batch_size,
         logging_steps=max(1, config.sft_steps // 5), save_steps=10_000, report_to="none",

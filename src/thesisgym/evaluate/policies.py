@@ -206,11 +206,13 @@ class HFPolicy:
         if self._want_vllm():
             return self._decide_vllm(rows)
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM
+
+        from thesisgym.train.models import load_tokenizer
 
         if self._model is None:
             try:
-                self._tok = AutoTokenizer.from_pretrained(self.model_path)
+                self._tok = load_tokenizer(self.model_path)  # the tiny preset's own pipeline, not Qwen2Tokenizer's
                 model = AutoModelForCausalLM.from_pretrained(self.model_path)
             except (OSError, ValueError) as exc:
                 # transformers' messages run to many lines; the first one says what is wrong

@@ -160,10 +160,17 @@ def lora_config(spec: dict[str, Any] | None):
 
 
 def load_tokenizer(name_or_path: str | Path):
-    """Load the tokenizer of a model, forcing left padding (generation in GRPO) and a pad token."""
-    from transformers import AutoTokenizer
+    """Load the tokenizer of a model, forcing left padding (generation in GRPO) and a pad token.
 
-    tok = AutoTokenizer.from_pretrained(str(name_or_path))
+    A `tiny` model's tokenizer is loaded as the PreTrainedTokenizerFast it was saved as: transformers 5's
+    AutoTokenizer maps model_type qwen2 to Qwen2Tokenizer, which rebuilds the pipeline from the vocabulary
+    with Qwen's own pre-tokenizer and drops ours (the quote-mark normaliser), so the first word of every
+    quote became different tokens from the same word in the evidence and could not be copied.
+    """
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    loader = PreTrainedTokenizerFast if is_tiny(name_or_path) else AutoTokenizer
+    tok = loader.from_pretrained(str(name_or_path))
     tok.padding_side = "left"
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
