@@ -21,6 +21,8 @@ def register(app: typer.Typer) -> None:
         days: int = typer.Option(None, "--days", help="override the number of synthetic trading days"),
         sft_steps: int = typer.Option(None, "--sft-steps"),
         grpo_steps: int = typer.Option(None, "--grpo-steps"),
+        copy_warmup_steps: int = typer.Option(None, "--copy-warmup-steps",
+                                              help="copy warm-up steps before SFT (default 0: not yet shown to help; docs/training.md section 4)"),
     ) -> None:
         """Synthesize a market, build datasets, distil, SFT + GRPO the tiny model, compare them, evaluate, write the report."""
         import os
@@ -41,7 +43,8 @@ def register(app: typer.Typer) -> None:
         warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
         # piped output (logs, CI) gets room for the verdict lines instead of rich's 80 columns
         console = Console(width=None if sys.stdout.isatty() else 160)
-        overrides = dict(out=str(out), seed=seed, tickers=tickers, days=days, sft_steps=sft_steps, grpo_steps=grpo_steps)
+        overrides = dict(out=str(out), seed=seed, tickers=tickers, days=days, sft_steps=sft_steps, grpo_steps=grpo_steps,
+                         copy_warmup_steps=copy_warmup_steps)
         try:
             cfg = DemoConfig.sized("quick" if quick else size, **overrides)
         except ValueError as exc:

@@ -7,14 +7,18 @@ forms that circuit only after many examples in which copying is the only way to 
 a distilled thesis that signal is thin: a few quoted words among ~1,000 prompt and opinion tokens,
 and 800 such examples (the demo's SFT budget) never formed it (docs/training.md, section 4).
 
-The warm-up is plain causal-LM training (TRL's SFTTrainer on a `text` dataset) on sequences of random
-whole-word tokens of the model's own vocabulary followed by the same sequence again: the first half is
-noise, the second half is predictable only by copying. Every second-half token is a copy target, so
-the circuit forms after a few thousand short sequences (a minute or two on one CPU core) instead of
-tens of thousands of thesis examples. `copy_accuracy` measures the skill on fresh sequences: the
-share of second-half tokens predicted exactly (greedy, teacher-forced); chance is ~1/vocabulary and a
-model without the circuit plateaus near the share of tokens it can guess from the first half's
-statistics.
+The warm-up is plain causal-LM training (TRL's SFTTrainer on a `text` dataset) on texts in which
+copying is the only way to lower the loss: random whole-word tokens of the model's own vocabulary
+followed by the same words again, and evidence-like lines followed by a citation that quotes the
+start of the cited line's body. `copy_accuracy` (teacher-forced, the copied half) and
+`verified_quote_rate` (greedy quotes checked by the verifier's span check) measure the skill on fresh
+texts.
+
+Measured so far (docs/training.md, section 4): with a fixed sequence length a small model reaches
+copy accuracy 0.5-0.75 within 300-500 steps of 32, but by a positional shortcut ("the token `length`
+back") that fails on other lengths and never quotes; with random lengths (the texts here) a 2-layer,
+128-wide, 8-head model had not formed the circuit after 800 steps. The demo therefore runs no warm-up
+by default (`DemoConfig.copy_warmup_steps`).
 """
 
 from __future__ import annotations
