@@ -374,3 +374,24 @@ def test_cache_file_streams_the_same_rows(tmp_path, store, built):
     assert (tmp_path / "c" / "rows.arrow").exists()
     assert len(ds) == len(built) and ds.features == built.features
     assert ds["prompt_text"] == built["prompt_text"] and ds[17]["evidence"] == built[17]["evidence"]
+
+
+def test_a_custom_system_prompt_opens_every_prompt_and_counts_against_the_budget(store):
+    from thesisgym.schema import COMPACT_SYSTEM_PROMPT
+
+    d = store.dates[70]
+    kw = {"tickers": ["AAA"], "dates": [d], "show_progress": False}
+    full = build_contexts(store, **kw)[0]
+    short = build_contexts(store, config=ContextConfig(system_prompt=COMPACT_SYSTEM_PROMPT), **kw)[0]
+    assert short["prompt"][0] == {"role": "system", "content": COMPACT_SYSTEM_PROMPT}
+    assert short["prompt"][1] == full["prompt"][1] and short["evidence"] == full["evidence"]
+    _, text = render_context(short["ticker"], short["asof"], short["evidence"], system_prompt=COMPACT_SYSTEM_PROMPT)
+    assert short["prompt_text"] == text
+    # the same budget holds more evidence behind the shorter instructions
+    budget = count_tokens(SYSTEM_PROMPT) + 120
+    tight = build_contexts(store, token_budget=budget, **kw)[0]
+    roomy = build_contexts(store, token_budget=budget, config=ContextConfig(system_prompt=COMPACT_SYSTEM_PROMPT), **kw)[0]
+    assert count_tokens(roomy["prompt_text"]) <= budget
+    assert len(roomy["evidence"]) > len(tight["evidence"])
+    with pytest.raises(ValueError, match="system_prompt"):
+        ContextConfig(system_prompt="")

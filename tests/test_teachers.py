@@ -158,3 +158,25 @@ def test_on_real_synthetic_contexts_grounded_and_evidence_driven():
         assert s["hallucination_rate"] == 0.0 and s["citation_precision"] == 1.0, s
         assert s["evidence"] >= 0.7 and s["structure"] >= 0.7, s
         assert s["decision_valid"] == 1.0
+
+
+def test_compact_theses_quote_a_run_of_words_before_the_id_and_digits_only_where_unavoidable():
+    """The small-model demo's teacher: a credited run of words without digits, quote first, then the id."""
+    from thesisgym.rewards.base import EvidenceIndex
+    from thesisgym.rewards.evidence import quote_credited
+
+    row = toy_rows(1, seed=3)[0]
+    by_id = {it["id"]: it["text"] for it in row["evidence"]}
+    index = EvidenceIndex(row["evidence"])
+    text = TemplateTeacher(compact=True, bullets=(1, 1), quote_words=(3, 5)).write(row)[0]
+    bullets = [b for s in parse_thesis(text).sections for b in s.bullets]
+    assert bullets
+    for b in bullets:
+        (q,), (cite,) = b.quotes, b.citations
+        assert f'"{q}" [{cite}]' in text  # the quote, then the id
+        assert quote_credited(q, cite, index)
+        words = by_id[cite].split()
+        runs = (" ".join(words[i:i + 3]).strip(".,;:") for i in range(len(words) - 2))
+        words_only = any(not any(ch.isdigit() for ch in r) and quote_credited(r, cite, index) for r in runs)
+        # digits only where no three digit-free words in a row would be credited (a price line)
+        assert not any(ch.isdigit() for ch in q) or not words_only, (q, by_id[cite])

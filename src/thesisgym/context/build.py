@@ -70,6 +70,9 @@ class ContextConfig(BaseModel):
     macro_days: int = 10
     macro_items: int = 10
     section_keep_prob: float = Field(0.6, ge=0.0, le=1.0)
+    # the instructions every prompt opens with; the token budget counts them. The small-model demo
+    # uses schema.COMPACT_SYSTEM_PROMPT: ~40 tokens instead of ~250 on every training example
+    system_prompt: str = Field(SYSTEM_PROMPT, min_length=1)
 
     @field_validator("news_buckets")
     @classmethod
@@ -268,7 +271,7 @@ class _BuildState:
         self.store, self.cfg, self.events = store, cfg, events
         self.k, self.seed, self.budget, self.split = variations, seed, token_budget, split
         self.schema = context_schema()
-        self.sys_tokens = count_tokens(SYSTEM_PROMPT) if token_budget else 0
+        self.sys_tokens = count_tokens(cfg.system_prompt) if token_budget else 0
         hh, mm = (int(x) for x in store.cutoff.split(":"))
         self.cutoff_delta = pd.Timedelta(hours=hh, minutes=mm)
 
@@ -512,7 +515,7 @@ class _BuildState:
         evidence = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), item)
         users_a = pa.array(users, pa.string())
         # system/user interleaved and prompt_text joined by Arrow kernels, not Python string copies
-        both = pa.concat_arrays([pa.array([SYSTEM_PROMPT], pa.string()), users_a])
+        both = pa.concat_arrays([pa.array([self.cfg.system_prompt], pa.string()), users_a])
         inter = np.zeros(2 * n, dtype="int64")
         inter[1::2] = np.arange(1, n + 1)
         msgs = pa.StructArray.from_arrays(
@@ -525,7 +528,7 @@ class _BuildState:
         label_id = [LABELS.index(x) if x is not None else -1 for x in label]
         cols = {
             "prompt": prompt,
-            "prompt_text": pc.binary_join_element_wise(pa.scalar(SYSTEM_PROMPT), users_a, "\n\n"),
+            "prompt_text": pc.binary_join_element_wise(pa.scalar(self.cfg.system_prompt), users_a, "\n\n"),
             "evidence": evidence,
             "sections": pa.array(sections_col, pa.list_(pa.string())),
             "ticker": pa.array([t] * n, pa.string()),

@@ -22,8 +22,10 @@ Decision rules (documented, also in `item_stance` / `decide`):
    teacher's class mix matches the label mix (the lexicon is not symmetric, fixed cuts lean bearish).
 
 Bullets: one tag per section in `sections` that has evidence (a section without items is skipped);
-`compact=True` (the small-model demo) cites the id before the quote and quotes from the first word of
-the body, so the quote is a copy from a place the id points to. `bullets=(lo, hi)` bullets per section, fewer when the section has fewer than `lo` items (one
+`compact=True` (the small-model demo) quotes the first run of words without a digit that the
+verifier credits (longest first), and from the first word of the body only when the item has no such
+run (price lines): a tiny model copies distinct words by plain induction but not digit strings, whose
+digits recur all over the prompt (docs/training.md, section 4c). `bullets=(lo, hi)` bullets per section, fewer when the section has fewer than `lo` items (one
 bullet per item, never a repeated citation). Each bullet is an opinion without digits plus a
 verbatim quote of `quote_words` (default 4-12) words from the cited item, so 15-90 words and
 numbers only from that item.
@@ -237,6 +239,23 @@ def _quote_span(text: str, rng: random.Random, *, lo: int = 4, hi: int = 12,
     return quote
 
 
+def _word_span(text: str, *, lo: int, hi: int, accept: Callable[[str], bool] | None = None) -> str | None:
+    """The first run of whole words without a digit that `accept` credits, longest (`hi`) first.
+
+    Why: a small model copies a run of distinct words by plain induction (find the previous
+    occurrence of the current word, emit what followed it); digit strings defeat that, because every
+    digit recurs all over the prompt. None when the item has no such run (price and indicator lines).
+    """
+    words = text.replace('"', " ").split()
+    for k in range(min(hi, len(words)), lo - 1, -1):
+        for start in range(len(words) - k + 1):
+            quote = " ".join(words[start:start + k]).strip(".,;:")
+            if (quote and quote in text and not any(ch.isdigit() for ch in quote)
+                    and (accept is None or accept(quote))):
+                return quote
+    return None
+
+
 def _row_key(row: dict) -> int:
     ident = json.dumps([row.get("ticker"), row.get("asof"), row.get("variation"),
                         [it.get("id") for it in row["evidence"]], [it.get("text") for it in row["evidence"]][:3]],
@@ -355,8 +374,9 @@ class TemplateTeacher:
         def accept(q: str) -> bool:
             return quote_credited(q, item["id"], index)
 
-        quote = _quote_span(str(item["text"]), rng, lo=self.quote_words[0], hi=self.quote_words[1], accept=accept,
-                            from_start=self.compact)
+        lo, hi = self.quote_words
+        quote = (_word_span(str(item["text"]), lo=lo, hi=hi, accept=accept) if self.compact else None) or \
+            _quote_span(str(item["text"]), rng, lo=lo, hi=hi, accept=accept, from_start=self.compact)
         cite = item["id"]
         if self.noise and rng.random() < self.noise:
             kind = rng.choice(("cite", "number", "quote"))
@@ -369,8 +389,6 @@ class TemplateTeacher:
                     opinion += f" a gain of {rng.randint(41, 97)}.{rng.randint(1, 9)}% and"
             else:
                 quote = " ".join(reversed(quote.split())) + " allegedly"
-        if self.compact:  # the id first: a small model then copies from the body the id points to
-            return f'- {opinion} [{cite}] "{quote}"'
         return f'- {opinion} "{quote}" [{cite}]'
 
     @staticmethod
