@@ -329,6 +329,20 @@ def test_vllm_flags_are_validated_before_training(tmp_path):
             trl_args(server)
 
 
+def test_fsdp_or_deepspeed_launch_on_cpu_is_refused_not_silently_run_as_ddp(tmp_path, monkeypatch):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("the refusal is for CPU runs")
+    cfg = build_config({"output_dir": str(tmp_path), "data": {"dataset": "d"}}, kind="sft")
+    trl_args(cfg)  # a plain CPU run is fine
+    for env, what in (("ACCELERATE_USE_FSDP", "FSDP"), ("ACCELERATE_USE_DEEPSPEED", "DeepSpeed")):
+        with monkeypatch.context() as m:
+            m.setenv(env, "true")  # what `accelerate launch` sets for an FSDP / DeepSpeed config
+            with pytest.raises(ValueError, match=f"{what} needs GPUs.*cpu.yaml"):
+                trl_args(cfg)
+
+
 def test_shipped_recipes_validate():
     from thesisgym.train.curriculum import validate_curriculum
     from thesisgym.train.recipes import ACCELERATE, list_recipes, recipe_path
@@ -480,3 +494,23 @@ def test_grpo_raises_mean_reward_over_sft_start_on_heldout_prompts(tmp_path):
     after = mean_reward(run_grpo(grpo))
     print(f"held-out mean total reward (0.4 structure + 0.6 evidence + loop): SFT {before:.3f} -> GRPO {after:.3f}")
     assert after > before + 0.03
+
+
+def test_curve_diagnostics_tell_copying_from_a_memorised_thesis():
+    from thesisgym.train.curves import score_theses
+
+    def row(body: str) -> dict:
+        return {"evidence": [{"id": "N1", "section": "news", "date": "2024-01-02", "source": "wire", "text": body}],
+                "sections": ["news"], "label": "BUY"}
+
+    def thesis(quote: str) -> str:
+        return (f'<news>\n- The news is a clear positive for the stock over the coming week, because the record '
+                f'shows "{quote}" [N1]\n</news>\n<conclusion>News leans bullish.</conclusion>\n<decision>BUY</decision>')
+
+    rows = [row("Acme wins a large defence contract"), row("Globex opens three new plants")]
+    copied = score_theses([thesis("Acme wins a large"), thesis("Globex opens three new")], rows)
+    assert copied["quotes_in_prompt"] == 1.0 and copied["distinct_quotes"] == 1.0 and copied["grounding"] == 1.0
+    # the same memorised thesis for both prompts: right once by luck, never distinct
+    recalled = score_theses([thesis("Acme wins a large")] * 2, rows)
+    assert recalled["quotes_in_prompt"] == 0.5 and recalled["distinct_quotes"] == 0.5
+    assert math.isnan(score_theses(["no thesis here"], rows[:1])["distinct_quotes"])

@@ -271,7 +271,8 @@ def train_sft(config: DemoConfig, splits: dict, sft_dir: Path, run_dir: Path, *,
     sft_model = run_sft(sft_cfg, callbacks=callbacks)
     for pt in curve.points if curve else []:
         log(f"    held-out val ({pt['rows']} rows) after {pt['examples_seen']} SFT examples: grounding "
-            f"{pt['grounding']:.3f}, valid decisions {pt['decision_valid']:.0%}")
+            f"{pt['grounding']:.3f}, valid decisions {pt['decision_valid']:.0%}, quotes found in the prompt "
+            f"{pt['quotes_in_prompt']:.0%}, distinct quotes {pt['distinct_quotes']:.0%}")
     return sft_model, curve
 
 

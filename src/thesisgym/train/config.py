@@ -341,6 +341,15 @@ def to_trl_kwargs(config: RunConfig, *, tiny: bool = False) -> dict[str, Any]:
         raise ValueError("config: use_vllm=True needs a GPU; this run resolves to device='cpu' (set use_vllm: false)")
     if config.bf16 and on_cpu:
         raise ValueError("config: bf16=True needs a GPU; this run resolves to device='cpu'")
+    if on_cpu:
+        # accelerate (1.15) runs an FSDP or DeepSpeed launch config on CPU as plain data parallel
+        # (MULTI_CPU) without a word: the run would "pass" while sharding nothing
+        import os
+
+        for env, what in (("ACCELERATE_USE_FSDP", "FSDP"), ("ACCELERATE_USE_DEEPSPEED", "DeepSpeed")):
+            if os.environ.get(env, "false").lower() == "true":
+                raise ValueError(f"accelerate config: {what} needs GPUs; on CPU accelerate would silently run plain "
+                                 f"data parallel instead. Use configs/accelerate/cpu.yaml for CPU processes")
     if config.bf16 is None:
         import torch
 

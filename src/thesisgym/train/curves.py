@@ -7,6 +7,11 @@ end of turn) and scores it with the same verifier as the rewards and the evaluat
 (`thesisgym.rewards.score_completion`). Each point records the step, the training examples seen so
 far (`step * batch * grad_accum * world`) and the held-out grounding, hallucination rate,
 valid-decision rate and decision accuracy, so "grounding vs SFT examples seen" is a measured curve.
+
+Two diagnostics tell copying from recall: `quotes_in_prompt`, the share of quotes found word for word
+in any evidence item of their own prompt (cited or not), and `distinct_quotes`, distinct quotes over
+all quotes across the rows. A policy that writes the same memorised theses whatever the prompt
+scores low on both, and grounding then only counts the prompts its stock phrases happen to fit.
 """
 
 from __future__ import annotations
@@ -62,11 +67,25 @@ def generate_theses(model: Any, tokenizer: Any, rows: Sequence[dict], *, max_new
 
 
 def score_theses(completions: Sequence[str], rows: Sequence[dict]) -> dict[str, float]:
-    """Means of CURVE_KEYS over the rows, scored by the shared verifier."""
+    """Means of CURVE_KEYS over the rows, scored by the shared verifier, plus `quotes_in_prompt` and
+    `distinct_quotes` (module docstring; nan when no thesis quotes anything)."""
     from thesisgym.rewards import score_completion
+    from thesisgym.rewards.base import parsed
+    from thesisgym.thesis import normalize_text
 
     scores = [score_completion(c, r) for c, r in zip(completions, rows, strict=True)]
-    return {k: _mean([s.get(k, float("nan")) for s in scores]) for k in CURVE_KEYS}
+    out = {k: _mean([s.get(k, float("nan")) for s in scores]) for k in CURVE_KEYS}
+    quotes: list[str] = []
+    found = 0
+    for completion, row in zip(completions, rows, strict=True):
+        bodies = [normalize_text(str(it.get("text", ""))) for it in row.get("evidence") or [] if isinstance(it, dict)]
+        for bullet in parsed(completion).bullets:
+            for q in (normalize_text(q) for q in bullet.quotes):
+                quotes.append(q)
+                found += any(q in body for body in bodies)
+    out["quotes_in_prompt"] = found / len(quotes) if quotes else float("nan")
+    out["distinct_quotes"] = len(set(quotes)) / len(quotes) if quotes else float("nan")
+    return out
 
 
 class GroundingCurve(TrainerCallback):
