@@ -513,4 +513,5 @@ def test_curve_diagnostics_tell_copying_from_a_memorised_thesis():
     # the same memorised thesis for both prompts: right once by luck, never distinct
     recalled = score_theses([thesis("Acme wins a large")] * 2, rows)
     assert recalled["quotes_in_prompt"] == 0.5 and recalled["distinct_quotes"] == 0.5
+    assert score_theses([thesis("Acme wins")], rows[:1])["quotes_in_prompt"] == 0.0  # too short to prove copying
     assert math.isnan(score_theses(["no thesis here"], rows[:1])["distinct_quotes"])

@@ -8,9 +8,10 @@ end of turn) and scores it with the same verifier as the rewards and the evaluat
 far (`step * batch * grad_accum * world`) and the held-out grounding, hallucination rate,
 valid-decision rate and decision accuracy, so "grounding vs SFT examples seen" is a measured curve.
 
-Two diagnostics tell copying from recall: `quotes_in_prompt`, the share of quotes found word for word
-in any evidence item of their own prompt (cited or not), and `distinct_quotes`, distinct quotes over
-all quotes across the rows. A policy that writes the same memorised theses whatever the prompt
+Two diagnostics tell copying from recall: `quotes_in_prompt`, the share of quotes of three or more
+words found word for word in any evidence item of their own prompt (cited or not; a one-word "open"
+is in every price line and proves nothing), and `distinct_quotes`, distinct quotes over all quotes
+across the rows. A policy that writes the same memorised theses whatever the prompt
 scores low on both, and grounding then only counts the prompts its stock phrases happen to fit.
 """
 
@@ -82,7 +83,7 @@ def score_theses(completions: Sequence[str], rows: Sequence[dict]) -> dict[str, 
         for bullet in parsed(completion).bullets:
             for q in (normalize_text(q) for q in bullet.quotes):
                 quotes.append(q)
-                found += any(q in body for body in bodies)
+                found += len(q.split()) >= 3 and any(q in body for body in bodies)
     out["quotes_in_prompt"] = found / len(quotes) if quotes else float("nan")
     out["distinct_quotes"] = len(set(quotes)) / len(quotes) if quotes else float("nan")
     return out
