@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 
 
 def build_rows(tickers: int, days: int, seed: int):
-    from thesisgym.context.build import build_contexts
+    from thesisgym.build.contexts import build_contexts
     from thesisgym.data.synth import SynthConfig, generate_market
 
     store = generate_market(SynthConfig(n_tickers=tickers, n_days=days, seed=seed))
@@ -158,7 +158,7 @@ def main() -> None:
           f"{np.mean([r.s for r in results]):.3f}, factuality {np.mean([r.factuality for r in results]):.3f}")
 
     # truth correlation over all rows with a known truth: one bullish thesis per row, per market
-    from thesisgym.context.build import build_contexts
+    from thesisgym.build.contexts import build_contexts
     from thesisgym.data.synth import SynthConfig, generate_market
 
     for market in ("A", "B"):

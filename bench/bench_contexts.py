@@ -62,8 +62,8 @@ def peak_rss_during(fn):
 
 def naive_row(store, ticker: str, day: pd.Timestamp, cfg) -> tuple[str, list[dict]]:
     """One context the straightforward way: pandas filters per row, indicators recomputed per row."""
-    from thesisgym.context.indicators import bar_texts, compute_indicators, indicator_texts, price_decimals
-    from thesisgym.context.render import clean_text, event_text, extract_numbers, render_context
+    from thesisgym.build.indicators import bar_texts, compute_indicators, indicator_texts, price_decimals
+    from thesisgym.build.render import clean_text, event_text, extract_numbers, render_context
     from thesisgym.schema import SECTIONS
 
     b = store.bars_until(ticker, day).reset_index(drop=True)
@@ -121,7 +121,7 @@ def naive_row(store, ticker: str, day: pd.Timestamp, cfg) -> tuple[str, list[dic
 def news_duplicates(root: str, cfg) -> None:
     """Share of news items repeated inside their prompt (AAPL, META, MSFT while the ticker headlines
     run), with near-duplicate merging (the default) against without it (the baseline)."""
-    from thesisgym.context import build_contexts
+    from thesisgym.build import build_contexts
     from thesisgym.data import sources
     from thesisgym.data.quality import normalised_title
 
@@ -168,7 +168,7 @@ def main() -> None:
     )
     args = ap.parse_args()
 
-    from thesisgym.context import ContextConfig, build_contexts
+    from thesisgym.build import ContextConfig, build_contexts
     from thesisgym.data.synth import SynthConfig, generate_market
 
     cfg = ContextConfig()
@@ -176,8 +176,8 @@ def main() -> None:
     if args.real:
         from pathlib import Path
 
+        from thesisgym.build.splits import SplitConfig
         from thesisgym.data.sources import import_shared
-        from thesisgym.splits import SplitConfig
 
         store = import_shared(args.real)
         root = Path(__file__).resolve().parents[1]

@@ -3,7 +3,7 @@
     python bench/bench_grounding_curve.py --out /tmp/curve [--teacher compact|random] [--tokenizer copy|bpe]
         [--steps 120] [--batch 4] [--every 40] [--rows 12] [--hidden 192] [--layers 4] [--threads 1]
 
-Builds the demo's market A, embargoed splits and template-teacher SFT set (`thesisgym.demo` stage
+Builds the demo's market A, embargoed splits and template-teacher SFT set (`thesisgym.experiments.demo` stage
 functions; `--teacher random` = quotes from a random place with the id after the quote, the old demo
 data; `compact` = the id first and the quote from the start of the body), SFTs a fresh tiny model
 (`--tokenizer copy` = one token per digit and quote marks apart, `bpe` = plain byte-level BPE) and
@@ -44,9 +44,9 @@ def main() -> None:
     import torch
     from datasets import DatasetDict
 
-    from thesisgym.demo import DemoConfig, build_market_data, distil_sft_data, spread
-    from thesisgym.distill import distill
+    from thesisgym.experiments.demo import DemoConfig, build_market_data, distil_sft_data, spread
     from thesisgym.teachers import TemplateTeacher
+    from thesisgym.teachers.distill import distill
     from thesisgym.train import DataConfig, ModelConfig, SFTRunConfig, run_sft
     from thesisgym.train.config import TinyConfig
     from thesisgym.train.curves import GroundingCurve

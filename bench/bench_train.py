@@ -2,7 +2,7 @@
 
     python bench/bench_train.py [--rows 16] [--sft-steps 4] [--grpo-steps 2] [--threads 1]
 
-Data: contexts built from the synthetic market (thesisgym.data.synth + thesisgym.splits) when
+Data: contexts built from the synthetic market (thesisgym.data.synth + thesisgym.build.splits) when
 available, else hand-built toy rows; the SFT set is distilled from them with the TemplateTeacher.
 Figures printed:
 - SFT tokens/s (TRL's `num_tokens` / train time)
@@ -30,8 +30,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 def contexts(rows: int):
     try:
+        from thesisgym.build.splits import SplitConfig, build_splits
         from thesisgym.data.synth import SynthConfig, generate_market
-        from thesisgym.splits import SplitConfig, build_splits
 
         store = generate_market(SynthConfig(n_tickers=6, n_days=260, seed=0))
         dd = build_splits(store, SplitConfig(stride=5), show_progress=False)
@@ -98,8 +98,8 @@ def main() -> None:
     import torch
     from datasets import DatasetDict
 
-    from thesisgym.distill import distill
     from thesisgym.teachers import TemplateTeacher
+    from thesisgym.teachers.distill import distill
     from thesisgym.train.config import build_config
     from thesisgym.train.sft import run_sft
 

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from thesisgym.audit import FAMILIES, Doc, run_audit
 from thesisgym.cli import app
+from thesisgym.evaluate.audit import FAMILIES, Doc, run_audit
 
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -20,8 +20,8 @@ needs_real = pytest.mark.skipif(not (SHARED / "prices" / "AAPL.csv").exists(), r
 
 
 def _save(store, tmp_path: Path, *, context=None) -> Path:
-    from thesisgym.context.build import ContextConfig
-    from thesisgym.splits import SplitConfig, build_splits
+    from thesisgym.build.contexts import ContextConfig
+    from thesisgym.build.splits import SplitConfig, build_splits
 
     cfg = SplitConfig(stride=3, token_budget=800, heldout_tickers=0, seed=0, context=context or ContextConfig())
     out = tmp_path / "ds"
@@ -31,10 +31,10 @@ def _save(store, tmp_path: Path, *, context=None) -> Path:
 
 @pytest.fixture(scope="module")
 def synthetic_dataset(tmp_path_factory) -> Path:
-    from thesisgym.context.build import ContextConfig
+    from thesisgym.build.contexts import ContextConfig
     from thesisgym.data import generate_market
     from thesisgym.data.synth import SynthConfig
-    from thesisgym.demo import DEMO_CONTEXT
+    from thesisgym.experiments.demo import DEMO_CONTEXT
 
     store = generate_market(SynthConfig(n_tickers=3, n_days=200, seed=5, market="A"))
     return _save(store, tmp_path_factory.mktemp("audit"), context=ContextConfig(**DEMO_CONTEXT))
@@ -78,7 +78,7 @@ def test_audit_cli_on_a_fresh_synthetic_dataset(synthetic_dataset, tmp_path):
 
 
 def test_audit_exits_non_zero_when_a_family_wins(synthetic_dataset, monkeypatch):
-    from thesisgym import audit
+    from thesisgym.evaluate import audit
 
     identity = audit.Family("identity", "the honest thesis itself", lambda doc, row, rng: doc.render())
     monkeypatch.setattr(audit, "FAMILIES", (*audit.FAMILIES, identity))
@@ -137,7 +137,7 @@ _PROPERTY_ROWS: list[dict] = []
 
 def _property_rows() -> list[dict]:
     if not _PROPERTY_ROWS:
-        from thesisgym.context import build_contexts
+        from thesisgym.build import build_contexts
         from thesisgym.data import generate_market
         from thesisgym.data.synth import SynthConfig
 

@@ -477,7 +477,7 @@ def test_rows_with_the_same_ids_never_share_evidence():
 
 # --- on the synthetic market (engineer 1 + 2 modules) -------------------------------------------------------
 def _synthetic_rows(n_tickers: int, n_days: int, seed: int):
-    import thesisgym.context.build as build
+    import thesisgym.build.contexts as build
     import thesisgym.data.synth as synth
     store = synth.generate_market(synth.SynthConfig(n_tickers=n_tickers, n_days=n_days, seed=seed))
     return build.build_contexts(store, show_progress=False)

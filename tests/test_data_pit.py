@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from thesisgym.context.build import build_contexts
+from thesisgym.build.contexts import build_contexts
 from thesisgym.data import MarketStore, read_events_csv, validate_events
 
 NY = "America/New_York"

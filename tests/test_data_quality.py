@@ -74,8 +74,8 @@ def test_headline_naming_a_future_quarter_is_flagged_and_unstarted_ones_can_be_d
 def test_coverage_table_warnings_and_cli(tmp_path):
     from typer.testing import CliRunner
 
+    from thesisgym.build.contexts import build_contexts
     from thesisgym.cli import app
-    from thesisgym.context.build import build_contexts
     from thesisgym.data.synth import SynthConfig, generate_market
 
     store = generate_market(SynthConfig(n_tickers=2, n_days=240, seed=1))

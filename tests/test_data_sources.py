@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from thesisgym.context.build import build_contexts
+from thesisgym.build.contexts import build_contexts
 from thesisgym.data import MarketStore
 from thesisgym.data.corporate import read_analyst, read_earnings, read_insider
 from thesisgym.data.feeds import read_feed, read_rss_csv
@@ -51,7 +51,7 @@ def _bars(ticker: str = "AAA", start: str = "2020-01-01", n: int = 120) -> pd.Da
 
 
 def _prompt(events: pd.DataFrame, day: str, ticker: str = "AAA", bars: pd.DataFrame | None = None) -> str:
-    from thesisgym.context.build import ContextConfig
+    from thesisgym.build.contexts import ContextConfig
 
     store = MarketStore(bars=_bars(ticker) if bars is None else bars, events=events)
     cfg = ContextConfig(macro_days=400, fundamentals_items=20, insider_days=400, analyst_days=400)
@@ -503,9 +503,9 @@ def test_header_only_binary_and_non_utf8_files_are_clear_errors(tmp_path):
 
 @needs_real
 def test_shared_mag7_store_covers_fundamentals_macro_and_dates_events_after_the_fact():
+    from thesisgym.build.splits import SplitConfig
     from thesisgym.data.quality import coverage_table
     from thesisgym.data.sources import import_shared
-    from thesisgym.splits import SplitConfig
 
     store = import_shared(SHARED)
     assert store.meta["quality"]["near_duplicates_merged"] > 0

@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from thesisgym.demo import DemoConfig, run_demo
+from thesisgym.experiments.demo import DemoConfig, run_demo
 
 
 def test_demo_config_rejects_unknown_and_bad_sizes():
@@ -80,7 +80,7 @@ def test_demo_cli_prints_table_and_report_path(tmp_path, monkeypatch):
             console.print(name)
         console.print("- Sharpe 0.10 vs 1.00 for buy-and-hold: tiny-grpo is not above it.")
 
-    monkeypatch.setattr("thesisgym.demo.run_demo", fake_run_demo)
+    monkeypatch.setattr("thesisgym.experiments.demo.run_demo", fake_run_demo)
     monkeypatch.setattr("thesisgym.cli.evaluate.print_summary", fake_print_summary)
     res = CliRunner().invoke(app, ["demo", "--size", "huge", "--out", str(tmp_path)])
     assert res.exit_code == 2 and "demo size must be one of" in res.output and "Traceback" not in res.output

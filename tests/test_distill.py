@@ -7,8 +7,8 @@ import json
 import pytest
 from datasets import load_from_disk
 
-from thesisgym.distill import distill, judge_sample
 from thesisgym.teachers import TemplateTeacher
+from thesisgym.teachers.distill import distill, judge_sample
 from thesisgym.train.toy import toy_dataset, toy_rows
 
 

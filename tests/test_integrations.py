@@ -78,7 +78,7 @@ def trl_totals(recipe: str, completions: list, row: dict) -> list[float]:
 def client():
     from fastapi.testclient import TestClient
 
-    from thesisgym.serve import ServeConfig, create_app
+    from thesisgym.integrations.serve import ServeConfig, create_app
 
     with TestClient(create_app(ServeConfig(recipe="dsr"))) as c:
         yield c

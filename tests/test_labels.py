@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from pydantic import ValidationError
 
-from thesisgym.labels import (
+from thesisgym.build.labels import (
     LabelThresholds,
     apply_thresholds,
     class_mix,

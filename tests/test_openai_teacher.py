@@ -146,7 +146,7 @@ def test_many_sync_calls_do_not_leak_sockets(server, tmp_path):
 
 def test_reverse_teacher_feeds_distill(server, tmp_path):
     """engineer 6's `distill` accepts the reverse teacher's assembled theses (grounded by construction)."""
-    import thesisgym.distill as distill_mod
+    import thesisgym.teachers.distill as distill_mod
     server.default = ("ok", json.dumps(REVERSE_JSON))
     res = distill_mod.distill([row("BUY")], teacher(server, tmp_path, mode="reverse"), n=2, min_grounding=0.0)
     assert res.stats["accepted_samples"] == 1 and res.stats["rejects"]["teacher_error"] == 0

@@ -282,8 +282,8 @@ def test_cli_evaluate_with_completions(result, market, tmp_path):
 @pytest.mark.slow
 def test_end_to_end_on_the_synthetic_market_with_the_real_pipeline(tmp_path):
     """generate_market -> build_splits -> TemplateTeacher as the policy -> evaluate (real reward stack)."""
+    import thesisgym.build.splits as splits
     import thesisgym.data.synth as synth
-    import thesisgym.splits as splits
     import thesisgym.teachers.template as template
     store = synth.generate_market(synth.SynthConfig(n_tickers=6, n_days=300, seed=1))
     dd = splits.build_splits(store, splits.SplitConfig(stride=2, variations=2), show_progress=False)

@@ -22,7 +22,7 @@ from fastapi.testclient import TestClient
 
 from test_rewards_fixtures import gold_thesis, make_row
 from thesisgym.integrations.core import ground_truth_json, score_one
-from thesisgym.serve import ServeConfig, create_app
+from thesisgym.integrations.serve import ServeConfig, create_app
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = json.loads(ground_truth_json(make_row()))
@@ -134,7 +134,7 @@ def test_openrlhf_route_rejects_bad_labels(client):
 
 
 def test_slow_scoring_times_out_with_504(monkeypatch):
-    import thesisgym.serve as serve
+    import thesisgym.integrations.serve as serve
 
     def slow(*args, **kwargs):
         time.sleep(0.5)

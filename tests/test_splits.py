@@ -11,11 +11,11 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from thesisgym.build.labels import LabelThresholds, class_mix
+from thesisgym.build.splits import META_FILE, SplitConfig, build_splits, load_splits, load_thresholds
 from thesisgym.data.store import MarketStore
 from thesisgym.data.synth import SynthConfig, generate_market
-from thesisgym.labels import LabelThresholds, class_mix
 from thesisgym.schema import CONTEXT_COLUMNS, HORIZONS, LABELS
-from thesisgym.splits import META_FILE, SplitConfig, build_splits, load_splits, load_thresholds
 
 H = max(HORIZONS)
 

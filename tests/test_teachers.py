@@ -146,7 +146,7 @@ def test_calibration_matches_the_label_mix_without_reading_labels():
 
 
 def test_on_real_synthetic_contexts_grounded_and_evidence_driven():
-    import thesisgym.context.build as ctx
+    import thesisgym.build.contexts as ctx
     import thesisgym.data.synth as synth
     store = synth.generate_market(synth.SynthConfig(n_tickers=3, n_days=90, seed=1))
     rows = list(ctx.build_contexts(store, tickers=store.tickers, dates=store.dates[40:70:3]))

@@ -55,8 +55,8 @@ def data(tmp_path_factory) -> dict[str, Path]:
     """A toy context split and its distilled SFT set, saved like the real pipeline saves them."""
     from datasets import DatasetDict
 
-    from thesisgym.distill import distill
     from thesisgym.teachers import TemplateTeacher
+    from thesisgym.teachers.distill import distill
 
     root = tmp_path_factory.mktemp("data")
     ctx = toy_dataset(8, seed=0, items_per_section=2, sections=("technical", "news"))
@@ -203,7 +203,7 @@ def test_grpo_killed_after_a_checkpoint_resumes_to_the_same_final_step(data, sft
             return False
 
     with log.open("w") as sink:
-        proc = subprocess.Popen([sys.executable, "-m", "thesisgym.train.launch", "grpo", "-c",
+        proc = subprocess.Popen([sys.executable, "-m", "thesisgym.cli.launch", "grpo", "-c",
                                  str(tmp_path / "run.yaml")], env=_subprocess_env(), stdout=sink, stderr=sink)
         try:
             deadline = time.monotonic() + 120
@@ -257,7 +257,7 @@ def test_grpo_two_cpu_processes_through_accelerate_launch(data, tmp_path):
     }, kind="grpo")
     (tmp_path / "run.yaml").write_text(dump_config(cfg))
     cmd = [accelerate, "launch", "--config_file", str(ACCELERATE / "cpu.yaml"),
-           "-m", "thesisgym.train.launch", "grpo", "-c", str(tmp_path / "run.yaml")]
+           "-m", "thesisgym.cli.launch", "grpo", "-c", str(tmp_path / "run.yaml")]
     t0 = time.perf_counter()
     r = subprocess.run(cmd, env=_subprocess_env(), capture_output=True, text=True, timeout=900, cwd=tmp_path)
     out = r.stdout + r.stderr
@@ -444,12 +444,12 @@ def test_grpo_raises_mean_reward_over_sft_start_on_heldout_prompts(tmp_path):
     """
     from datasets import DatasetDict
 
+    import thesisgym.build.splits as splits
     import thesisgym.data.synth as synth
-    import thesisgym.splits as splits
-    from thesisgym.context.build import ContextConfig
-    from thesisgym.distill import distill
+    from thesisgym.build.contexts import ContextConfig
     from thesisgym.rewards import score_completion
     from thesisgym.teachers import TemplateTeacher
+    from thesisgym.teachers.distill import distill
     from thesisgym.train.curriculum import PolicyTeacher
     from thesisgym.train.grpo import run_grpo
     from thesisgym.train.sft import run_sft

@@ -27,6 +27,7 @@ __all__ = [
     "Quantity",
     "Section",
     "Thesis",
+    "clear_parser_caches",
     "completion_text",
     "extract_numbers",
     "normalize_label",
@@ -381,8 +382,8 @@ def _citations(groups: tuple[str, ...]) -> tuple[str, ...]:
     return hit
 
 
-def _clear_caches() -> None:
-    """Forget the memoised tags and citations (rewards.base.clear_caches calls this)."""
+def clear_parser_caches() -> None:
+    """Forget the memoised tags and citations (`thesisgym.rewards.base.clear_caches` calls this)."""
     _tag_cache.clear()
     _cite_cache.clear()
     _citations_cache.clear()

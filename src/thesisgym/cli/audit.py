@@ -1,4 +1,4 @@
-"""`thesisgym audit`: red-team the reward stack on a built dataset (see `thesisgym.audit`).
+"""`thesisgym audit`: red-team the reward stack on a built dataset (see `thesisgym.evaluate.audit`).
 
 Writes an honest reference thesis per row, applies every mutation family, and prints a table of
 how often each hack scores >= the honest thesis on each component and on the shipped recipes'
@@ -48,8 +48,8 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.table import Table
 
-        from thesisgym.audit import RECIPES, run_audit
-        from thesisgym.splits import load_split
+        from thesisgym.build.splits import load_split
+        from thesisgym.evaluate.audit import RECIPES, run_audit
 
         try:
             split_ds = load_split(dataset, split)

@@ -84,9 +84,9 @@ def build(
     from rich.console import Console
     from rich.table import Table
 
+    from thesisgym.build.splits import SplitConfig, build_splits
     from thesisgym.data.store import MarketStore
     from thesisgym.schema import LABELS, SHORT_LABELS
-    from thesisgym.splits import SplitConfig, build_splits
 
     overrides = {
         "variations": variations,
@@ -205,7 +205,7 @@ def show_prompt(
     """Print one rendered prompt (system + user) of a built dataset, with its label."""
     from rich.console import Console
 
-    from thesisgym.splits import load_splits
+    from thesisgym.build.splits import load_splits
 
     try:
         splits = load_splits(path)

@@ -296,8 +296,8 @@ def info(
     if coverage:
         from rich.console import Console
 
+        from thesisgym.build.splits import SplitConfig, build_splits
         from thesisgym.cli.build import print_coverage
-        from thesisgym.splits import SplitConfig, build_splits
 
         try:
             cfg = SplitConfig.from_yaml(config) if config else SplitConfig()

@@ -1,4 +1,4 @@
-"""`thesisgym demo`: the whole pipeline offline on CPU, on the synthetic market (see thesisgym.demo)."""
+"""`thesisgym demo`: the whole pipeline offline on CPU, on the synthetic market (see thesisgym.experiments.demo)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
 
         from thesisgym.cli.evaluate import print_summary
-        from thesisgym.demo import DemoConfig, run_demo
+        from thesisgym.experiments.demo import DemoConfig, run_demo
 
         # this process only runs the demo: weight loading/saving bars and transformers' deprecation
         # chatter would bury the stage lines

@@ -81,7 +81,7 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.table import Table
 
-        from thesisgym.distill import distill
+        from thesisgym.teachers.distill import distill
         from thesisgym.train.common import load_split
 
         if mode not in ("forward", "reverse"):

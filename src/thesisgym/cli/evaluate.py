@@ -32,7 +32,7 @@ def _store_path(dataset_dir: Path, store: Path | None) -> Path:
 
 def _load_split(dataset: Path, split: str, *, required: bool = True):
     """`splits.load_split` with its ValueError shown as a --dataset usage error."""
-    from thesisgym.splits import load_split
+    from thesisgym.build.splits import load_split
 
     try:
         return load_split(dataset, split, required=required)

@@ -101,10 +101,10 @@ def register(app: typer.Typer) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
         from rich.table import Table
 
+        from thesisgym.build.splits import load_split
         from thesisgym.evaluate.completions import join_completions, read_completions, split_keys
         from thesisgym.evaluate.policies import consistency_scores, make_verifier
         from thesisgym.rewards import load_decision_matrix, score_completion
-        from thesisgym.splits import load_split
 
         try:
             load_decision_matrix(decision_matrix)

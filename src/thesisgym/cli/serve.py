@@ -1,4 +1,4 @@
-"""`thesisgym serve`: run the reward service (see `thesisgym.serve` for the routes and limits)."""
+"""`thesisgym serve`: run the reward service (see `thesisgym.integrations.serve` for the routes and limits)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def serve(
         typer.echo(f"Error: thesisgym serve needs the serve extra: pip install 'thesisgym[serve]' ({exc})", err=True)
         raise typer.Exit(2) from exc
     from thesisgym.integrations.core import default_recipe
-    from thesisgym.serve import ServeConfig, create_app
+    from thesisgym.integrations.serve import ServeConfig, create_app
 
     try:
         config = ServeConfig(dataset=dataset, split=split, recipe=recipe or default_recipe(),

@@ -42,8 +42,7 @@ import numpy as np
 import pandas as pd
 from pandas.tseries.holiday import USFederalHolidayCalendar
 
-from thesisgym.data.files import read_json_records
-from thesisgym.data.importers import EventsImport, _read_table
+from thesisgym.data.files import EventsImport, read_json_records, read_table
 from thesisgym.data.validate import END_OF_DAY, local_instants, raise_rows, require_columns, validate_events
 from thesisgym.schema import DEFAULT_TIMEZONE
 
@@ -160,7 +159,7 @@ def read_insider(
     if not isinstance(delay_business_days, int) or delay_business_days < 0:
         raise ValueError(f"delay_business_days must be an int >= 0, got {delay_business_days!r}")
     path = Path(path)
-    raw, lines = _read_table(path)
+    raw, lines = read_table(path)
     cols = _norm_cols(raw)
     counts: dict[str, int] = {}
     if "filingdate" in cols:
@@ -338,7 +337,7 @@ def read_earnings(
     if pre_market not in ("trust", "next_day"):
         raise ValueError(f"pre_market must be 'trust' or 'next_day', got {pre_market!r}")
     path = Path(path)
-    raw, lines = _read_table(path)
+    raw, lines = read_table(path)
     cols = _norm_cols(raw)
     _need(
         path,
@@ -444,7 +443,7 @@ def read_analyst(
         raise ValueError(f"malformed must be 'error' or 'skip', got {malformed!r}")
     path = Path(path)
     skipped: list[int] | None = [] if malformed == "skip" else None
-    raw, lines = _read_table(path, skipped)
+    raw, lines = read_table(path, skipped)
     cols = _norm_cols(raw)
     counts: dict[str, int] = {"malformed_records_skipped": len(skipped)} if skipped else {}
     if "published_at" in cols:

@@ -10,7 +10,7 @@
   with an offset. Entries repeating a guid (or, without guid, a title and time) are counted and dropped.
 
 Feed items are market-wide (ticker "") unless `ticker=` is given; kind "news". In a prompt,
-market-wide events appear in the macro section (see thesisgym.context.events).
+market-wide events appear in the macro section (see thesisgym.build.events).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from thesisgym.data.importers import EventsImport, _read_table
+from thesisgym.data.files import EventsImport, read_table
 from thesisgym.data.validate import raise_rows, require_columns, validate_events
 
 __all__ = ["parse_feed_time", "read_feed", "read_rss_csv"]
@@ -92,7 +92,7 @@ def read_feed(path: str | Path, *, ticker: str = "", source: str | None = None) 
 def read_rss_csv(path: str | Path, *, ticker: str = "", source: str | None = None) -> EventsImport:
     """`title,pubDate[,guid,link,description]` CSV -> news events; repeated guids counted and dropped."""
     path = Path(path)
-    raw, lines = _read_table(path)
+    raw, lines = read_table(path)
     cols = {str(c).strip().lower(): str(c) for c in raw.columns}
     require_columns(path.name, cols, ("title", "pubdate"), "RSS CSV (title,pubDate[,guid,link,description])")
     texts = raw[cols["pubdate"]].astype(str)

@@ -1,4 +1,5 @@
-"""Opening source files for the importers: text that is really text, JSON that is really JSON.
+"""Opening source files for the importers: text that is really text, JSON that is really JSON, CSV
+rows with their physical line numbers, and `EventsImport`, what every events importer returns.
 
 Every importer reads through these helpers, so a wrong file fails the same way whatever the family:
 a binary file, a file that is not UTF-8, a header-only CSV or malformed JSON raise a ValueError whose
@@ -8,11 +9,25 @@ an empty store.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import zipfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["check_text_file", "read_json", "read_json_records", "read_text", "read_zip_member"]
+import numpy as np
+import pandas as pd
+
+from thesisgym.data.validate import DataValidationError, Problem
+
+__all__ = [
+    "EventsImport",
+    "check_text_file",
+    "peek_columns", "read_json", "read_json_records", "read_table",
+    "read_text",
+    "read_zip_member",
+]
 
 _SNIFF = 8192
 
@@ -89,3 +104,106 @@ def read_json_records(path: str | Path, what: str) -> tuple[str, list]:
         if not isinstance(r, dict):
             raise ValueError(f"{name}, record {k}: expected an object, got {type(r).__name__}")
     return name, obj
+
+
+@dataclass
+class EventsImport:
+    """An imported events frame plus the bookkeeping of what was counted or removed, and why."""
+
+    events: pd.DataFrame
+    source: str
+    rows_read: int
+    duplicates: int = 0  # rows repeating an earlier (ticker, title, day) row
+    dropped_duplicates: int = 0
+    dropped_other_tickers: int = 0  # rows whose ticker was outside `keep_tickers`
+    notes: list[str] = field(default_factory=list)
+    # family-specific counts (e.g. "stamped_by_acceptance_time", "restatements", "skipped_no_value")
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        extra = "".join(f", {k.replace('_', ' ')} {v}" for k, v in self.counts.items())
+        return (
+            f"{self.source}: {self.rows_read} rows read, {len(self.events)} kept, {self.duplicates} duplicates "
+            f"({self.dropped_duplicates} dropped), {self.dropped_other_tickers} dropped for tickers not kept"
+            + extra
+        )
+
+    def meta(self) -> dict:
+        """The store.meta["imports"] entry of this import."""
+        return {
+            "file": self.source,
+            "rows_read": self.rows_read,
+            "kept": len(self.events),
+            "duplicates": self.duplicates,
+            "dropped_duplicates": self.dropped_duplicates,
+            "dropped_other_tickers": self.dropped_other_tickers,
+            **({"counts": dict(self.counts)} if self.counts else {}),
+            **({"notes": list(self.notes)} if self.notes else {}),
+        }
+
+
+def _read_csv(path: Path, skipped: list[int] | None = None) -> tuple[pd.DataFrame, np.ndarray]:
+    """All cells as strings plus the file line where each record starts (header = line 1).
+
+    A record with the wrong number of fields raises, unless `skipped` is a list: then its line is
+    appended there (for the caller to count) and the record is left out.
+
+    The csv module rather than pandas: records may span lines (quoted newlines) and blank lines are
+    skipped, and both would make "row index + 2" lie about where a bad cell is.
+    """
+    text = read_text(path)  # binary / non-UTF-8 files fail here, naming the file
+    with io.StringIO(text, newline="") as fh:
+        reader = csv.reader(fh)
+        header: list[str] | None = None
+        rows: list[list[str]] = []
+        starts: list[int] = []
+        last_end = 0
+        for record in reader:
+            start, last_end = last_end + 1, reader.line_num
+            if not record or all(not c.strip() for c in record):
+                continue
+            if header is None:
+                header = [c.strip() for c in record]
+                if start != 1:
+                    raise ValueError(f"{path.name}, line {start}: the header must be on line 1")
+                continue
+            if len(record) != len(header):
+                if skipped is not None:
+                    skipped.append(start)
+                    continue
+                raise DataValidationError(
+                    [Problem(path.name, start, "*", f"{len(record)} fields, header has {len(header)}", True)]
+                )
+            rows.append(record)
+            starts.append(start)
+    if header is None:
+        raise ValueError(f"{path.name}: empty file (no header)")
+    if not rows:
+        raise ValueError(f"{path.name}: header only, no data rows (header: {', '.join(header)})")
+    return pd.DataFrame(rows, columns=header, dtype=object), np.asarray(starts, dtype=np.int64)
+
+
+def read_table(path: Path, skipped: list[int] | None = None) -> tuple[pd.DataFrame, np.ndarray | None]:
+    """A CSV (all cells as strings, with the line each record starts on) or a Parquet file (no lines)."""
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        return _read_csv(path, skipped)
+    if suffix in (".parquet", ".pq"):
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: no such file")
+        return pd.read_parquet(path), None
+    raise ValueError(f"{path}: unsupported file type {suffix!r} (expected .csv or .parquet)")
+
+
+def peek_columns(path: Path) -> list[str]:
+    """The header of a CSV or Parquet file, without reading the rows."""
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    if path.suffix.lower() in (".parquet", ".pq"):
+        import pyarrow.parquet as pq
+
+        return list(pq.read_schema(path).names)
+    if path.suffix.lower() != ".csv":
+        raise ValueError(f"{path}: unsupported file type {path.suffix!r} (expected .csv or .parquet)")
+    with io.StringIO(read_text(path), newline="") as fh:
+        return next(csv.reader(fh), [])

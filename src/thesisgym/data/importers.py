@@ -27,18 +27,16 @@ count is returned in an `EventsImport` and logged, never dropped silently.
 
 from __future__ import annotations
 
-import csv
-import io
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 import pandas as pd
 
-from thesisgym.data.files import read_text
+from thesisgym.data.feeds import read_rss_csv
+from thesisgym.data.files import EventsImport, peek_columns, read_table
 from thesisgym.data.store import MarketStore, empty_events
 from thesisgym.data.validate import DataValidationError, Problem, validate_bars, validate_events
 from thesisgym.schema import DEFAULT_TIMEZONE
@@ -63,109 +61,6 @@ log = logging.getLogger(__name__)
 DEFAULT_TICKER_MAP: dict[str, str] = {"FB": "META"}
 
 
-@dataclass
-class EventsImport:
-    """An imported events frame plus the bookkeeping of what was counted or removed, and why."""
-
-    events: pd.DataFrame
-    source: str
-    rows_read: int
-    duplicates: int = 0  # rows repeating an earlier (ticker, title, day) row
-    dropped_duplicates: int = 0
-    dropped_other_tickers: int = 0  # rows whose ticker was outside `keep_tickers`
-    notes: list[str] = field(default_factory=list)
-    # family-specific counts (e.g. "stamped_by_acceptance_time", "restatements", "skipped_no_value")
-    counts: dict[str, int] = field(default_factory=dict)
-
-    def summary(self) -> str:
-        extra = "".join(f", {k.replace('_', ' ')} {v}" for k, v in self.counts.items())
-        return (
-            f"{self.source}: {self.rows_read} rows read, {len(self.events)} kept, {self.duplicates} duplicates "
-            f"({self.dropped_duplicates} dropped), {self.dropped_other_tickers} dropped for tickers not kept"
-            + extra
-        )
-
-    def meta(self) -> dict:
-        """The store.meta["imports"] entry of this import."""
-        return {
-            "file": self.source,
-            "rows_read": self.rows_read,
-            "kept": len(self.events),
-            "duplicates": self.duplicates,
-            "dropped_duplicates": self.dropped_duplicates,
-            "dropped_other_tickers": self.dropped_other_tickers,
-            **({"counts": dict(self.counts)} if self.counts else {}),
-            **({"notes": list(self.notes)} if self.notes else {}),
-        }
-
-
-# --- CSV reading with physical line numbers -------------------------------------------------------
-def _read_csv(path: Path, skipped: list[int] | None = None) -> tuple[pd.DataFrame, np.ndarray]:
-    """All cells as strings plus the file line where each record starts (header = line 1).
-
-    A record with the wrong number of fields raises, unless `skipped` is a list: then its line is
-    appended there (for the caller to count) and the record is left out.
-
-    The csv module rather than pandas: records may span lines (quoted newlines) and blank lines are
-    skipped, and both would make "row index + 2" lie about where a bad cell is.
-    """
-    text = read_text(path)  # binary / non-UTF-8 files fail here, naming the file
-    with io.StringIO(text, newline="") as fh:
-        reader = csv.reader(fh)
-        header: list[str] | None = None
-        rows: list[list[str]] = []
-        starts: list[int] = []
-        last_end = 0
-        for record in reader:
-            start, last_end = last_end + 1, reader.line_num
-            if not record or all(not c.strip() for c in record):
-                continue
-            if header is None:
-                header = [c.strip() for c in record]
-                if start != 1:
-                    raise ValueError(f"{path.name}, line {start}: the header must be on line 1")
-                continue
-            if len(record) != len(header):
-                if skipped is not None:
-                    skipped.append(start)
-                    continue
-                raise DataValidationError(
-                    [Problem(path.name, start, "*", f"{len(record)} fields, header has {len(header)}", True)]
-                )
-            rows.append(record)
-            starts.append(start)
-    if header is None:
-        raise ValueError(f"{path.name}: empty file (no header)")
-    if not rows:
-        raise ValueError(f"{path.name}: header only, no data rows (header: {', '.join(header)})")
-    return pd.DataFrame(rows, columns=header, dtype=object), np.asarray(starts, dtype=np.int64)
-
-
-def _read_table(path: Path, skipped: list[int] | None = None) -> tuple[pd.DataFrame, np.ndarray | None]:
-    suffix = path.suffix.lower()
-    if suffix == ".csv":
-        return _read_csv(path, skipped)
-    if suffix in (".parquet", ".pq"):
-        if not path.exists():
-            raise FileNotFoundError(f"{path}: no such file")
-        return pd.read_parquet(path), None
-    raise ValueError(f"{path}: unsupported file type {suffix!r} (expected .csv or .parquet)")
-
-
-def _peek_columns(path: Path) -> list[str]:
-    """The header of a CSV or Parquet file, without reading the rows."""
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
-    if path.suffix.lower() in (".parquet", ".pq"):
-        import pyarrow.parquet as pq
-
-        return list(pq.read_schema(path).names)
-    if path.suffix.lower() != ".csv":
-        raise ValueError(f"{path}: unsupported file type {path.suffix!r} (expected .csv or .parquet)")
-    with io.StringIO(read_text(path), newline="") as fh:
-        return next(csv.reader(fh), [])
-
-
 def _lower_columns(df: pd.DataFrame) -> set[str]:
     return {str(c).strip().lower() for c in df.columns}
 
@@ -178,7 +73,7 @@ def read_price_file(path: str | Path, *, ticker: str | None = None) -> pd.DataFr
     selects that ticker's rows (an explicit filter, so nothing is dropped behind the caller's back).
     """
     path = Path(path)
-    raw, lines = _read_table(path)
+    raw, lines = read_table(path)
     cols = _lower_columns(raw)
     fields = {str(c).strip().lower(): str(c) for c in raw.columns}
     if "ticker" in cols:
@@ -234,7 +129,7 @@ def read_events_csv(
     `thesisgym.data.validate.parse_timestamps`). With `tickers`, an event for a ticker outside it raises.
     """
     path = Path(path)
-    raw, lines = _read_table(path)
+    raw, lines = read_table(path)
     return validate_events(
         raw,
         source=path.name,
@@ -327,7 +222,7 @@ def read_ticker_headlines(
     `tickers`, a row for any other ticker raises (naming its line). Duplicate (ticker, headline, day) rows are counted; `duplicates="drop"` removes them.
     """
     path = Path(path)
-    raw, lines = _read_table(path)
+    raw, lines = read_table(path)
     cols = {str(c).strip().lower(): str(c) for c in raw.columns}
     if "ticker" not in cols:
         raise DataValidationError([Problem(path.name, None, "ticker", "missing column")])
@@ -356,7 +251,7 @@ def read_market_headlines(
 ) -> EventsImport:
     """Adapt `headline,source,url,date,score` (market_news_headlines_2019_2021.csv) to market-wide events."""
     path = Path(path)
-    raw, lines = _read_table(path)
+    raw, lines = read_table(path)
     tickers = pd.Series([""] * len(raw), dtype=object)
     return _headlines(
         path,
@@ -386,7 +281,7 @@ def read_events(
     `tickers`: events for other tickers raise; `keep_tickers`: they are dropped and counted.
     """
     path = Path(path)
-    columns = _peek_columns(path)
+    columns = peek_columns(path)
     cols = {c.strip().lower() for c in columns}
     if {"published_at", "kind"} <= cols:
         # with keep_tickers the others are dropped and counted below, so they must not raise here
@@ -413,8 +308,6 @@ def read_events(
     if "headline" in cols:
         return read_market_headlines(path, duplicates=duplicates, assume_timezone=tz)
     if {"title", "pubdate"} <= cols:
-        from thesisgym.data.feeds import read_rss_csv
-
         return read_rss_csv(path)
     raise ValueError(
         f"{path.name}: unknown events layout (columns: {', '.join(columns)}); expected "

@@ -43,8 +43,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from thesisgym.data.files import read_json_records
-from thesisgym.data.importers import EventsImport, _read_table
+from thesisgym.data.files import EventsImport, read_json_records, read_table
 from thesisgym.data.validate import (
     DataValidationError,
     Problem,
@@ -122,7 +121,7 @@ def read_rtdsm(path: str | Path, *, vintage_day: int | None = None) -> EventsImp
     if vintage_day is not None and not 1 <= vintage_day <= 28:
         raise ValueError(f"vintage_day must be in 1..28, got {vintage_day}")
     path = Path(path)
-    raw, lines = _read_table(path)
+    raw, lines = read_table(path)
     cols = [str(c) for c in raw.columns]
     if cols[0].strip().upper() != "DATE":
         raise DataValidationError(
@@ -206,7 +205,7 @@ def read_fredmd_vintage(
             )
         vintage = m.group(0)
     public = pd.Timestamp(vintage + "-01") + pd.offsets.MonthEnd(0)
-    raw, lines = _read_table(path)
+    raw, lines = read_table(path)
     cols = {str(c).strip(): str(c) for c in raw.columns}
     if "sasdate" not in cols:
         raise DataValidationError([Problem(path.name, None, "sasdate", "missing column (FRED-MD layout)")])
@@ -314,7 +313,7 @@ def _alfred_events(df: pd.DataFrame, series: str, source: str, lines) -> EventsI
 def read_alfred(path: str | Path, *, series: str | None = None) -> EventsImport:
     """ALFRED-style CSV `date,value,realtime_start,realtime_end[,series_id]` -> macro events."""
     path = Path(path)
-    raw, lines = _read_table(path)
+    raw, lines = read_table(path)
     cols = {str(c).strip().lower(): str(c) for c in raw.columns}
     require_columns(
         path.name,
@@ -420,7 +419,7 @@ def read_series_csv(
 ) -> EventsImport:
     """`date,value` (or `DATE,<SERIES>`) -> one macro event per observation (module docstring)."""
     path = Path(path)
-    raw, lines = _read_table(path)
+    raw, lines = read_table(path)
     cols = [str(c) for c in raw.columns]
     if len(cols) != 2 or cols[0].strip().lower() != "date":
         raise DataValidationError(

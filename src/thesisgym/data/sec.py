@@ -38,8 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from thesisgym.data.files import read_json
-from thesisgym.data.importers import EventsImport
+from thesisgym.data.files import EventsImport, read_json
 from thesisgym.data.validate import validate_events
 
 __all__ = [

@@ -62,9 +62,9 @@ def read_macro(path: str | Path) -> EventsImport:
     path = Path(path)
     if path.suffix.lower() in (".zip", ".json"):
         return read_release_calendar(path)
-    from thesisgym.data.importers import _peek_columns
+    from thesisgym.data.files import peek_columns
 
-    cols = [c.strip() for c in _peek_columns(path)]
+    cols = [c.strip() for c in peek_columns(path)]
     low = {c.lower() for c in cols}
     if cols and cols[0].upper() == "DATE" and len(cols) > 2 and re.match(r"^[A-Z]+\d{2}[MQ]\d", cols[1]):
         return read_rtdsm(path)

@@ -39,6 +39,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from thesisgym.data.store import MarketStore
+from thesisgym.data.synth_events import company_names, make_events
 from thesisgym.schema import DEFAULT_TIMEZONE, REWARD_HORIZON
 
 __all__ = ["REGIMES", "SynthConfig", "generate_market"]
@@ -257,8 +258,6 @@ def _tickers(n: int) -> list[str]:
 
 def generate_market(config: SynthConfig | None = None) -> MarketStore:
     """Generate bars, events and truth of one synthetic market (deterministic given the config)."""
-    from thesisgym.data.synth_events import company_names, make_events
-
     cfg = config if config is not None else SynthConfig()
     if not isinstance(cfg, SynthConfig):
         raise TypeError(f"config must be a SynthConfig, got {type(cfg).__name__}")

@@ -9,15 +9,27 @@ have something to verify, and every company has a fake name so anonymisation pro
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
 
+from thesisgym.data.store import empty_events
 from thesisgym.schema import DEFAULT_TIMEZONE
 
-if TYPE_CHECKING:
-    from thesisgym.data.synth import SynthConfig
+
+class EventParams(Protocol):
+    """The market settings the events read (a `thesisgym.data.synth.SynthConfig` has them all)."""
+
+    lag: int
+    snr: float
+    macro: bool
+    events_per_day: float
+    noise_headline_share: float
+    fundamentals_every: int
+    insider_rate: float
+    analyst_rate: float
+    injection_rate: float
 
 _FIRST = [
     "Northwind",
@@ -164,7 +176,7 @@ def _frame(day, tick, tickers, kind, source, titles, texts, value, sentiment, wh
 
 
 def make_events(
-    cfg: SynthConfig,
+    cfg: EventParams,
     sim: dict,
     rs,
     dates: pd.DatetimeIndex,
@@ -187,8 +199,6 @@ def make_events(
         frames.append(_macro(cfg, rs, dates, sim["regime"], noise_sd))
     frames = [f for f in frames if len(f)]
     if not frames:
-        from thesisgym.data.store import empty_events
-
         return empty_events()
     out = pd.concat(frames, ignore_index=True)
     out["published_at"] = out["published_at"].astype("datetime64[ns, UTC]")

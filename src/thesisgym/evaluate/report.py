@@ -12,16 +12,14 @@ import base64
 import html
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from thesisgym.evaluate.metrics import METRIC_LABELS
+from thesisgym.evaluate.result import EvalResult
 from thesisgym.evaluate.stats import fmt_interval
-
-if TYPE_CHECKING:
-    from thesisgym.evaluate.runner import EvalResult
 
 PCT_METRICS = {
     "cumulative_return",

@@ -37,7 +37,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,74 +59,15 @@ from thesisgym.evaluate.policies import (
     score_rows,
 )
 from thesisgym.evaluate.probes import flip_stats, parse_probe_list, probe_rows
+from thesisgym.evaluate.report import write_report
+from thesisgym.evaluate.result import BASELINES_ONLY, EvalResult
 from thesisgym.schema import DEFAULT_POSITIONS, LABELS, REWARD_HORIZON
 
-BASELINES_ONLY = "baselines"
 SIDE = {lab: int(np.sign(i - 2)) for i, lab in enumerate(LABELS)}
 
 
 class EndpointError(RuntimeError):
     """Too many requests to the policy's endpoint failed in transport (not the model's fault)."""
-
-
-@dataclass
-class EvalResult:
-    """Everything one evaluation produced; `write_report` renders it."""
-
-    policy: str  # the policy's name, or "baselines" when no policy was evaluated
-    metrics: pd.DataFrame  # strategies x metrics (policy first), with *_lo/*_hi intervals, decisions, dates
-    backtests: dict[str, BacktestResult]
-    ticker_stats: pd.DataFrame  # the policy's per-ticker metrics (first strategy's in baselines-only mode)
-    scores: pd.DataFrame  # one row per completion
-    reasoning: dict[str, float]
-    confusion: pd.DataFrame
-    probes: dict[str, dict[str, Any]]
-    accuracy: pd.DataFrame = field(default_factory=pd.DataFrame)  # policy + accuracy baselines
-    comparisons: dict[str, dict[str, float]] = field(default_factory=dict)  # policy vs baseline Sharpe
-    transport: dict[str, Any] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    heldout: EvalResult | None = None
-    rows: list[dict] = field(default_factory=list)  # the evaluated dataset rows (examples in the report)
-    completions: list[dict] = field(default_factory=list)
-    config: dict[str, Any] = field(default_factory=dict)
-    report_path: Path | None = None
-
-    @property
-    def has_policy(self) -> bool:
-        return self.policy in self.metrics.index and self.policy != BASELINES_ONLY
-
-    def all_ticker_stats(self) -> dict[str, pd.DataFrame]:
-        return {k: bt.ticker_stats() for k, bt in self.backtests.items()}
-
-    def to_json(self) -> dict[str, Any]:
-        def clean(x: Any) -> Any:
-            if isinstance(x, (float, np.floating)):
-                return float(x) if math.isfinite(x) else None
-            if isinstance(x, (np.integer, np.bool_)):
-                return x.item()
-            if isinstance(x, dict):
-                return {str(k): clean(v) for k, v in x.items()}
-            if isinstance(x, (list, tuple)):
-                return [clean(v) for v in x]
-            return x
-
-        return clean(
-            {
-                "policy": self.policy,
-                "metrics": {
-                    k: {m: float(v) for m, v in row.items()} for k, row in self.metrics.to_dict("index").items()
-                },
-                "accuracy": self.accuracy.to_dict("index") if len(self.accuracy) else {},
-                "comparisons": self.comparisons,
-                "reasoning": self.reasoning,
-                "confusion": self.confusion.to_dict("index"),
-                "probes": self.probes,
-                "transport": self.transport,
-                "warnings": self.warnings,
-                "heldout": self.heldout.to_json() if self.heldout is not None else None,
-                "config": self.config,
-            }
-        )
 
 
 def _subset_indices(asofs: Sequence[str], max_rows: int) -> list[int]:
@@ -564,8 +504,6 @@ def evaluate(
 
 def save_result(result: EvalResult, out_dir: str | Path) -> Path:
     """Write report.html (+ PNGs), metrics.json, completions.jsonl and scores.csv into out_dir."""
-    from thesisgym.evaluate.report import write_report
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps(result.to_json(), indent=2, default=str))

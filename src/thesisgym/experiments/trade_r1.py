@@ -3,7 +3,7 @@
 Why: the product rests on Trade-R1's claim that RL on market returns alone chases returns and stops
 grounding its reasoning, while gating the return by a semantic consistency score (FSR, and DSR with
 its asymmetric effect) keeps reasoning grounded and transfers better. This runs that comparison at
-a CPU size with the same public pieces as the demo (`thesisgym.demo` stage functions, the shipped
+a CPU size with the same public pieces as the demo (`thesisgym.experiments.demo` stage functions, the shipped
 GRPO recipes' reward stacks, `thesisgym.rewards.score_completion`, the local consistency judge and
 `thesisgym.evaluate.evaluate` for the backtest):
 
@@ -105,7 +105,7 @@ def run_trade_r1(config: TradeR1Config, *, log: Callable[[str], None] = print, p
     """Run (or resume) every arm and seed; returns the summary (also `<out>/results.json`)."""
     import datasets
 
-    from thesisgym.demo import (
+    from thesisgym.experiments.demo import (
         DemoConfig,
         build_market_data,
         distil_sft_data,

@@ -8,7 +8,7 @@ recipe totals as `thesisgym train grpo` hands to TRL):
 - `thesisgym.integrations.openrlhf`: `reward_func(queries, prompts, labels)` for `--remote_rm_url`
   (file form); the HTTP form is `thesisgym serve`'s `/openrlhf` route.
 - `thesisgym.integrations.verifiers_env`: a verifiers (v1) Taskset (needs `pip install thesisgym[verifiers]`).
-- `thesisgym.serve`: the HTTP reward service.
+- `thesisgym.integrations.serve`: the HTTP reward service.
 """
 
 from thesisgym.integrations.core import (

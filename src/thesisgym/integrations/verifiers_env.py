@@ -152,8 +152,8 @@ class ThesisTaskset(vf.Taskset[ThesisTask, ThesisTasksetConfig]):
     def load(self) -> list[ThesisTask]:
         from pathlib import Path
 
+        from thesisgym.build.splits import load_split
         from thesisgym.integrations.export import complete_window
-        from thesisgym.splits import load_split
 
         if not self.config.dataset:
             raise ValueError("ThesisTasksetConfig.dataset: set it to a directory saved by `thesisgym build`")

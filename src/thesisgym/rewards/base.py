@@ -24,8 +24,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from thesisgym.schema import PREFIX_TO_SECTION, SECTIONS
-from thesisgym.thesis import Quantity, Thesis, completion_text, normalize_text, parse_thesis, scan_quantities
-from thesisgym.thesis import _clear_caches as _clear_parser_caches
+from thesisgym.thesis import (
+    Quantity,
+    Thesis,
+    clear_parser_caches,
+    completion_text,
+    normalize_text,
+    parse_thesis,
+    scan_quantities,
+)
 
 __all__ = [
     "EvidenceIndex",
@@ -37,6 +44,7 @@ __all__ = [
     "parsed",
     "per_completion",
     "record_error",
+    "register_cache",
     "reset_reward_errors",
     "reward_errors",
     "strict_rewards",
@@ -192,17 +200,23 @@ def evidence_index(
     return index
 
 
+_cache_clearers: list[Callable[[], None]] = [clear_parser_caches]
+
+
+def register_cache(clear: Callable[[], None]) -> None:
+    """Have `clear_caches` also call `clear` (a reward module's own memo, registered at import)."""
+    _cache_clearers.append(clear)
+
+
 def clear_caches() -> None:
     """Forget every parsed completion, evidence index and memoised sub-result (for benchmarks,
     which must start cold, and memory pressure)."""
-    from thesisgym.rewards import evidence  # evidence imports this module: import at call time
-
     with _cache_lock:
         _parse_cache.clear()
         _index_cache.clear()
         _scan_cache.clear()
-    _clear_parser_caches()
-    evidence._verified_checks.clear()
+    for clear in _cache_clearers:
+        clear()
 
 
 def column(kwargs: dict[str, Any], name: str, i: int, default: Any = None) -> Any:

@@ -60,6 +60,7 @@ from thesisgym.rewards.base import (
     log_metric,
     parsed,
     per_completion,
+    register_cache,
 )
 from thesisgym.thesis import Bullet, Quantity, Thesis, normalize_text, scan_quantities
 
@@ -411,6 +412,7 @@ def _make_check(
 
 
 _verified_checks: dict[int, BulletCheck] = {}
+register_cache(_verified_checks.clear)
 
 
 def _verified_check(word_count: int) -> BulletCheck:

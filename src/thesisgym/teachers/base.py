@@ -1,6 +1,6 @@
 """The teacher interface: anything that writes theses for a context row.
 
-Distillation (`thesisgym.distill`) only needs `write(row, *, n, seed) -> list[str]`, so a rule-based
+Distillation (`thesisgym.teachers.distill`) only needs `write(row, *, n, seed) -> list[str]`, so a rule-based
 analyst (`TemplateTeacher`), an OpenAI-compatible LLM (`OpenAITeacher`) or a trained policy can be
 swapped without touching the filter. A row is one dataset row as a dict with the columns of
 `schema.CONTEXT_COLUMNS` (prompt, evidence, sections, label, ...).

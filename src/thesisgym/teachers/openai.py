@@ -8,7 +8,7 @@ concurrently.
 - mode="forward" (Trading-R1 distillation): the teacher gets the row's prompt (system format
   instructions + evidence) and writes theses; sample i uses seed + i so the n samples differ but repeat
   exactly. Keeping only theses whose decision matches the label and that pass grounding is the job of
-  `thesisgym.distill` (rejection sampling), not of the teacher.
+  `thesisgym.teachers.distill` (rejection sampling), not of the teacher.
 - mode="reverse" (Trading-R1 reverse reasoning distillation): the teacher gets the evidence and the
   label and returns, as JSON, the supporting factors per section
   {"technical": [{"opinion": .., "quote": .., "source_id": ..}, ...], ..., "conclusion": ".."}

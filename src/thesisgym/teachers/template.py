@@ -4,7 +4,7 @@ Why: distillation, SFT warm starts, tests and the demo need a teacher that needs
 reproducible, and writes theses that are *grounded by construction* (real verbatim quotes, correct
 citations, numbers only from the cited item) with a decision reached from the evidence by explicit
 rules, never from the label. Its knobs make it imperfect on purpose so the rejection filter of
-`thesisgym.distill` has something to reject.
+`thesisgym.teachers.distill` has something to reject.
 
 Decision rules (documented, also in `item_stance` / `decide`):
 1. Every evidence item gets a stance in [-1, 1] from the signals found in its text:
@@ -186,7 +186,7 @@ def calibrated_cuts(scores: Sequence[float], quantiles: Sequence[float] = LABEL_
 # 4 x 4 x 4 x 4 combinations per stance, so a 30-bullet thesis does not repeat one 20-word template
 # often enough to read as a loop (rewards.loops) rather than an analyst's style.
 _SUBJECTS = ("The {sec} evidence", "This {sec} item", "On the {sec} side the picture", "The latest {sec} reading")
-_VERDICTS = {
+VERDICTS = {
     1: ("reads as constructive for the stock and supports owning it",
         "tilts the balance toward upside for the shares",
         "looks like a clear positive that should help the price hold its gains",
@@ -369,7 +369,7 @@ class TemplateTeacher:
     def _bullet(self, item: dict, stance: float, sec: str, rng: random.Random, all_ids: list[str],
                 index: EvidenceIndex) -> str:
         lean = 1 if stance >= 0.15 else (-1 if stance <= -0.15 else 0)
-        opinion = (f"{rng.choice(_SUBJECTS).format(sec=sec)} {rng.choice(_VERDICTS[lean])} "
+        opinion = (f"{rng.choice(_SUBJECTS).format(sec=sec)} {rng.choice(VERDICTS[lean])} "
                    f"{rng.choice(_HORIZONS)}, {rng.choice(_LINKS)}")
         def accept(q: str) -> bool:
             return quote_credited(q, item["id"], index)

@@ -166,7 +166,7 @@ class GRPORunConfig(RunConfig):
 
 
 class DistillStageConfig(_Strict):
-    """Rejection-sampling filter settings (see thesisgym.distill.DistillConfig)."""
+    """Rejection-sampling filter settings (see thesisgym.teachers.distill.DistillConfig)."""
 
     n: int = Field(4, gt=0)
     min_grounding: float = Field(0.8, ge=0, le=1)

@@ -69,7 +69,7 @@ def _merge(*parts: dict[str, Any]) -> dict[str, Any]:
 
 
 def _distill_to(rows: Any, teacher: Any, params: DistillStageConfig, out: Path, *, seed: int) -> dict:
-    from thesisgym.distill import distill
+    from thesisgym.teachers.distill import distill
 
     result = distill(rows, teacher, n=params.n, min_grounding=params.min_grounding,
                      max_hallucination_rate=params.max_hallucination_rate,

@@ -1,6 +1,6 @@
 """Supervised fine-tuning through TRL's SFTTrainer (the warm start of every Trading-R1 stage).
 
-The dataset is a distilled set written by `thesisgym.distill` (conversational prompt/completion
+The dataset is a distilled set written by `thesisgym.teachers.distill` (conversational prompt/completion
 pairs, the completion being one accepted thesis) or any TRL-ready set with `messages` / `text`.
 Only the training columns are kept, so the reward columns riding along in a distilled set never
 reach the collator. Loss is on the completion only (TRL's default for prompt/completion data).

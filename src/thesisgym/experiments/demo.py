@@ -189,10 +189,10 @@ DEMO_REWARDS: dict[str, float] = {"structure": 0.5, "evidence": 1.0, "decision":
 
 def build_market_data(config: DemoConfig, out: Path, *, market: str = "A", log: Callable[[str], None] = print):
     """(store, splits, dataset dir): synthetic `market` saved under `out/market`, embargoed splits under `out/dataset`."""
-    from thesisgym.context.build import ContextConfig
+    from thesisgym.build.contexts import ContextConfig
+    from thesisgym.build.splits import SplitConfig, build_splits
     from thesisgym.data import generate_market
     from thesisgym.data.synth import SynthConfig
-    from thesisgym.splits import SplitConfig, build_splits
 
     store = generate_market(SynthConfig(n_tickers=config.tickers, n_days=config.days, seed=config.seed, market=market))
     store.save(out / "market")
@@ -211,8 +211,8 @@ def distil_sft_data(config: DemoConfig, splits: dict, out: Path, *, log: Callabl
     """(SFT set dir, distil stats): compact template-teacher theses kept by the rejection filter."""
     from datasets import DatasetDict
 
-    from thesisgym.distill import distill
     from thesisgym.teachers import TemplateTeacher
+    from thesisgym.teachers.distill import distill
 
     # calibrated cut points give the teacher the label's class mix; within one class of the label
     # counts as agreement because the rule-based teacher reads the evidence, not the future.

@@ -462,16 +462,16 @@ def _cherry_pick(doc: Doc, row: dict, rng: random.Random) -> str | None:
 
 
 def _flip_opinions(doc: Doc, row: dict, rng: random.Random) -> str | None:
-    from thesisgym.teachers.template import _VERDICTS
+    from thesisgym.teachers.template import VERDICTS
 
     flip = {1: -1, -1: 1, 0: 1}
     doc = doc.copy()
     changed = False
     for b in doc.bullets():
-        for lean, verdicts in _VERDICTS.items():
+        for lean, verdicts in VERDICTS.items():
             hit = next((v for v in verdicts if v in b.opinion), None)
             if hit is not None:
-                b.opinion = b.opinion.replace(hit, _VERDICTS[flip[lean]][verdicts.index(hit)])
+                b.opinion = b.opinion.replace(hit, VERDICTS[flip[lean]][verdicts.index(hit)])
                 changed = True
                 break
     return doc.render() if changed else None

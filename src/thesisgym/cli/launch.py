@@ -1,4 +1,4 @@
-"""Entry point for `accelerate launch -m thesisgym.train.launch <sft|grpo|curriculum> ...`.
+"""Entry point for `accelerate launch -m thesisgym.cli.launch <sft|grpo|curriculum> ...`.
 
 accelerate needs a module or script to start in every process; this one runs the same
 `thesisgym train` commands, so a multi-process run takes exactly the CLI's arguments.

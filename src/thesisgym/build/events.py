@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from thesisgym.context.render import clean_text, event_text, extract_numbers
+from thesisgym.build.render import clean_text, event_text, extract_numbers
 from thesisgym.data.store import MarketStore
 from thesisgym.schema import EVENT_KINDS
 

@@ -38,15 +38,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, Field, field_validator
 
-from thesisgym.context.events import EventPool
-from thesisgym.context.indicators import bar_texts, compute_indicators, indicator_texts, price_decimals
-from thesisgym.context.render import (
+from thesisgym.build.events import EventPool
+from thesisgym.build.indicators import bar_texts, compute_indicators, indicator_texts, price_decimals
+from thesisgym.build.render import (
     ID_TOKENS,
     count_tokens,
     render_header,
     section_header,
 )
-from thesisgym.context.select import apply_budget, item_tiers, section_uniforms
+from thesisgym.build.select import apply_budget, item_tiers, section_uniforms
 from thesisgym.data.store import MarketStore
 from thesisgym.schema import LABELS, PREFIX_TO_SECTION, SECTIONS, SYSTEM_PROMPT
 
@@ -185,7 +185,7 @@ def build_contexts(
 
     tickers: default all of the store's. dates: as-of days for every ticker, or a mapping ticker ->
     days; default every day with a full bar window. A requested day on which the ticker has no bar
-    raises ValueError. labels: a frame from `thesisgym.labels.compute_labels` (with thresholds);
+    raises ValueError. labels: a frame from `thesisgym.build.labels.compute_labels` (with thresholds);
     default: forward composites/returns without thresholds, so `label` is None. split: the value
     of the `split` column. cache_file: stream each ticker's rows to this Arrow file and return a
     memory-mapped dataset, so peak memory is one ticker's rows rather than the whole build (use it
@@ -195,7 +195,7 @@ def build_contexts(
     from datasets.fingerprint import generate_random_fingerprint
     from datasets.table import InMemoryTable
 
-    from thesisgym.labels import compute_labels
+    from thesisgym.build.labels import compute_labels
 
     cfg = config or ContextConfig()
     if not isinstance(variations, int) or variations < 1:
