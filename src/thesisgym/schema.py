@@ -7,7 +7,30 @@ format itself (SPEC section 5) is documented in `THESIS_FORMAT` and parsed by `t
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Any, Literal, TypedDict
+
+
+class ArgumentError(ValueError):
+    """A bad value for one argument, named as the caller wrote it.
+
+    The message is a template with `{arg}` where the argument's name goes: `str(err)` says it the way
+    a Python caller wrote it (`assume_timezone=`), and the CLI re-renders the same template with its
+    option (`--assume-timezone`) through `for_cli`, so no library message quotes a flag to a Python
+    caller or a keyword argument to a shell user.
+    """
+
+    def __init__(self, template: str, *, argument: str, **values: Any) -> None:
+        self.template = template
+        self.argument = argument
+        self.values = values
+        super().__init__(self.render(f"{argument}="))
+
+    def render(self, name: str) -> str:
+        return self.template.format(arg=name, **self.values)
+
+    def for_cli(self, flag: str | None = None) -> str:
+        """The message naming the CLI option (default `--` + the argument with dashes)."""
+        return self.render(flag or "--" + self.argument.replace("_", "-"))
 
 # --- decisions --------------------------------------------------------------------------------
 # Order matters: index = class id, from most bearish to most bullish (SPEC section 4).
