@@ -1,18 +1,17 @@
-"""Benchmark: SFT and GRPO throughput of the tiny preset on CPU, and the reward stack's share of a GRPO step.
+"""Benchmark: our SFT and GRPO paths against a plain PyTorch loop, on the same examples and model.
 
-    python bench/bench_train.py [--rows 16] [--sft-steps 4] [--grpo-steps 2] [--threads 1]
+    python bench/bench_train.py [--model smollm2-135m] [--examples 8] [--threads 1] [--grpo-steps 2]
 
-Data: contexts built from the synthetic market (thesisgym.data.synth + thesisgym.build.splits) when
-available, else hand-built toy rows; the SFT set is distilled from them with the TemplateTeacher.
-Figures printed:
-- SFT tokens/s (TRL's `num_tokens` / train time)
-- GRPO generation tokens/s (completion tokens / time inside `model.generate`), update tokens/s
-  (prompt+completion tokens / the rest of the step), and the reward stack's share of the step
-  (time inside TRL's `_calculate_rewards`; target < 5 %)
-- the prompt-length price of the copy-friendly tokenizer (one token per digit, quote marks apart)
-  vs a plain byte-level BPE trained on the same corpus
-- naive baselines measured in the same run: the tokenizer's compression vs raw bytes (what a
-  byte-level model would have to process) and the GRPO step time with torch's default threads.
+Each path runs in its own process (so its peak RSS is its own) on the demo's distilled theses
+(synthetic market -> template teacher -> rejection filter), one example per step:
+- plain: the loop a researcher writes first: `model(input_ids, labels=labels).loss` (logits for every
+  position), AdamW, bf16 autocast where the CPU has native bf16, else float32;
+- sft: `thesisgym.train.sft.build_sft_trainer` (TRL SFTTrainer with our CPU defaults and compact head);
+- sft-trl-head: the same with TRL's own fused head (what our path did before), for the head's share;
+- grpo: `build_grpo_trainer` (TRL GRPOTrainer, 4 generations per prompt, the demo's reward stack).
+Printed per path: tokens per second of wall time and per CPU-second (CPU time is the steadier figure on
+a shared machine), the first step excluded as warm-up, and peak RSS; then our SFT path over the plain
+loop (target >= 0.8x).
 """
 
 from __future__ import annotations
@@ -20,6 +19,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,138 +30,175 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def contexts(rows: int):
-    try:
-        from thesisgym.build.splits import SplitConfig, build_splits
-        from thesisgym.data.synth import SynthConfig, generate_market
+def make_data(out: Path, examples: int) -> tuple[Path, Path]:
+    """(distilled SFT set, context dataset) of the default demo's market, `examples` rows each."""
+    from datasets import DatasetDict
 
-        store = generate_market(SynthConfig(n_tickers=6, n_days=260, seed=0))
-        dd = build_splits(store, SplitConfig(stride=5), show_progress=False)
-        ds = dd["train"].filter(lambda r: r["label"] is not None)
-        return ds.shuffle(seed=0).select(range(min(rows, len(ds)))), "synthetic market"
-    except ImportError:
-        from thesisgym.train.toy import toy_dataset
+    from thesisgym.experiments.demo import DemoConfig, build_market_data, distil_sft_data
 
-        return toy_dataset(rows), "toy rows"
+    cfg = DemoConfig(out=str(out))
+    _, splits, data_dir = build_market_data(cfg, out, log=lambda _m: None)
+    sft_dir, _ = distil_sft_data(cfg, splits, out, log=lambda _m: None)
+    import datasets
 
-
-class Timer:
-    """Wrap a bound method and accumulate the seconds spent inside it."""
-
-    def __init__(self, obj, name: str):
-        self.total = 0.0
-        self.calls = 0
-        fn = getattr(obj, name)
-
-        def wrapped(*a, **k):
-            t = time.perf_counter()
-            try:
-                return fn(*a, **k)
-            finally:
-                self.total += time.perf_counter() - t
-                self.calls += 1
-
-        setattr(obj, name, wrapped)
+    sft = datasets.load_from_disk(str(sft_dir))["train"].select(range(examples))
+    DatasetDict({"train": sft}).save_to_disk(str(out / "bench_sft"))
+    return out / "bench_sft", data_dir
 
 
-def grpo_once(config, threads: int | None) -> dict:
+class StepClock:
+    """A TRL callback timing each optimizer step in wall and process CPU seconds."""
+
+    def __init__(self):
+        from transformers import TrainerCallback
+
+        clock = self
+
+        class _CB(TrainerCallback):
+            def on_step_begin(self, *a, **k):
+                clock.t = (time.perf_counter(), time.process_time())
+
+            def on_step_end(self, *a, **k):
+                clock.steps.append((time.perf_counter() - clock.t[0], time.process_time() - clock.t[1]))
+
+        self.steps: list[tuple[float, float]] = []
+        self.callback = _CB()
+
+
+def run_plain(model_name: str, sft_dir: str) -> dict:
+    import datasets
     import torch
 
+    from thesisgym.train.config import cpu_has_bf16
+    from thesisgym.train.models import load_model
+
+    model, tok = load_model(model_name)
+    opt = torch.optim.AdamW(model.parameters(), lr=5e-5)
+    bf16 = cpu_has_bf16()
+    steps, tokens = [], []
+    for row in datasets.load_from_disk(sft_dir)["train"]:
+        prompt = tok.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True)
+        full = tok.apply_chat_template(row["prompt"] + row["completion"], tokenize=False)
+        ids = torch.tensor([tok(full, add_special_tokens=False)["input_ids"]])
+        labels = ids.clone()
+        labels[:, : len(tok(prompt, add_special_tokens=False)["input_ids"])] = -100
+        t = (time.perf_counter(), time.process_time())
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = model(input_ids=ids, labels=labels).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        steps.append((time.perf_counter() - t[0], time.process_time() - t[1]))
+        tokens.append(ids.shape[1])
+    return {"steps": steps, "tokens": tokens, "bf16": bf16}
+
+
+def run_sft_path(model_name: str, sft_dir: str, out: str, *, trl_head: bool) -> dict:
+    import datasets
+
+    from thesisgym.train import cpu_head
+    from thesisgym.train.config import SFTRunConfig
+    from thesisgym.train.sft import build_sft_trainer
+
+    if trl_head:  # what the path did before: TRL's fused head scores every position on CPU
+        cpu_head.use_compact_head = lambda *a, **k: False
+    n = len(datasets.load_from_disk(sft_dir)["train"])
+    cfg = SFTRunConfig(output_dir=out, model={"name_or_path": model_name}, data={"dataset": sft_dir},
+                       max_steps=n, per_device_train_batch_size=1, learning_rate=5e-5, report_to="none",
+                       save_steps=10_000, logging_steps=1)
+    trainer, tok, _ = build_sft_trainer(cfg)
+    clock = StepClock()
+    trainer.add_callback(clock.callback)
+    trainer.train()
+    lengths = [len(x) for x in trainer.train_dataset["input_ids"]][: len(clock.steps)]
+    return {"steps": clock.steps, "tokens": lengths, "bf16": bool(trainer.args.bf16)}
+
+
+def run_grpo_path(model_name: str, data_dir: str, out: str, steps: int) -> dict:
+    from thesisgym.experiments.demo import DEMO_REWARDS
+    from thesisgym.train.config import GRPORunConfig, RewardConfig
     from thesisgym.train.grpo import build_grpo_trainer
 
-    if threads:
-        torch.set_num_threads(threads)
-    trainer, _, _ = build_grpo_trainer(config)
-    gen = Timer(trainer.model, "generate")
-    rew = Timer(trainer, "_calculate_rewards")
-    t0 = time.perf_counter()
+    cfg = GRPORunConfig(output_dir=out, model={"name_or_path": model_name}, data={"dataset": data_dir},
+                        max_steps=steps, per_device_train_batch_size=4, num_generations=4, max_completion_length=256,
+                        learning_rate=1e-6, report_to="none", save_steps=10_000, logging_steps=1,
+                        rewards=RewardConfig(funcs=list(DEMO_REWARDS), weights=list(DEMO_REWARDS.values())))
+    trainer, _, _ = build_grpo_trainer(cfg)
+    clock = StepClock()
+    trainer.add_callback(clock.callback)
     trainer.train()
-    total = time.perf_counter() - t0
-    logs = [h for h in trainer.state.log_history if "completions/mean_length" in h]
-    n_completions = config.per_device_train_batch_size * config.gradient_accumulation_steps * len(logs)
-    completion_tokens = sum(h["completions/mean_length"] for h in logs) * (n_completions / max(1, len(logs)))
-    all_tokens = logs[-1]["num_tokens"] if logs else 0.0
-    update = max(1e-9, total - gen.total - rew.total)
-    return {"total_s": total, "generate_s": gen.total, "reward_s": rew.total, "update_s": update,
-            "gen_tok_s": completion_tokens / max(1e-9, gen.total), "update_tok_s": all_tokens / update,
-            "reward_share": rew.total / total, "steps": len(logs),
-            "reward_mean": sum(h["reward"] for h in logs) / max(1, len(logs))}
+    logs = [h for h in trainer.state.log_history if "num_tokens" in h]
+    total_tokens = logs[-1]["num_tokens"] if logs else 0
+    per_step = total_tokens / max(1, len(clock.steps))
+    return {"steps": clock.steps, "tokens": [per_step] * len(clock.steps), "bf16": bool(trainer.args.bf16),
+            "completion_len": [h.get("completions/mean_length") for h in logs]}
+
+
+def child(args: argparse.Namespace) -> None:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    if args.path == "plain":
+        res = run_plain(args.model, args.sft_dir)
+    elif args.path in ("sft", "sft-trl-head"):
+        res = run_sft_path(args.model, args.sft_dir, args.out, trl_head=args.path == "sft-trl-head")
+    else:
+        res = run_grpo_path(args.model, args.data_dir, args.out, args.grpo_steps)
+    res["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    print("RESULT " + json.dumps(res))
+
+
+def summarise(res: dict) -> dict:
+    steps, tokens = res["steps"][1:], res["tokens"][1:]  # the first step pays for lazy init
+    n = sum(tokens)
+    return {"wall_tok_s": n / sum(s[0] for s in steps), "cpu_tok_s": n / sum(s[1] for s in steps),
+            "steps": len(steps), "tokens": n, "peak_rss_gib": res["peak_rss_gib"], "bf16": res["bf16"]}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=16)
-    ap.add_argument("--sft-steps", type=int, default=4)
-    ap.add_argument("--grpo-steps", type=int, default=2)
-    ap.add_argument("--completion-length", type=int, default=256)
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--examples", type=int, default=8)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--grpo-steps", type=int, default=3)
+    ap.add_argument("--paths", default="plain,sft,sft-trl-head,grpo")
+    ap.add_argument("--path", help=argparse.SUPPRESS)
+    ap.add_argument("--sft-dir", help=argparse.SUPPRESS)
+    ap.add_argument("--data-dir", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args()
-
-    import torch
-    from datasets import DatasetDict
-
-    from thesisgym.teachers import TemplateTeacher
-    from thesisgym.teachers.distill import distill
-    from thesisgym.train.config import build_config
-    from thesisgym.train.sft import run_sft
-
-    default_threads = torch.get_num_threads()
-    torch.set_num_threads(args.threads)
-    tmp = Path(tempfile.mkdtemp(prefix="bench_train_"))
-    ctx, source = contexts(args.rows)
-    DatasetDict({"train": ctx}).save_to_disk(str(tmp / "ctx"))
-    teacher = TemplateTeacher()
-    if len(ctx) >= 10:
-        teacher.calibrate(ctx)
-    res = distill(ctx, teacher, n=2, decision_tolerance=4, min_grounding=0.5, max_hallucination_rate=0.2)
-    res.save(tmp / "sft_set")
-    print(f"data: {len(ctx)} {source} contexts, distilled {res.stats['kept_rows']} theses "
-          f"(acceptance {res.stats['acceptance_rate']:.0%})")
-
-    sft_cfg = build_config({"output_dir": str(tmp / "sft"), "data": {"dataset": str(tmp / "sft_set")},
-                            "max_steps": args.sft_steps, "per_device_train_batch_size": 4, "learning_rate": 1e-3,
-                            "report_to": "none", "save_steps": 10_000, "max_length": 4096}, kind="sft")
-    final = run_sft(sft_cfg)
-    hist = json.loads((tmp / "sft" / "log_history.json").read_text())
-    end = hist[-1]
-    sft_tokens = max(h.get("num_tokens", 0) for h in hist)
-    tiny_info = json.loads((tmp / "sft" / "tiny-base" / "thesisgym_tiny.json").read_text())
-    print(f"tiny preset: {tiny_info['params'] / 1e6:.2f}M params, vocab {tiny_info['vocab_size']}")
-    print(f"SFT : {sft_tokens / end['train_runtime']:,.0f} tokens/s "
-          f"({sft_tokens:,.0f} tokens in {end['train_runtime']:.1f}s, {args.sft_steps} steps x 4 seqs)")
+    if args.path:
+        return child(args)
 
     from thesisgym.train.models import load_tokenizer
 
-    tok = load_tokenizer(final)
-    texts = list(ctx["prompt_text"])
-    n_tok = sum(len(tok(t).input_ids) for t in texts)
-    n_bytes = sum(len(t.encode()) for t in texts)
-    print(f"tokenizer: {n_bytes / n_tok:.2f} bytes/token on prompts (mean {n_tok / len(texts):,.0f} tokens/prompt); "
-          f"a byte-level model would process {n_bytes / n_tok:.1f}x more positions")
-    # the price of copy-friendly tokens (digits one by one, quote marks apart) vs a plain byte-level BPE
-    from thesisgym.train.common import corpus_of
-    from thesisgym.train.models import build_tokenizer
-
-    plain = build_tokenizer(corpus_of(res.dataset, max_rows=4000), copy_tokens=False)  # the SFT corpus, as the tiny preset
-    n_plain = sum(len(plain(t).input_ids) for t in texts)
-    print(f"copy tokens: {n_tok / n_plain:.2f}x the prompt tokens of a plain BPE ({n_plain / len(texts):,.0f} per prompt)")
-
-    grpo = {"output_dir": str(tmp / "grpo"), "model": {"name_or_path": str(final)},
-            "data": {"dataset": str(tmp / "ctx")}, "max_steps": args.grpo_steps, "per_device_train_batch_size": 4,
-            "num_generations": 4, "max_completion_length": args.completion_length, "report_to": "none",
-            "save_steps": 10_000, "rewards": {"funcs": ["fsr", "structure", "evidence", "decision", "market", "loop"],
-                                              "weights": [1, 0.2, 0.2, 0.2, 0, 0.5]}}
-    r = grpo_once(build_config(grpo, kind="grpo"), args.threads)
-    print(f"GRPO: generation {r['gen_tok_s']:,.0f} completion tokens/s ({r['generate_s']:.1f}s), "
-          f"update {r['update_tok_s']:,.0f} tokens/s ({r['update_s']:.1f}s), step {r['total_s'] / r['steps']:.1f}s")
-    print(f"GRPO: reward stack (fsr with local consistency judge + 5 components + diagnostics) "
-          f"{r['reward_s']:.2f}s = {r['reward_share']:.1%} of the step (target < 5%)")
-    if default_threads != args.threads:
-        grpo["output_dir"] = str(tmp / "grpo_default_threads")
-        naive = grpo_once(build_config(grpo, kind="grpo"), default_threads)
-        print(f"naive threads: torch default ({default_threads}) threads: step {naive['total_s'] / naive['steps']:.1f}s "
-              f"vs {args.threads} thread(s) {r['total_s'] / r['steps']:.1f}s -> "
-              f"ratio {naive['total_s'] / r['total_s']:.2f}x")
+    load_tokenizer(args.model)  # resolve a preset once, outside the timed children
+    tmp = Path(tempfile.mkdtemp(prefix="bench_train_"))
+    sft_dir, data_dir = make_data(tmp, args.examples)
+    print(f"model {args.model}, {args.examples} distilled demo examples, 1 example per step, {args.threads} thread(s)")
+    results = {}
+    for path in args.paths.split(","):
+        cmd = [sys.executable, __file__, "--path", path, "--model", args.model, "--sft-dir", str(sft_dir),
+               "--data-dir", str(data_dir), "--out", str(tmp / path), "--threads", str(args.threads),
+               "--grpo-steps", str(args.grpo_steps)]
+        env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        line = next((ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")), None)
+        if line is None:
+            print(f"{path}: failed\n{done.stderr[-2000:]}")
+            continue
+        results[path] = summarise(json.loads(line[7:]))
+        r = results[path]
+        print(f"{path:13s} {r['wall_tok_s']:7.1f} tok/s wall  {r['cpu_tok_s']:7.1f} tok/CPU-s  "
+              f"peak RSS {r['peak_rss_gib']:.2f} GiB  bf16 {r['bf16']}  ({r['steps']} timed steps, {r['tokens']:.0f} tokens)")
+    if "plain" in results and "sft" in results:
+        p, s = results["plain"], results["sft"]
+        print(f"our SFT path / plain loop: {s['wall_tok_s'] / p['wall_tok_s']:.2f}x wall, "
+              f"{s['cpu_tok_s'] / p['cpu_tok_s']:.2f}x CPU (target >= 0.8x)")
+    if "sft-trl-head" in results and "sft" in results:
+        print(f"compact head vs TRL's fused head on CPU: "
+              f"{results['sft']['cpu_tok_s'] / results['sft-trl-head']['cpu_tok_s']:.2f}x CPU")
+    (tmp / "bench_train.json").write_text(json.dumps(results, indent=2))
     print(f"(run dir {tmp})")
 
 

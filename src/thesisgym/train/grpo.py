@@ -15,6 +15,7 @@ from pathlib import Path
 
 from thesisgym.train.common import finish, load_split, prepare_policy, train_with_resume, write_run_info
 from thesisgym.train.config import GRPORunConfig, trl_args
+from thesisgym.train.cpu_head import compact_heads_on_cpu
 from thesisgym.train.models import is_tiny
 from thesisgym.train.rewards import build_reward_funcs, validate_reward_columns
 
@@ -60,6 +61,7 @@ def build_grpo_trainer(
         peft_config=peft_config,
         callbacks=callbacks,
     )
+    compact_heads_on_cpu(trainer, outputs=("log_probs", "entropy"), temperature=trainer.temperature)
     return trainer, tokenizer, model_path
 
 

@@ -1,4 +1,7 @@
-"""Policy models: load any HF causal LM (optionally with a LoRA adapter) or build the `tiny` preset.
+"""Policy models: load any HF causal LM or named preset (optionally with a LoRA adapter), or build `tiny`.
+
+Named pretrained presets (`smollm2-135m`) resolve offline through `thesisgym.train.presets`; every
+loader here accepts them wherever it accepts a hub id or a path.
 
 Why a local preset: tests, the demo and CI must train offline on two CPU cores, and no hub download
 is allowed. `build_tiny` trains a byte-level BPE tokenizer on the dataset's own prompts and theses
@@ -13,6 +16,8 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from thesisgym.train.presets import resolve_model
 
 # Qwen-like chat format: TRL's prompt/completion masking needs the rendered prompt (with the
 # generation prompt) to be a prefix of the rendered prompt+completion, which this template keeps.
@@ -170,8 +175,9 @@ def load_tokenizer(name_or_path: str | Path):
     """
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    loader = PreTrainedTokenizerFast if is_tiny(name_or_path) else AutoTokenizer
-    tok = loader.from_pretrained(str(name_or_path))
+    path = resolve_model(str(name_or_path))
+    loader = PreTrainedTokenizerFast if is_tiny(path) else AutoTokenizer
+    tok = loader.from_pretrained(path)
     tok.padding_side = "left"
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
@@ -196,9 +202,9 @@ def load_model(
     import torch
     from transformers import AutoModelForCausalLM
 
-    path = str(name_or_path)
-    if not path:
+    if not str(name_or_path):
         raise ValueError("load_model: `name_or_path` is empty")
+    path = resolve_model(str(name_or_path))
     local = Path(path)
     if (local.exists() or path.startswith((".", "/"))) and not (local / "config.json").exists():
         raise ValueError(f"load_model: {path} has no config.json; is it a saved model directory?")

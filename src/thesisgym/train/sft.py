@@ -13,6 +13,7 @@ from typing import Any
 
 from thesisgym.train.common import finish, load_split, prepare_policy, train_with_resume, write_run_info
 from thesisgym.train.config import SFTRunConfig, trl_args
+from thesisgym.train.cpu_head import compact_heads_on_cpu
 from thesisgym.train.models import is_tiny
 
 SFT_LAYOUTS: tuple[tuple[str, ...], ...] = (("prompt", "completion"), ("messages",), ("text",))
@@ -55,6 +56,8 @@ def build_sft_trainer(config: SFTRunConfig, *, callbacks: list | None = None):
         peft_config=peft_config,
         callbacks=callbacks,
     )
+    # TRL's metrics need the entropy and the top-1 hit of every completion token
+    compact_heads_on_cpu(trainer, outputs=("log_probs", "entropy", "is_top1"))
     return trainer, tokenizer, model_path
 
 
