@@ -475,7 +475,7 @@ def test_rows_with_the_same_ids_never_share_evidence():
     assert v.score(thesis, early) == first  # and the early row scores exactly as before
 
 
-# --- on the synthetic market (engineer 1 + 2 modules) -------------------------------------------------------
+# --- on the synthetic market (data.synth + build) ------------------------------------------------------------
 def _synthetic_rows(n_tickers: int, n_days: int, seed: int):
     import thesisgym.build.contexts as build
     import thesisgym.data.synth as synth

@@ -1,4 +1,4 @@
-"""Contexts: point-in-time evidence, ids, rendering, variations, token budget, leakage (SPEC sections 2, 3)."""
+"""Contexts: point-in-time evidence, ids, rendering, variations, token budget, leakage (docs/spec.md, sections 2, 3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Labels: forward EMA returns, realised-vol normalisation, frozen train-fitted thresholds (SPEC section 4)."""
+"""Labels: forward EMA returns, realised-vol normalisation, frozen train-fitted thresholds (docs/spec.md, section 4)."""
 
 from __future__ import annotations
 

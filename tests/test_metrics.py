@@ -60,7 +60,7 @@ def test_hand_values():
         ex.mean() / np.sqrt((np.minimum(ex, 0) ** 2).sum() / 3) * np.sqrt(252)
     )
     pos, ret = np.array([[1.0], [0.0], [-1.0], [1.0]]), np.array([[0.1], [0.2], [0.1], [0.0]])
-    # SPEC: every covered day counts, the flat one too (it misses: the price moved)
+    # docs/spec.md, section 8: every covered day counts, the flat one too (it misses: the price moved)
     assert M.hit_rate(pos, ret) == pytest.approx(1 / 4)
     assert M.hit_rate(pos, ret, traded=True) == pytest.approx(1 / 3)
 

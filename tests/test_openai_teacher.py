@@ -145,7 +145,7 @@ def test_many_sync_calls_do_not_leak_sockets(server, tmp_path):
 
 
 def test_reverse_teacher_feeds_distill(server, tmp_path):
-    """engineer 6's `distill` accepts the reverse teacher's assembled theses (grounded by construction)."""
+    """`distill` accepts the reverse teacher's assembled theses (grounded by construction)."""
     import thesisgym.teachers.distill as distill_mod
     server.default = ("ok", json.dumps(REVERSE_JSON))
     res = distill_mod.distill([row("BUY")], teacher(server, tmp_path, mode="reverse"), n=2, min_grounding=0.0)

@@ -168,7 +168,7 @@ def test_matrix_file_variants_and_documented_asymmetry():
     printed = load_decision_matrix("paper_printed").matrix
     text = load_decision_matrix().matrix
     assert load_decision_matrix().variant == "text"
-    assert printed[0] == (1.00, 0.75, -1.25, -2.00, -2.25)  # as printed in SPEC
+    assert printed[0] == (1.00, 0.75, -1.25, -2.00, -2.25)  # as printed (docs/spec.md, section 6.3)
     assert text == tuple(zip(*printed, strict=True))  # default = transpose
     cross = [(p, t) for p in (3, 4) for t in (0, 1)]  # bullish call, bearish truth
     for p in range(5):

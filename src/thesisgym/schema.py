@@ -2,7 +2,7 @@
 
 Every stage (data -> context -> labels -> thesis -> rewards -> train -> evaluate) agrees on the
 names defined here and nowhere else, so a change of format is a change in one file. The thesis
-format itself (SPEC section 5) is documented in `THESIS_FORMAT` and parsed by `thesisgym.thesis`.
+format itself (docs/spec.md, section 5) is documented in `THESIS_FORMAT` and parsed by `thesisgym.thesis`.
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ class ArgumentError(ValueError):
         return self.render(flag or "--" + self.argument.replace("_", "-"))
 
 # --- decisions --------------------------------------------------------------------------------
-# Order matters: index = class id, from most bearish to most bullish (SPEC section 4).
+# Order matters: index = class id, from most bearish to most bullish (docs/spec.md, section 4 (labels)).
 LABELS: tuple[str, ...] = ("STRONG_SELL", "SELL", "HOLD", "BUY", "STRONG_BUY")
 Label = Literal["STRONG_SELL", "SELL", "HOLD", "BUY", "STRONG_BUY"]
 LABEL_TO_ID: dict[str, int] = {name: i for i, name in enumerate(LABELS)}
 SHORT_LABELS: dict[str, str] = {"STRONG_SELL": "SS", "SELL": "S", "HOLD": "H", "BUY": "B", "STRONG_BUY": "SB"}
 
-# Default position per decision (SPEC section 8): fraction of capital, negative = short.
+# Default position per decision (docs/spec.md, section 8 (evaluation)): fraction of capital, negative = short.
 DEFAULT_POSITIONS: dict[str, float] = {
     "STRONG_SELL": -1.0,
     "SELL": -0.5,
@@ -48,7 +48,7 @@ DEFAULT_POSITIONS: dict[str, float] = {
     "STRONG_BUY": 1.0,
 }
 
-# --- label construction (SPEC section 4) ------------------------------------------------------
+# --- label construction (docs/spec.md, section 4 (labels)) ------------------------------------
 HORIZONS: tuple[int, ...] = (3, 7, 15)
 HORIZON_WEIGHTS: tuple[float, ...] = (0.3, 0.5, 0.2)
 EMA_SPAN = 3
@@ -58,7 +58,7 @@ LABEL_QUANTILES: tuple[float, ...] = (0.03, 0.15, 0.53, 0.85)
 # The horizon (trading days) of the realised forward return used by the market reward and backtests.
 REWARD_HORIZON = 7
 
-# --- context sections (SPEC section 3) --------------------------------------------------------
+# --- context sections (docs/spec.md, section 3 (contexts)) ------------------------------------
 # section name -> evidence id prefix. The thesis uses the section name as its XML tag.
 SECTIONS: dict[str, str] = {
     "technical": "T",
@@ -117,7 +117,7 @@ CONTEXT_COLUMNS: dict[str, str] = {
     "split": "str: train | val | test | heldout",
 }
 
-# --- thesis format (SPEC section 5) -----------------------------------------------------------
+# --- thesis format (docs/spec.md, section 5 (thesis format)) ----------------------------------
 THESIS_FORMAT = """\
 <think>optional planning, never scored for the decision</think>
 <technical>

@@ -1,4 +1,4 @@
-"""One parser for the canonical thesis format (SPEC section 5), shared by every stage.
+"""One parser for the canonical thesis format (docs/spec.md, section 5), shared by every stage.
 
 A completion is parsed once into frozen dataclasses (`Thesis` -> `Section` -> `Bullet`) and
 every reward, filter and report reads those, so "what counts as a quote/citation/decision" is

@@ -1,6 +1,6 @@
 """Point-in-time prompts for (ticker, as-of day) pairs, built fast enough for 100k rows a minute.
 
-For a context of ticker t at day d (SPEC section 3):
+For a context of ticker t at day d (docs/spec.md, section 3 (contexts)):
 - technical: indicators computed from bars <= d, then the last `bars` bars, newest first;
 - fundamentals: the latest filings visible at d; news in lookback buckets (d-3..d, d-10..d-4,
   d-30..d-11 calendar days, most recent first); insider; analyst; macro = market-wide events
@@ -59,7 +59,7 @@ class ContextConfig(BaseModel):
 
     bars: int = Field(15, ge=1, description="last N bars shown (newest first)")
     indicators: bool = True
-    # (min_age, max_age, max_items) in calendar days before d; SPEC: <=10 d-3..d, <=20 d-10..d-4, <=20 d-30..d-11
+    # (min_age, max_age, max_items) in calendar days before d; Trading-R1's buckets (docs/spec.md, section 3)
     news_buckets: tuple[tuple[int, int, int], ...] = ((0, 3, 10), (4, 10, 20), (11, 30, 20))
     fundamentals_days: int = 400
     fundamentals_items: int = 4

@@ -1,6 +1,6 @@
 """Forward, volatility-normalised, five-class labels (Trading-R1 Algorithm S1 with two fixes).
 
-SPEC section 4. Per ticker, on its own bars only (nothing crosses tickers):
+docs/spec.md, section 4. Per ticker, on its own bars only (nothing crosses tickers):
 
 - EMA: ``close.ewm(span=3, adjust=False).mean()``. ``adjust=False`` is the recursive EMA
   (e_t = a*c_t + (1-a)*e_{t-1}, a = 2/(span+1)) that trading code and the paper use; it depends

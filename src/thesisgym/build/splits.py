@@ -1,6 +1,6 @@
 """Train / val / test / heldout datasets by time, with an embargo, held-out tickers and frozen labels.
 
-SPEC section 4. The trading-day calendar (union over tickers) is cut at `train_end` and `val_end`
+docs/spec.md, section 4. The trading-day calendar (union over tickers) is cut at `train_end` and `val_end`
 (dates, or fractions of the calendar). A row (ticker, d) belongs to a period only if its whole label
 window does: the bar 15 trading days after d (max(HORIZONS), the longest EMA horizon) must be dated on
 or before the period's last day, and d must lie at least `embargo_days` trading days before it. With

@@ -1,7 +1,7 @@
 """MarketStore: the point-in-time container of bars, events and (synthetic only) ground truth.
 
 Everything downstream reads market data through a MarketStore, so this is where the point-in-time
-rule of SPEC section 2 is made cheap to respect: bars are sorted by (ticker, date), events carry a
+rule (docs/spec.md, section 2) is made cheap to respect: bars are sorted by (ticker, date), events carry a
 timezone-aware `published_at` and are sorted by it, and `visible_events(...)` / `bars_until(...)`
 are the only doors through which later stages see data.
 

@@ -1,4 +1,4 @@
-"""Synthetic market with known ground truth (SPEC section 9): `generate_market(SynthConfig(...))`.
+"""Synthetic market with known ground truth (docs/spec.md, section 9): `generate_market(SynthConfig(...))`.
 
 Why: on real data nobody knows the true expected return, so one cannot tell a policy that reads the
 evidence from one that memorised a lucky stock. Here the generator knows it, and an oracle policy's

@@ -1,4 +1,4 @@
-"""Validation of bars, events and truth frames (SPEC section 2): bad input fails loudly, by location.
+"""Validation of bars, events and truth frames (docs/spec.md, section 2): bad input fails loudly, by location.
 
 Every frame that enters a MarketStore from the outside (CSV, Parquet, yfinance, a user's DataFrame)
 goes through `validate_bars` / `validate_events` first. They check what would otherwise corrupt the

@@ -1,6 +1,6 @@
 """Vectorised, leakage-safe backtest of per-(ticker, day) decisions.
 
-Timing (SPEC sections 2 and 8): a decision dated d is made with information up to the close of d
+Timing (docs/spec.md, sections 2 and 8): a decision dated d is made with information up to the close of d
 and the position is ENTERED AT THE CLOSE OF d. The first return it earns is close(d) -> close(d+1);
 day d's own close-to-close return (d-1 -> d) is never earned by it. Internally `positions[t]` is the
 position held after the close of t, and the return of day t is `positions[t-1] * r[t]`.

@@ -16,7 +16,7 @@ tested against quantstats 0.0.86 to 1e-6 (tests/test_metrics.py):
 - Volatility = std(r, ddof=1) * sqrt(252) of raw (not excess) returns.
 - Max drawdown: NAV starts at 1.0 before the first day (a loss on day one is a drawdown), returned
   as a negative fraction. Calmar = annualised return / |max drawdown|.
-- Hit rate (SPEC / Trading-R1): share of days with sign(position) == sign(return) among the days a
+- Hit rate (docs/spec.md, section 8): share of days with sign(position) == sign(return) among the days a
   decision covers, flat (HOLD) days included: a flat day hits only when the price did not move.
   `hit_rate_traded`: the same among the days with a non-zero position only. Pooled over
   ticker-days for a panel.

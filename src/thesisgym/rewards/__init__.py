@@ -1,4 +1,4 @@
-"""The verifiable reward stack (SPEC section 6): parse once, then score each component.
+"""The verifiable reward stack (docs/spec.md, section 6 (rewards)): parse once, then score each component.
 
 Every reward has TRL's signature `fn(prompts, completions, **columns) -> list[float | None]`, is
 pure and deterministic, and never raises: a completion that cannot be scored gets the reward's

@@ -24,7 +24,7 @@ verified evidence lowers G; the S_WEIGHT term keeps s counting when r = 0 (a HOL
 paper's dsr ignores s); the loop term charges repetition. E = 1 and s = 1 leave the paper value
 unchanged. `formula="paper"` gives the paper formulas exactly as published (loop_weight 0).
 r is the market reward (market.py), s in [0, 1] the consistency score. `consistency` is any
-TRL-signature callable returning s per completion (engineer 5's
+TRL-signature callable returning s per completion (e.g.
 `thesisgym.consistency.make_consistency_reward`; `async def` ones make the combined reward async
 too). Without one, s is a PLACEHOLDER: the evidence report's `grounding` (mean over bullets of
 verified-quote x citation precision, 0 for hallucinated bullets), which measures only the

@@ -1,7 +1,7 @@
 """Evidence reward (Trading-R1 Stage II formula) with real grounding checks instead of format checks.
 
 The paper's Stage II reward pays a bullet for *having* a quote and a source. That is trivially
-hackable: invent a quote, cite any id. We keep the formula exactly (SPEC section 6) and change what
+hackable: invent a quote, cite any id. We keep the formula (docs/spec.md, section 6.2) exactly and change what
 the quote and source terms mean (verifier v2: every rule below is an exact check, no similarity):
 
 - Citations. An id counts only if it exists in this prompt's evidence (else: hallucination) and

@@ -1,6 +1,6 @@
 """Structure reward (Trading-R1 Stage I): the right number of sections, each a proper bullet list.
 
-Formula (SPEC section 6): R = 0.6 * R_count + 0.4 * mean(R_struct over sections), with
+Formula (docs/spec.md, section 6.1): R = 0.6 * R_count + 0.4 * mean(R_struct over sections), with
 R_count = 1 when lo <= S <= hi, max(0.3, 0.7 * S / lo) below, max(0.3, 1 - 0.15 * (S - hi)) above.
 
 Choices the paper leaves open, documented here:

@@ -13,7 +13,7 @@ from typing import Protocol, runtime_checkable
 
 @runtime_checkable
 class Teacher(Protocol):
-    """Writes `n` candidate theses (canonical format, SPEC section 5) for one context row.
+    """Writes `n` candidate theses (canonical format, docs/spec.md, section 5) for one context row.
 
     Implementations must be deterministic for a given (row, n, seed) when their backend allows it,
     and return exactly `n` strings (an empty string for a sample that failed, never raise on one
