@@ -126,12 +126,32 @@ def run_grpo_path(model_name: str, data_dir: str, out: str, steps: int) -> dict:
     trainer, _, _ = build_grpo_trainer(cfg)
     clock = StepClock()
     trainer.add_callback(clock.callback)
+    generate = _time_calls(trainer.model, "generate")
+    rewards = _time_calls(trainer, "_calculate_rewards")
     trainer.train()
     logs = [h for h in trainer.state.log_history if "num_tokens" in h]
     total_tokens = logs[-1]["num_tokens"] if logs else 0
     per_step = total_tokens / max(1, len(clock.steps))
+    wall = sum(s[0] for s in clock.steps)
     return {"steps": clock.steps, "tokens": [per_step] * len(clock.steps), "bf16": bool(trainer.args.bf16),
-            "completion_len": [h.get("completions/mean_length") for h in logs]}
+            "completion_len": [h.get("completions/mean_length") for h in logs],
+            "generate_share": generate[0] / wall, "reward_share": rewards[0] / wall}
+
+
+def _time_calls(obj, name: str) -> list[float]:
+    """Wrap `obj.name` so the returned one-item list accumulates the wall seconds spent inside it."""
+    spent = [0.0]
+    fn = getattr(obj, name)
+
+    def timed(*a, **k):
+        t = time.perf_counter()
+        try:
+            return fn(*a, **k)
+        finally:
+            spent[0] += time.perf_counter() - t
+
+    setattr(obj, name, timed)
+    return spent
 
 
 def child(args: argparse.Namespace) -> None:
@@ -151,8 +171,9 @@ def child(args: argparse.Namespace) -> None:
 def summarise(res: dict) -> dict:
     steps, tokens = res["steps"][1:], res["tokens"][1:]  # the first step pays for lazy init
     n = sum(tokens)
-    return {"wall_tok_s": n / sum(s[0] for s in steps), "cpu_tok_s": n / sum(s[1] for s in steps),
-            "steps": len(steps), "tokens": n, "peak_rss_gib": res["peak_rss_gib"], "bf16": res["bf16"]}
+    out = {"wall_tok_s": n / sum(s[0] for s in steps), "cpu_tok_s": n / sum(s[1] for s in steps),
+           "steps": len(steps), "tokens": n, "peak_rss_gib": res["peak_rss_gib"], "bf16": res["bf16"]}
+    return out | {k: res[k] for k in ("generate_share", "reward_share", "completion_len") if k in res}
 
 
 def main() -> None:
@@ -191,6 +212,8 @@ def main() -> None:
         r = results[path]
         print(f"{path:13s} {r['wall_tok_s']:7.1f} tok/s wall  {r['cpu_tok_s']:7.1f} tok/CPU-s  "
               f"peak RSS {r['peak_rss_gib']:.2f} GiB  bf16 {r['bf16']}  ({r['steps']} timed steps, {r['tokens']:.0f} tokens)")
+        if "generate_share" in r:
+            print(f"{'':13s} generation {r['generate_share']:.0%} of the step, rewards {r['reward_share']:.1%}")
     if "plain" in results and "sft" in results:
         p, s = results["plain"], results["sft"]
         print(f"our SFT path / plain loop: {s['wall_tok_s'] / p['wall_tok_s']:.2f}x wall, "

@@ -94,7 +94,8 @@ def test_sft_on_the_copy_task_learns_to_copy(tmp_path):
 
     from thesisgym.train import DataConfig, ModelConfig, SFTRunConfig, run_sft
     from thesisgym.train.config import TinyConfig
-    from thesisgym.train.curves import generate_theses, score_theses
+    from thesisgym.train.curves import score_theses
+    from thesisgym.train.generation import generate_theses
     from thesisgym.train.models import load_model
     from thesisgym.train.toy import copy_task_rows
 

@@ -15,16 +15,16 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(Path("demo_out"), "--out", help="directory for every artefact and the report"),
         quick: bool = typer.Option(False, "--quick", help="the smoke version: the same as --size quick"),
         size: str = typer.Option("default", "--size",
-                                 help="quick | default | large (4x the SFT examples: 40 min on 2 shared cores)"),
+                                 help="quick (the tiny model, a smoke run) | default | large (more SFT, GRPO and rows)"),
+        model: str = typer.Option(None, "--model",
+                                  help="base model: a preset (smollm2-135m, the default), a hub id or path, or tiny"),
         seed: int = typer.Option(0, "--seed"),
         tickers: int = typer.Option(None, "--tickers", help="override the number of synthetic tickers"),
         days: int = typer.Option(None, "--days", help="override the number of synthetic trading days"),
         sft_steps: int = typer.Option(None, "--sft-steps"),
         grpo_steps: int = typer.Option(None, "--grpo-steps"),
-        copy_warmup_steps: int = typer.Option(None, "--copy-warmup-steps",
-                                              help="copy warm-up steps before SFT (default 0: not yet shown to help; docs/training.md section 4)"),
     ) -> None:
-        """Synthesize a market, build datasets, distil, SFT + GRPO the tiny model, compare them, evaluate, write the report."""
+        """Synthesize a market, build datasets, distil, SFT + GRPO a pretrained base, compare them, evaluate, report."""
         import os
         import sys
         import warnings
@@ -43,8 +43,8 @@ def register(app: typer.Typer) -> None:
         warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
         # piped output (logs, CI) gets room for the verdict lines instead of rich's 80 columns
         console = Console(width=None if sys.stdout.isatty() else 160)
-        overrides = dict(out=str(out), seed=seed, tickers=tickers, days=days, sft_steps=sft_steps, grpo_steps=grpo_steps,
-                         copy_warmup_steps=copy_warmup_steps)
+        overrides = dict(out=str(out), seed=seed, model=model, tickers=tickers, days=days, sft_steps=sft_steps,
+                         grpo_steps=grpo_steps)
         try:
             cfg = DemoConfig.sized("quick" if quick else size, **overrides)
         except ValueError as exc:

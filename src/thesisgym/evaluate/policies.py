@@ -115,7 +115,11 @@ def check_model_source(model: str) -> None:
     A path that looks local (./x, ../x, /x, ~/x, or a name with more than one '/') must exist;
     a hub id (name or org/name) must be in the local cache when HF_HUB_OFFLINE is set.
     """
+    from thesisgym.train.presets import is_preset
+
     p = Path(model).expanduser()
+    if is_preset(model):  # resolved (and fetched if need be) when the model is loaded
+        return
     if p.exists():
         if p.is_dir() and not (p / "config.json").exists():
             raise ValueError(f"--model {model}: the directory has no config.json (not a saved model)")
@@ -206,47 +210,21 @@ class HFPolicy:
         if self._want_vllm():
             return self._decide_vllm(rows)
         import torch
-        from transformers import AutoModelForCausalLM
 
-        from thesisgym.train.models import load_tokenizer
+        from thesisgym.train.generation import generate_theses
+        from thesisgym.train.models import load_model
 
         if self._model is None:
-            try:
-                self._tok = load_tokenizer(self.model_path)  # the tiny preset's own pipeline, not Qwen2Tokenizer's
-                model = AutoModelForCausalLM.from_pretrained(self.model_path)
+            try:  # presets resolve here; the tiny preset keeps its own tokenizer pipeline
+                model, self._tok = load_model(self.model_path)
             except (OSError, ValueError) as exc:
                 # transformers' messages run to many lines; the first one says what is wrong
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 raise ValueError(f"--model {self.model_path}: cannot load ({first})") from None
-            self._tok.padding_side = "left"
-            if self._tok.pad_token is None:
-                self._tok.pad_token = self._tok.eos_token
             device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
             self._model = model.to(device).eval()
-        tok, model = self._tok, self._model
-        texts = self._prompt_texts(rows, tok)
-        # a chat template already writes BOS and role markers; raw prompt_text needs the tokenizer's own
-        templated = bool(getattr(tok, "chat_template", None))
-        torch.manual_seed(self.seed)
-        out: list[str] = []
-        gen_kwargs: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "pad_token_id": tok.pad_token_id}
-        if self.temperature > 0:
-            gen_kwargs.update(do_sample=True, temperature=self.temperature)
-        else:
-            gen_kwargs.update(do_sample=False)
-        for lo in range(0, len(texts), self.batch_size):
-            batch = tok(
-                texts[lo : lo + self.batch_size],
-                return_tensors="pt",
-                padding=True,
-                add_special_tokens=not templated,
-            )
-            batch = {k: v.to(model.device) for k, v in batch.items()}
-            with torch.no_grad():
-                ids = model.generate(**batch, **gen_kwargs)
-            new = ids[:, batch["input_ids"].shape[1] :]
-            out.extend(tok.batch_decode(new, skip_special_tokens=True))
-        return out
+        return generate_theses(self._model, self._tok, rows, max_new_tokens=self.max_new_tokens,
+                               temperature=self.temperature, batch_size=self.batch_size, seed=self.seed)
 
 
 class OpenAIPolicy:

@@ -1,19 +1,22 @@
 """The whole pipeline in one call, offline on CPU: the `thesisgym demo` command.
 
 synthesize a market -> build embargoed datasets -> distil SFT data from the template teacher ->
-SFT the `tiny` model -> GRPO it with the verifiable reward stack -> evaluate on held-out days
-(backtest vs baselines and the true-expected-return oracle, reasoning metrics, probes) -> HTML report.
+SFT a pretrained base (SmolLM2-135M-Instruct, resolved offline) -> GRPO it with the verifiable reward
+stack -> compare SFT and GRPO on the same held-out prompts -> evaluate on held-out days (backtest vs
+baselines and the true-expected-return oracle, reasoning metrics, probes) -> HTML report.
 
 Every stage is the same public function a researcher would call by hand (`generate_market`,
 `build_splits`, `distill`, `run_sft`, `run_grpo`, `evaluate`), so the demo doubles as a worked
-example. Sizes are one knob (`--size quick|default|large`, `DemoConfig.sized`).
+example. Sizes are one knob (`--size quick|default|large`, `DemoConfig.sized`); `quick` trains the
+locally built `tiny` model instead, as a smoke run.
 
 GRPO's effect is measured, not asserted: the SFT and the GRPO checkpoints write theses for the same
 held-out test prompts with the same decoding, and the change in every reward component (and the
 weighted total GRPO trained on) is printed with a 95 % paired bootstrap interval
-(`thesisgym.experiments.change_table`). The SFT stage records a held-out grounding curve
-(`thesisgym.train.curves.GroundingCurve`). Each run starts from a fresh tiny model and tokenizer:
-the `sft/` and `grpo/` run directories of an old run in the same `--out` are removed first.
+(`thesisgym.experiments.change_table`). The GRPO checkpoint's theses for those prompts are the ones
+the evaluation scores and backtests (each checkpoint writes once per prompt). The SFT stage records a
+held-out grounding curve (`thesisgym.train.curves.GroundingCurve`). Each run starts from the base
+model: the `sft/` and `grpo/` run directories of an old run in the same `--out` are removed first.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from thesisgym.schema import COMPACT_SYSTEM_PROMPT
+
+# the default base: a real pretrained instruct model that resolves offline (thesisgym.train.presets)
+PRETRAINED = "smollm2-135m"
 
 
 class DemoConfig(BaseModel):
@@ -38,35 +44,31 @@ class DemoConfig(BaseModel):
 
     out: str = "demo_out"
     seed: int = 0
+    model: str = Field(PRETRAINED, description="base model: a preset (smollm2-135m), a hub id or path, or "
+                                               "'tiny' (built locally, no pretraining)")
     tickers: int = Field(12, ge=3)
     days: int = Field(520, ge=120)
     stride: int = Field(2, ge=1, description="keep every k-th trading day in the datasets")
-    token_budget: int = Field(600, gt=100, description="approximate prompt tokens (the compact instructions take ~50)")
+    token_budget: int = Field(330, gt=100, description="approximate prompt words (the compact instructions take ~50)")
     heldout_tickers: int = Field(2, ge=0)
     distill_n: int = Field(4, ge=1)
-    sft_steps: int = Field(200, ge=1)
-    sft_learning_rate: float = Field(3e-3, gt=0)
+    sft_steps: int = Field(60, ge=1, description="optimizer steps of SFT")
+    sft_batch_size: int = Field(2, ge=1, description="theses per SFT step")
+    sft_learning_rate: float = Field(1e-4, gt=0)
+    lora_rank: int = Field(0, ge=0, description="LoRA rank for SFT and GRPO (0 = full fine-tune)")
     grpo_steps: int = Field(8, ge=1)
     num_generations: int = Field(4, ge=2)
-    # the distilled theses run to ~300-400 tokens of the tiny tokenizer: a shorter budget cuts the
-    # decision (the last tag) off even a perfect imitation
-    max_completion_length: int = Field(448, gt=16)
-    eval_rows: int = Field(48, ge=1, description="test-split rows the trained policy writes theses for")
+    grpo_learning_rate: float = Field(2e-6, gt=0)
+    max_completion_length: int = Field(320, gt=16, description="tokens a thesis may take (the decision comes last)")
+    eval_rows: int = Field(40, ge=1, description="test-split rows the trained policy writes theses for")
     eval_temperature: float = Field(0.0, ge=0.0, description="0 = greedy (stops at the end of turn)")
-    probes: str = "anon,digits"
-    sft_batch_size: int = Field(4, ge=1)
-    hidden_size: int = Field(192, gt=0)
-    layers: int = Field(4, gt=0)
-    # 8 heads x 8 kv heads (the copy task's shape) was measured in the demo too: grounding stayed 0 and GRPO
-    # left every decision where it was (README), so the default stays the tiny preset's 4 x 2
-    heads: int = Field(4, gt=0)
-    kv_heads: int = Field(2, gt=0)
-    # off by default: at the sizes measured so far it did not give the thesis model the copy ability
-    # (docs/training.md, section 4); kept as a knob because it is the lever that remains to be tuned
-    copy_warmup_steps: int = Field(0, ge=0, description="copy warm-up steps before SFT (0 = none)")
-    copy_warmup_batch_size: int = Field(32, ge=1)
-    curve_rows: int = Field(12, ge=0, description="held-out val rows scored during SFT (0 = no curve)")
-    curve_points: int = Field(4, ge=1)
+    probes: str = "digits"
+    curve_rows: int = Field(8, ge=0, description="held-out val rows scored during SFT (0 = no curve)")
+    curve_points: int = Field(2, ge=1)
+
+    @property
+    def tiny(self) -> bool:
+        return self.model == "tiny"
 
     @classmethod
     def quick(cls, **overrides: object) -> DemoConfig:
@@ -74,43 +76,42 @@ class DemoConfig(BaseModel):
 
     @classmethod
     def sized(cls, size: str, **overrides: object) -> DemoConfig:
-        """The `--size` presets: quick (smoke), default, large (more SFT examples, a wider model)."""
+        """The `--size` presets: quick (smoke, tiny model), default, large (more SFT, GRPO and evaluation)."""
         if size not in DEMO_SIZES:
             raise ValueError(f"demo size must be one of {sorted(DEMO_SIZES)}, got {size!r}")
+        given = {k: v for k, v in overrides.items() if v is not None}
         base = dict(DEMO_SIZES[size])
-        base.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**base)
+        if given.get("model", base.get("model")) == "tiny":  # whatever the size, tiny trains with its own rates
+            base.update(TINY_SETTINGS)
+        return cls(**{**base, **given})
 
 
+# the tiny model has no pretraining: it needs many more steps at a higher rate, and its own tokenizer
+# spends fewer tokens on a prompt (one per word), so it reads a larger budget in the same time
+TINY_SETTINGS: dict[str, object] = dict(token_budget=600, sft_learning_rate=3e-3, sft_batch_size=4,
+                                        grpo_learning_rate=1e-4, max_completion_length=448)
 DEMO_SIZES: dict[str, dict[str, object]] = {
-    "quick": dict(tickers=6, days=300, stride=2, heldout_tickers=1, sft_steps=40, grpo_steps=2, eval_rows=16,
-                  probes="digits", curve_rows=8, curve_points=2),
+    "quick": dict(model="tiny", tickers=6, days=300, heldout_tickers=1, sft_steps=40, grpo_steps=2, eval_rows=16),
     "default": {},
-    # 4x the default's SFT examples: held-out grounding was still rising at 800 (docs/training.md, 4c)
-    "large": dict(sft_steps=800, sft_learning_rate=2e-3, grpo_steps=16, eval_rows=64, curve_points=8),
+    "large": dict(sft_steps=160, grpo_steps=24, eval_rows=96, curve_rows=12, curve_points=4, probes="anon,digits"),
 }
 
-
-# Compact contexts: a 3.5M-parameter model on two CPU cores cannot read Trading-R1's 3k-token
-# prompts or write its 4-7 bullets per section in minutes, so the demo shows fewer bars and items
-# and asks the teacher for one short-quoted bullet per section. The pipeline is the same at any size.
+# Compact contexts: two CPU cores cannot read Trading-R1's 3k-token prompts or write its 4-7 bullets per
+# section in minutes, so the demo shows fewer bars and items and asks the teacher for one short-quoted
+# bullet per section. The pipeline is the same at any size.
 DEMO_CONTEXT = dict(bars=3, indicators=False, news_buckets=((0, 3, 3), (4, 10, 2), (11, 30, 1)), fundamentals_items=2,
                     insider_items=2, analyst_items=2, macro_items=2,
                     section_keep_prob=0.35, system_prompt=COMPACT_SYSTEM_PROMPT)
+
+# the reward stack GRPO trains on in the demo (name -> weight); also the `total` row of the change table
+DEMO_REWARDS: dict[str, float] = {"structure": 0.5, "evidence": 1.0, "decision": 0.5, "dsr": 1.0, "loop": 1.0}
 
 
 def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
     """Run every stage; returns a summary dict (also written to `<out>/summary.json`)."""
     import datasets
 
-    from thesisgym.evaluate import HFPolicy, evaluate
-    from thesisgym.evaluate.report import verdict
-    from thesisgym.experiments import change_table, format_change_table, score_with_s
-    from thesisgym.train import (
-        CompactProgress,
-        RewardConfig,
-        run_grpo,
-    )
+    from thesisgym.train import CompactProgress, RewardConfig, run_grpo
 
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -123,46 +124,44 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
 
     @contextmanager
     def stage(name: str) -> Iterator[None]:
-        log(f"[bold cyan]==> {name}[/]")
+        log(f"==> {name}")
         t0 = time.perf_counter()
         yield
         timings[name] = round(time.perf_counter() - t0, 1)
 
     with stage("market + datasets"):
         store, splits, data_dir = build_market_data(config, out, log=log)
-
     with stage("distil (template teacher, rejection sampling)"):
         sft_dir, distill_stats = distil_sft_data(config, splits, out, log=log)
-
-    with stage("SFT (tiny Qwen2 + local BPE tokenizer, TRL SFTTrainer)"):
+    with stage(f"SFT ({config.model}, TRL SFTTrainer)"):
         sft_model, curve = train_sft(config, splits, sft_dir, out / "sft", log=log)
-
     with stage("GRPO (TRL GRPOTrainer, verifiable reward stack)"):
         grpo_cfg = grpo_config(config, sft_model, data_dir, out / "grpo",
                                RewardConfig(funcs=list(DEMO_REWARDS), weights=list(DEMO_REWARDS.values())))
         grpo_model = run_grpo(grpo_cfg, callbacks=[CompactProgress(label="GRPO")])
-
+    eval_rows = [splits["test"][i] for i in spread(len(splits["test"]), config.eval_rows)]
+    policies = {"sft": demo_policy(sft_model, config, name=f"{config.model}-sft"),
+                "grpo": demo_policy(grpo_model, config, name=f"{config.model}-grpo")}
     with stage("SFT vs GRPO on the same held-out prompts"):
-        eval_rows = [splits["test"][i] for i in spread(len(splits["test"]), config.eval_rows)]
-        scored = {}
-        for name, path in (("sft", sft_model), ("grpo", grpo_model)):
-            scored[name] = score_with_s(generate_for(path, eval_rows, config), eval_rows)
-        changes = change_table(scored["sft"], scored["grpo"], total=DEMO_REWARDS, seed=config.seed)
-        for line in format_change_table(changes):
-            log("    " + line)
-        (out / "change.json").write_text(json.dumps({"rows": len(eval_rows), "changes": changes}, indent=2))
-        _plot_curves(out, curve.points if curve else [], out / "grpo" / "log_history.json")
-
+        changes = compare_checkpoints(policies, eval_rows, config, out, log=log)
+        plot_curves(out, curve.points if curve else [], out / "grpo" / "log_history.json")
     with stage("evaluate (held-out test period)"):
-        policy = HFPolicy(grpo_model, max_new_tokens=config.max_completion_length, batch_size=16, name="tiny-grpo",
-                          temperature=config.eval_temperature, seed=config.seed)
-        probes = [p for p in config.probes.split(",") if p]
-        res = evaluate(policy, splits["test"], store, probes=probes, out_dir=out / "report",
-                       max_rows=config.eval_rows, seed=config.seed, progress=True, train=splits["train"])
+        res = evaluate_policy(policies, eval_rows, splits, store, config, out)
+    summary = _summary(config, out, res, splits, distill_stats, sft_model, grpo_model, changes, curve)
+    summary["seconds"] = {**timings, "total": round(time.perf_counter() - t_all, 1)}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    summary["evaluation"] = res  # the evaluation itself (not JSON): the CLI prints it as `thesisgym evaluate` does
+    return summary
 
-    summary = {
+
+def _summary(config: DemoConfig, out: Path, res: Any, splits: dict, distill_stats: dict, sft_model: Path,
+             grpo_model: Path, changes: list[dict], curve: Any) -> dict:
+    from thesisgym.evaluate.report import verdict
+
+    return {
         "out": str(out.resolve()),
         "report": str(Path(res.report_path).resolve()),
+        "model": config.model,
         "rows": {k: len(v) for k, v in splits.items()},
         "distill": {k: distill_stats[k] for k in ("samples", "accepted_samples", "acceptance_rate", "kept_rows")},
         "sft_model": str(sft_model),
@@ -175,16 +174,7 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
         "majority_class_accuracy": _majority_rate(res.scores["label"].tolist()),
         "sft_curve": curve.points if curve else [],
         "verdict": verdict(res),
-        "seconds": {**timings, "total": round(time.perf_counter() - t_all, 1)},
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
-    # the evaluation itself (not JSON): the CLI prints it the way `thesisgym evaluate` does
-    summary["evaluation"] = res
-    return summary
-
-
-# the reward stack GRPO trains on in the demo (name -> weight); also the `total` row of the change table
-DEMO_REWARDS: dict[str, float] = {"structure": 0.5, "evidence": 1.0, "decision": 0.5, "dsr": 1.0, "loop": 1.0}
 
 
 def build_market_data(config: DemoConfig, out: Path, *, market: str = "A", log: Callable[[str], None] = print):
@@ -228,12 +218,16 @@ def distil_sft_data(config: DemoConfig, splits: dict, out: Path, *, log: Callabl
     return sft_dir, result.stats
 
 
-def train_sft(config: DemoConfig, splits: dict, sft_dir: Path, run_dir: Path, *, log: Callable[[str], None] = print):
-    """(final model dir, GroundingCurve or None): a fresh tiny model, its copy warm-up, then SFT.
+def _lora(config: DemoConfig) -> dict | None:
+    return {"r": config.lora_rank, "lora_alpha": 2 * config.lora_rank, "lora_dropout": 0.0} if config.lora_rank else None
 
-    The tiny model and its tokenizer are built from the SFT set's prompts and theses (`tiny-base/` beside
-    `run_dir`); `config.copy_warmup_steps` of copy warm-up (`thesisgym.train.warmup`, off by default)
-    run before it sees a thesis; the SFT curve is scored on held-out val rows.
+
+def train_sft(config: DemoConfig, splits: dict, sft_dir: Path, run_dir: Path, *, log: Callable[[str], None] = print):
+    """(final model dir, GroundingCurve or None): SFT of the base model, its curve scored on held-out val rows.
+
+    A pretrained base trains one thesis per forward pass (gradient accumulation makes the batch), which
+    keeps activation memory at one example; the tiny model is built from the SFT set's prompts and theses
+    (`tiny-base/` beside `run_dir`) and trains in batches.
     """
     import datasets
 
@@ -241,23 +235,19 @@ def train_sft(config: DemoConfig, splits: dict, sft_dir: Path, run_dir: Path, *,
     from thesisgym.train.common import corpus_of
     from thesisgym.train.curves import GroundingCurve
     from thesisgym.train.models import build_tiny
-    from thesisgym.train.warmup import copy_warmup
 
-    sft_set = datasets.load_from_disk(str(sft_dir))["train"]
-    start = build_tiny(corpus_of(sft_set, max_rows=4000), run_dir.parent / "tiny-base", hidden_size=config.hidden_size,
-                       layers=config.layers, heads=config.heads, kv_heads=config.kv_heads, seed=config.seed)
-    if config.copy_warmup_steps:
-        start, points = copy_warmup(start, run_dir.parent / "warmup", steps=config.copy_warmup_steps,
-                                    batch_size=config.copy_warmup_batch_size, seed=config.seed,
-                                    callbacks=[CompactProgress(label="copy warm-up")])
-        log("    copy accuracy on held-out copy texts: "
-            + ", ".join(f"{p['copy_accuracy']:.2f} @ {p['step']}" for p in points) + " steps")
+    start = config.model
+    if config.tiny:
+        sft_set = datasets.load_from_disk(str(sft_dir))["train"]
+        start = str(build_tiny(corpus_of(sft_set, max_rows=4000), run_dir.parent / "tiny-base", seed=config.seed))
+    micro = config.sft_batch_size if config.tiny else 1
     sft_cfg = SFTRunConfig(
-        output_dir=str(run_dir), model=ModelConfig(name_or_path=str(start)),
+        output_dir=str(run_dir), model=ModelConfig(name_or_path=start, lora=_lora(config)),
         data=DataConfig(dataset=str(sft_dir), split="train"), seed=config.seed, max_steps=config.sft_steps,
-        learning_rate=config.sft_learning_rate, warmup_ratio=0.05, per_device_train_batch_size=config.sft_batch_size,
+        learning_rate=config.sft_learning_rate, warmup_ratio=0.05, per_device_train_batch_size=micro,
+        gradient_accumulation_steps=max(1, config.sft_batch_size // micro),
         logging_steps=max(1, config.sft_steps // 5), save_steps=10_000, report_to="none",
-        max_length=2 * config.token_budget + 2 * config.max_completion_length,
+        max_length=4 * config.token_budget + 2 * config.max_completion_length,
     )
     callbacks: list = [CompactProgress(label="SFT")]
     curve = None
@@ -277,13 +267,16 @@ def train_sft(config: DemoConfig, splits: dict, sft_dir: Path, run_dir: Path, *,
 
 
 def grpo_config(config: DemoConfig, model: Path, data_dir: Path, run_dir: Path, rewards: Any, *, seed: int | None = None):
-    """The demo's GRPO run config (CPU-sized) for `rewards` (a RewardConfig)."""
+    """The demo's GRPO run config (CPU-sized) for `rewards` (a RewardConfig): one prompt per step, its
+    `num_generations` completions scored together; a pretrained policy updates on two at a time."""
     from thesisgym.train import DataConfig, GRPORunConfig, ModelConfig
 
+    micro = config.num_generations if config.tiny else 2
     return GRPORunConfig(
-        output_dir=str(run_dir), model=ModelConfig(name_or_path=str(model)),
+        output_dir=str(run_dir), model=ModelConfig(name_or_path=str(model), lora=_lora(config)),
         data=DataConfig(dataset=str(data_dir), split="train"), seed=config.seed if seed is None else seed,
-        max_steps=config.grpo_steps, learning_rate=1e-4, per_device_train_batch_size=config.num_generations,
+        max_steps=config.grpo_steps, learning_rate=config.grpo_learning_rate, per_device_train_batch_size=micro,
+        gradient_accumulation_steps=max(1, config.num_generations // micro),
         num_generations=config.num_generations, max_completion_length=config.max_completion_length,
         save_steps=10_000, report_to="none", logging_steps=max(1, config.grpo_steps // 4), rewards=rewards,
     )
@@ -301,17 +294,66 @@ def _majority_rate(labels: list) -> float:
     return max(known.count(lab) for lab in set(known)) / len(known) if known else float("nan")
 
 
+class RememberingPolicy:
+    """A policy that writes once per prompt: the same checkpoint asked again for the same prompt (the
+    change table, then the backtest) gets its first thesis back; new prompts (probes) go to the model."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self._theses: dict[str, str] = {}
+
+    @staticmethod
+    def _key(row: dict) -> str:
+        return json.dumps(row.get("prompt"), sort_keys=True, default=str)
+
+    def decide(self, rows: Sequence[dict]) -> list[str]:
+        keys = [self._key(r) for r in rows]
+        todo = {k: r for k, r in zip(keys, rows, strict=True) if k not in self._theses}
+        if todo:
+            self._theses.update(zip(todo, self.inner.decide(list(todo.values())), strict=True))
+        return [self._theses[k] for k in keys]
+
+    def reseeded(self, seed: int) -> Any:
+        return self.inner.reseeded(seed)
+
+
+def demo_policy(model_path: Path, config: DemoConfig, *, name: str) -> RememberingPolicy:
+    """The demo's decoding of a checkpoint (greedy by default), writing once per prompt."""
+    from thesisgym.evaluate import HFPolicy
+
+    return RememberingPolicy(HFPolicy(model_path, max_new_tokens=config.max_completion_length, batch_size=16,
+                                      temperature=config.eval_temperature, seed=config.seed, name=name))
+
+
 def generate_for(model_path: Path, rows: list[dict], config: DemoConfig) -> list[str]:
     """Theses from a saved checkpoint with the demo's decoding (greedy by default; seeded sampling otherwise)."""
-    from thesisgym.train.curves import generate_theses
-    from thesisgym.train.models import load_model
-
-    model, tok = load_model(model_path)
-    return generate_theses(model, tok, rows, max_new_tokens=config.max_completion_length,
-                           temperature=config.eval_temperature, seed=config.seed)
+    return demo_policy(model_path, config, name=Path(model_path).name).decide(rows)
 
 
-def _plot_curves(out: Path, sft_points: list[dict], grpo_log: Path) -> None:
+def compare_checkpoints(policies: dict, rows: list[dict], config: DemoConfig, out: Path, *,
+                        log: Callable[[str], None] = print) -> list[dict]:
+    """The paired change table (every reward component and the trained total) of GRPO over SFT on `rows`."""
+    from thesisgym.experiments import change_table, format_change_table, score_with_s
+
+    scored = {name: score_with_s(policy.decide(rows), rows) for name, policy in policies.items()}
+    changes = change_table(scored["sft"], scored["grpo"], total=DEMO_REWARDS, seed=config.seed)
+    for line in format_change_table(changes):
+        log("    " + line)
+    (out / "change.json").write_text(json.dumps({"rows": len(rows), "changes": changes}, indent=2))
+    return changes
+
+
+def evaluate_policy(policies: dict, rows: list[dict], splits: dict, store: Any, config: DemoConfig, out: Path):
+    """Backtest, statistics, probes and the report for the GRPO policy on the compared rows."""
+    from thesisgym.evaluate import evaluate
+
+    probes = [p for p in config.probes.split(",") if p]
+    return evaluate(policies["grpo"], rows, store, probes=probes, out_dir=out / "report", seed=config.seed,
+                    progress=True, train=splits["train"], accuracy_policies={"SFT checkpoint": policies["sft"]})
+
+
+def plot_curves(out: Path, sft_points: list[dict], grpo_log: Path) -> None:
     """`<out>/curves/training.png`: held-out grounding vs SFT examples, and GRPO's reward per step."""
     import matplotlib
 
@@ -322,7 +364,7 @@ def _plot_curves(out: Path, sft_points: list[dict], grpo_log: Path) -> None:
     if sft_points:
         xs = [p["examples_seen"] for p in sft_points]
         axes[0].plot(xs, [p["grounding"] for p in sft_points], marker="o", label="grounding")
-        axes[0].plot(xs, [p["decision_valid"] for p in sft_points], marker="s", label="valid decision")
+        axes[0].plot(xs, [p["decision_valid"] for p in sft_points], marker="s", linestyle="--", label="valid decision")
         axes[0].set_xlabel("SFT examples seen")
         axes[0].set_title(f"held-out val ({sft_points[0]['rows']} rows)")
         axes[0].set_ylim(-0.02, 1.02)

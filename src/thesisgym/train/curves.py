@@ -26,6 +26,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from thesisgym.train.generation import generate_theses
+
 # score_completion keys averaged into a curve point (nan entries are skipped)
 CURVE_KEYS: tuple[str, ...] = ("grounding", "hallucination_rate", "decision_valid", "decision_correct", "structure",
                                "evidence", "decision")
@@ -34,37 +36,6 @@ CURVE_KEYS: tuple[str, ...] = ("grounding", "hallucination_rate", "decision_vali
 def _mean(values: Sequence[float]) -> float:
     vals = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(float(v))]
     return sum(vals) / len(vals) if vals else float("nan")
-
-
-def generate_theses(model: Any, tokenizer: Any, rows: Sequence[dict], *, max_new_tokens: int = 384,
-                    temperature: float = 0.0, batch_size: int = 16, seed: int = 0) -> list[str]:
-    """One completion per row from an in-memory model (chat template, left padding, eos stop).
-
-    Greedy when `temperature` is 0, else seeded sampling; the model's train/eval mode is restored.
-    """
-    import torch
-
-    was_training = model.training
-    model.eval()
-    side = tokenizer.padding_side
-    tokenizer.padding_side = "left"
-    texts = [tokenizer.apply_chat_template(list(r["prompt"]), tokenize=False, add_generation_prompt=True) for r in rows]
-    gen: dict[str, Any] = {"max_new_tokens": max_new_tokens, "pad_token_id": tokenizer.pad_token_id,
-                           "eos_token_id": tokenizer.eos_token_id, "use_cache": True}  # trainers switch it off
-    gen.update(do_sample=True, temperature=temperature, top_k=0) if temperature > 0 else gen.update(do_sample=False)
-    out: list[str] = []
-    try:
-        for lo in range(0, len(texts), batch_size):
-            torch.manual_seed(seed + lo)
-            batch = tokenizer(texts[lo:lo + batch_size], return_tensors="pt", padding=True, add_special_tokens=False)
-            batch = {k: v.to(model.device) for k, v in batch.items()}
-            with torch.no_grad():
-                ids = model.generate(**batch, **gen)
-            out.extend(tokenizer.batch_decode(ids[:, batch["input_ids"].shape[1]:], skip_special_tokens=True))
-    finally:
-        tokenizer.padding_side = side
-        model.train(was_training)
-    return out
 
 
 def score_theses(completions: Sequence[str], rows: Sequence[dict]) -> dict[str, float]:
