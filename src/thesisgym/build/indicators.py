@@ -27,6 +27,18 @@ Z_PERIOD = 20
 VOL_PERIOD = 20
 
 
+def as_of_basis(bars: pd.DataFrame, factor: float) -> pd.DataFrame:
+    """Bars on another split basis: prices x `factor`, volumes / `factor` (thesisgym.data.asof gives
+    the factor of an as-of day; 1 returns the frame itself)."""
+    if factor == 1.0:
+        return bars
+    out = bars.copy()
+    for c in ("open", "high", "low", "close"):
+        out[c] = out[c].to_numpy(dtype="float64") * factor
+    out["volume"] = out["volume"].to_numpy(dtype="float64") / factor
+    return out
+
+
 def compute_indicators(bars: pd.DataFrame) -> pd.DataFrame:
     """Indicator columns for one ticker's bars (sorted by date), aligned row for row with `bars`."""
     c = bars["close"].astype("float64").reset_index(drop=True)
