@@ -50,8 +50,8 @@ def test_naive_midnight_in_a_frame_is_date_only_and_not_in_that_days_context():
     assert local.iat[0] == pd.Timestamp("2020-02-03 23:59", tz=NY)  # not 00:00
     assert local.iat[1] == pd.Timestamp("2020-02-03 09:30", tz=NY)  # a real time of day is kept
     store = MarketStore(bars=_bars(), events=ev)
-    assert store.visible_events("2020-02-03", "AAA")["title"].tolist() == ["Timed story"]
-    assert store.visible_events("2020-02-04", "AAA")["title"].tolist() == ["Timed story", "Date-only story"]
+    assert store.as_of("2020-02-03").events("AAA")["title"].tolist() == ["Timed story"]
+    assert store.as_of("2020-02-04").events("AAA")["title"].tolist() == ["Timed story", "Date-only story"]
     ds = build_contexts(store, dates=["2020-02-03", "2020-02-04"], show_progress=False)
     assert "Date-only story" not in ds[0]["prompt_text"] and "Timed story" in ds[0]["prompt_text"]
     assert "Date-only story" in ds[1]["prompt_text"]
@@ -71,7 +71,7 @@ def test_parquet_date_column_is_date_only(tmp_path):
     ev = read_events_csv(path, assume_timezone=NY)
     assert ev["published_at"].dt.tz_convert(NY).dt.strftime("%H:%M").tolist() == ["23:59", "09:30"]
     store = MarketStore(bars=_bars(), events=ev)
-    assert "Date-only story" not in store.visible_events("2020-02-03", "AAA")["title"].tolist()
+    assert "Date-only story" not in store.as_of("2020-02-03").events("AAA")["title"].tolist()
     # a parquet of pure dates (datetime64 from date objects) behaves the same
     _events(pd.to_datetime(["2020-02-03", "2020-02-04"]).date).astype(
         {"published_at": "datetime64[ns]"}

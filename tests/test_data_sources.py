@@ -15,7 +15,9 @@ import pytest
 
 from thesisgym.build.contexts import build_contexts
 from thesisgym.data import MarketStore
-from thesisgym.data.corporate import read_analyst, read_earnings, read_insider
+from thesisgym.data.corporate import read_analyst, read_earnings
+from thesisgym.data.asof import strip_per_share
+from thesisgym.data.insider import availability_misses, read_insider
 from thesisgym.data.feeds import read_feed, read_rss_csv
 from thesisgym.data.files import read_json
 from thesisgym.data.importers import read_events_csv
@@ -240,33 +242,77 @@ def test_aapl_fy2019_10k_appears_exactly_when_public(with_submissions, first_day
 
 
 # --- insider, earnings, analyst ------------------------------------------------------------------------
-def test_insider_without_filing_date_waits_two_business_days_and_merges_lots(tmp_path):
+INSIDER_AV = "transaction_date,ticker,executive,executive_title,security_type,acquisition_or_disposal,shares,share_price\n"
+
+
+def _form4(rows: list[tuple[str, str, str]], ticker: str = "AAA") -> pd.DataFrame:
+    """A Form 4 index (thesisgym.data.sec.form4_index layout) from (accession, report date, accepted ET)."""
+    return pd.DataFrame(
+        {
+            "ticker": ticker,
+            "accn": [r[0] for r in rows],
+            "report_date": pd.to_datetime([r[1] for r in rows]),
+            "filing_date": pd.to_datetime([r[2][:10] for r in rows]),
+            "accepted": pd.to_datetime([r[2] for r in rows]).tz_localize(NY).tz_convert("UTC"),
+        }
+    )
+
+
+def test_insider_without_a_filing_waits_for_the_availability_rule_and_merges_lots(tmp_path):
     path = tmp_path / "ins.csv"
     path.write_text(
-        "transaction_date,ticker,executive,executive_title,security_type,acquisition_or_disposal,shares,share_price\n"
-        '2020-02-07,AAA,"DOE, JANE",CEO,Common Stock,D,100,10.0\n'
-        '2020-02-07,AAA,"DOE, JANE",CEO,Common Stock,D,300,12.0\n'
+        INSIDER_AV
+        + '2020-02-07,AAA,"DOE, JANE",CEO,Common Stock,D,100,10.0\n'
+        + '2020-02-07,AAA,"DOE, JANE",CEO,Common Stock,D,300,12.0\n'
     )
     rep = read_insider(path)
-    assert rep.counts == {"dated_by_trade_date_plus_delay": 2, "lots_merged": 1}
-    assert rep.events["title"].iat[0] == "DOE, JANE (CEO) sold 400 Common Stock at 11.50 on 2020-02-07"
-    assert rep.events["published_at"].iat[0] == pd.Timestamp(
-        "2020-02-11 23:59", tz=NY
-    )  # Fri + 2 business days
-    assert "DOE, JANE" not in _prompt(rep.events, "2020-02-11")
-    assert "DOE, JANE" in _prompt(rep.events, "2020-02-12")
-    assert read_insider(path, delay_business_days=0).events["published_at"].iat[0] == pd.Timestamp(
+    assert rep.counts == {"lots_merged": 1, "dated_by_form4_index": 0, "dated_by_form4_index_single_filing": 0,
+                          "dated_by_availability_rule": 1}
+    ev = rep.events
+    assert strip_per_share(ev["title"].iat[0]) == "DOE, JANE (CEO) sold 400 Common Stock at 11.50 on 2020-02-07"
+    assert ev["source"].iat[0] == "insider trade (filing date unknown)" and ev["timing"].iat[0] == "availability rule"
+    # 10 business days after Friday 2020-02-07, skipping Presidents' Day (2020-02-17): Monday 2020-02-24
+    assert ev["published_at"].iat[0] == pd.Timestamp("2020-02-24 23:59", tz=NY)
+    assert ev["basis_date"].iat[0] == pd.Timestamp("2020-02-07")  # shares and price as traded that day
+    assert "DOE, JANE" not in _prompt(ev, "2020-02-24")
+    assert "DOE, JANE" in _prompt(ev, "2020-02-25")
+    assert read_insider(path, availability_days=0).events["published_at"].iat[0] == pd.Timestamp(
         "2020-02-07 23:59", tz=NY
     )
+    with raises("availability_days must be an int >= 0, got -1"):
+        read_insider(path, availability_days=-1)
+
+
+def test_insider_trade_in_the_form4_index_is_public_at_its_latest_form4(tmp_path):
+    path = tmp_path / "ins.csv"
+    path.write_text(INSIDER_AV + '2020-02-07,AAA,"DOE, JANE",CEO,Common Stock,D,100,10.0\n'
+                    + '2020-02-12,AAA,"ROE, RICHARD",CFO,Common Stock,A,50,\n')
+    filings = _form4([("a-1", "2020-02-07", "2020-02-10 17:00"), ("a-2", "2020-02-07", "2020-02-11 18:30"),
+                      ("a-3", "2020-02-05", "2020-02-12 09:00")])
+    rep = read_insider(path, filings=filings)
+    ev = rep.events.set_index(rep.events["title"].str.split(" ").str[0])
+    # two Form 4s report that trade date and the index does not name the insider: the later one
+    assert ev.loc["DOE,", "published_at"] == pd.Timestamp("2020-02-11 18:30", tz=NY)
+    assert ev.loc["DOE,", "timing"] == "form4 index" and ev.loc["DOE,", "source"] == "Form 4"
+    assert ev.loc["ROE,", "timing"] == "availability rule"  # no Form 4 reports 2020-02-12
+    assert rep.counts["dated_by_form4_index"] == 1 and rep.counts["dated_by_form4_index_single_filing"] == 0
+    assert "DOE, JANE" not in _prompt(rep.events, "2020-02-11") and "DOE, JANE" in _prompt(rep.events, "2020-02-12")
+    # a later Form 4 for that day, accepted after the cutoff, moves it: perturbing after the cutoff
+    # of 2020-02-11 cannot change that day's prompt
+    later = read_insider(path, filings=pd.concat([filings, _form4([("a-4", "2020-02-07", "2020-02-20 10:00")])])).events
+    assert _prompt(later, "2020-02-11") == _prompt(rep.events, "2020-02-11")
 
 
 def test_insider_with_filing_date_and_bad_rows(tmp_path):
     path = tmp_path / "fh.csv"
     head = "symbol,share,change,transactionDate,transactionCode,transactionPrice,name,filingDate,id\n"
-    path.write_text(head + "AAA,10,-5,2020-02-03,S,10.5,DOE JANE,2020-02-05,x\n")
+    path.write_text(head + "AAA,10,-5,2020-02-03,S,10.5,DOE JANE,2020-02-05,x-1\n")
     ev = read_insider(path).events
-    assert ev["title"].iat[0] == "DOE JANE sold 5 shares at 10.50 on 2020-02-03"
-    assert ev["published_at"].iat[0] == pd.Timestamp("2020-02-05 23:59", tz=NY)
+    assert strip_per_share(ev["title"].iat[0]) == "DOE JANE sold 5 shares at 10.50 on 2020-02-03"
+    assert ev["published_at"].iat[0] == pd.Timestamp("2020-02-05 23:59", tz=NY) and ev["timing"].iat[0] == "filed"
+    # the accession's EDGAR acceptance time, when the issuer's submissions list it
+    exact = read_insider(path, filings=_form4([("x-1", "2020-02-03", "2020-02-04 18:02")])).events
+    assert exact["published_at"].iat[0] == pd.Timestamp("2020-02-04 18:02", tz=NY)
     path.write_text(head + "AAA,10,-5,2020-02-03,S,10.5,DOE JANE,,x\n")
     with raises("fh.csv, line 2 (header = line 1), field 'filingDate': missing date"):
         read_insider(path)
@@ -275,10 +321,18 @@ def test_insider_with_filing_date_and_bad_rows(tmp_path):
         read_insider(path)
 
 
+def test_availability_rule_miss_share_is_measured_on_trades_with_both_dates():
+    trade = ["2020-02-03", "2020-02-03", "2020-02-03", "2020-02-03"]
+    filed = ["2020-02-05", "2020-02-14", "2020-02-18", "2020-06-01"]  # 2, 9, 10 and ~85 business days
+    assert availability_misses(trade, filed, 2) == {"days": 2, "rows_with_both_dates": 4, "missed": 3,
+                                                   "miss_share": 0.75}
+    assert availability_misses(trade, filed, 10)["missed"] == 1
+
+
 EARN = "fiscalDateEnding,reportedDate,reportedEPS,estimatedEPS,surprise,surprisePercentage,reportTime\n"
 
 
-def test_earnings_post_market_is_next_day_pre_market_same_day(tmp_path):
+def test_earnings_post_market_is_next_day_and_an_unconfirmed_pre_market_label_is_not_trusted(tmp_path):
     path = tmp_path / "alphavantage_earnings_AAA.csv"
     path.write_text(
         EARN
@@ -287,13 +341,18 @@ def test_earnings_post_market_is_next_day_pre_market_same_day(tmp_path):
     ev = read_earnings(path).events
     post = ev[ev["title"].str.contains("2019-12-31")]
     assert (
-        post["title"].iat[0]
-        == "AAA quarter ended 2019-12-31 reported 2020-02-04 (post-market): EPS 1.2 vs 1 estimated (surprise +0.20, +20.0%)"
+        strip_per_share(post["title"].iat[0])
+        == "AAA quarter ended 2019-12-31 reported 2020-02-04 (post-market): EPS 1.20 vs 1.00 estimated "
+        "(surprise +0.20, +20.0%)"
     )
     assert post["published_at"].iat[0] == pd.Timestamp("2020-02-04 16:05", tz=NY)
     before = _prompt(ev, "2020-02-04")
-    assert "EPS 1.2" not in before and "EPS 0.9" in before  # 16:05 is after the close; pre-market is in
-    assert "EPS 1.2" in _prompt(ev, "2020-02-05")
+    assert "EPS 1.20" not in before and "EPS 0.90" in before  # 16:05 is after the close
+    assert "EPS 1.20" in _prompt(ev, "2020-02-05")
+    # the vendor's pre-market label is taken at 16:05 unless trusted (plain `data import` included)
+    assert "EPS 0.90" not in _prompt(ev, "2020-01-07") and "EPS 0.90" in _prompt(ev, "2020-01-08")
+    trusted = read_earnings(path, pre_market="trust").events
+    assert "EPS 0.90" in _prompt(trusted, "2020-01-07")
     path.write_text(
         EARN
         + "2019-09-30,2020-01-07,0.9,1.0,-0.1,-10,pre-market\n2019-12-31,2020-02-04,9.9,1.0,8.9,890,post-market\n"
@@ -523,19 +582,24 @@ def test_shared_mag7_store_covers_fundamentals_macro_and_dates_events_after_the_
     aapl = build_contexts(
         store, tickers=["AAPL"], dates=["2019-10-30", "2019-10-31"], config=cfg, show_progress=False
     )
-    released = "AAPL quarter ended 2019-09-30 reported 2019-10-30 (8-K 16:30 ET): EPS 0.76 vs 0.71 estimated"
+    # Alpha Vantage's 0.76 is adjusted for the 2020 4:1 split: the prompt shows it as reported then
+    released = "AAPL quarter ended 2019-09-30 reported 2019-10-30 (8-K 16:30 ET): EPS 3.04 vs 2.84 estimated"
     assert released not in aapl[0]["prompt_text"] and released in aapl[1]["prompt_text"]
     # an after-close report mislabelled "pre-market" in the source (AMZN, 2014-07-24) is not in that day's prompt
     amzn = ev[(ev["ticker"] == "AMZN") & ev["title"].str.contains("reported 2014-07-24")]
     assert (amzn["published_at"] == pd.Timestamp("2014-07-24 16:05", tz=NY)).all() and len(amzn) == 1
-    # the Musk sale of 2021-11-09 (no filing date in the file) is public 2 business days later, not before;
-    # 2021-11-11 is Veterans Day, when EDGAR is closed, so the Form 4 was due on 2021-11-12
+    # the Musk sales of 2021-11-09 (no filing date in the file) are public when TSLA's last Form 4
+    # reporting that day was accepted (2021-11-10 21:45:38 Eastern, from its submissions), not before
     musk = ev[
         (ev["ticker"] == "TSLA")
         & ev["title"].str.contains("MUSK")
         & ev["title"].str.contains("on 2021-11-09")
     ]
-    assert len(musk) and (musk["published_at"] == pd.Timestamp("2021-11-12 23:59", tz=NY)).all()
+    assert len(musk) == 2 and (musk["published_at"] == pd.Timestamp("2021-11-10 21:45:38", tz=NY)).all()
+    assert (musk["timing"] == "form4 index").all() and (musk["source"] == "Form 4").all()
+    # and they are shown at the price they were traded at (about $1,000 before the 2022 3:1 split)
+    tsla = build_contexts(store, tickers=["TSLA"], dates=["2021-11-11"], config=cfg, show_progress=False)[0]
+    assert "MUSK, ELON (Director, CEO) sold 528,687 Common Stock at 1,138.45 on 2021-11-09" in tsla["prompt_text"]
 
 
 def test_earnings_timed_by_8k_release_and_distrusted_pre_market_label(tmp_path):
@@ -566,7 +630,7 @@ def test_earnings_timed_by_8k_release_and_distrusted_pre_market_label(tmp_path):
     assert (
         rep.counts["timed_by_8k"] == 1 and rep.counts["pre_market_label_not_trusted"] == 1
     )  # 5.02 is no release
-    assert read_earnings(path).events["published_at"].min() == pd.Timestamp(
+    assert read_earnings(path, pre_market="trust").events["published_at"].min() == pd.Timestamp(
         "2019-11-05 08:00", tz=NY
     )  # trusted
 
@@ -626,21 +690,29 @@ def test_release_calendar_times_and_bad_records(tmp_path):
 
 
 @needs_real
-def test_nvda_split_restatement_appears_only_at_its_filing():
-    rep = read_companyfacts(
-        FUND / "companyfacts_CIK0001045810_NVDA.json",
-        submissions=FUND / "submissions_CIK0001045810_NVDA.json",
-    )
+def test_nvda_split_is_a_rebasing_not_a_restatement_and_eps_shows_on_the_prompts_basis():
+    from thesisgym.data.actions import MAG7_SPLITS, split_actions
+    from thesisgym.data.asof import SplitHistory
+
+    paths = {"submissions": FUND / "submissions_CIK0001045810_NVDA.json"}
+    facts = FUND / "companyfacts_CIK0001045810_NVDA.json"
+    # without the split history the 4:1 split of 2021-07-20 looks like a restatement of FY2021 EPS
+    blind = read_companyfacts(facts, **paths).events
+    assert blind["text"].str.contains("12 months ended 2021-01-31: {{ps:1.73}}, previously {{ps:6.90}}", regex=False).any()
+    rep = read_companyfacts(facts, splits=SplitHistory(split_actions(MAG7_SPLITS)), **paths)
     ev = rep.events
+    assert not ev["text"].str.contains("previously {{ps:6.90}}", regex=False).any()
     fy21 = ev[ev["title"].str.contains("10-K FY2021 ")]
-    assert "diluted EPS 6.90" in fy21["text"].iat[0]  # as filed on 2021-02-26, before the 4:1 split
-    restated = ev[
-        ev["text"].str.contains("diluted EPS for the 12 months ended 2021-01-31: 1.73, previously 6.90")
-    ]
-    assert len(restated) == 1 and restated["published_at"].iat[0] > pd.Timestamp(
-        "2021-07-20", tz="UTC"
-    )  # after the split
-    assert rep.counts["restatements"] > 0
+    assert "diluted EPS {{ps:6.90}}" in fy21["text"].iat[0]  # as filed on 2021-02-26, before the split
+    assert fy21["basis_date"].iat[0] == pd.Timestamp("2021-02-26")
+    bars = pd.read_csv(SHARED / "prices" / "NVDA.csv").rename(columns=str.lower).assign(ticker="NVDA")
+    store = MarketStore(bars=bars.assign(date=pd.to_datetime(bars["date"])), events=ev,
+                        actions=split_actions([s for s in MAG7_SPLITS if s[0] == "NVDA"]),
+                        meta={"bars_adjusted_as_of": "2024-04-02"})
+    cfg = __import__("thesisgym.build.contexts", fromlist=["ContextConfig"]).ContextConfig(fundamentals_items=4)
+    before, after = build_contexts(store, tickers=["NVDA"], dates=["2021-07-19", "2021-07-20"], config=cfg,
+                                   show_progress=False)["prompt_text"]
+    assert "diluted EPS 6.90" in before and "diluted EPS 1.73" in after  # one basis per prompt
 
 
 @needs_real
@@ -798,21 +870,23 @@ def test_series_and_estimize_bad_input(tmp_path):
         )
     )
     ev = read_estimize_estimates(est).events
-    assert ev["title"].iat[0] == "Estimize: 2 new EPS estimates for FQ1 2020, mean 1.10 (range 1.00 to 1.20)"
+    assert strip_per_share(ev["title"].iat[0]) == "Estimize: 2 new EPS estimates for FQ1 2020, mean 1.10 (range 1.00 to 1.20)"
     assert ev["published_at"].iat[0] == pd.Timestamp("2020-02-03 17:00", tz=NY)  # the day's latest estimate
 
 
-def test_insider_delay_skips_federal_holidays(tmp_path):
+def test_insider_availability_rule_skips_federal_holidays(tmp_path):
     path = tmp_path / "ins.csv"
     path.write_text(
         "transaction_date,ticker,executive,executive_title,security_type,acquisition_or_disposal,shares,share_price\n"
         "2019-11-27,AAA,DOE,CEO,Common Stock,D,10,10\n"  # the Wednesday before Thanksgiving
     )
-    assert read_insider(path).events["published_at"].iat[0] == pd.Timestamp("2019-12-02 23:59", tz=NY)
+    two = read_insider(path, availability_days=2).events["published_at"].iat[0]
+    assert two == pd.Timestamp("2019-12-02 23:59", tz=NY)
+    assert read_insider(path).events["published_at"].iat[0] == pd.Timestamp("2019-12-12 23:59", tz=NY)
 
 
 def test_undated_insider_trades_also_in_a_filing_dated_file_are_dropped_and_counted(tmp_path):
-    from thesisgym.data.corporate import drop_covered_insider
+    from thesisgym.data.insider import drop_covered_insider
 
     av = tmp_path / "av.csv"
     av.write_text(
@@ -825,6 +899,6 @@ def test_undated_insider_trades_also_in_a_filing_dated_file_are_dropped_and_coun
     undated, dated = read_insider(av), read_insider(fh)
     drop_covered_insider(undated, [dated])
     assert undated.counts["also_in_a_filing_dated_source"] == 1
-    assert undated.events["title"].tolist() == [
+    assert [strip_per_share(t) for t in undated.events["title"]] == [
         "KONDO, CHRIS (Officer) sold 5 Common Stock at 10.50 on 2022-02-04"
     ]

@@ -367,8 +367,7 @@ def render_audit(report: AuditReport):
     """A rich Table of the report: one row per section, then the prompt-level counts."""
     from rich.table import Table
 
-    head = ("items", "at/after cutoff", "insider filed later (certain / probable)", "insider unverifiable",
-            "content-date suspects", "numbers on another basis", "unmatched")
+    head = ("items", "late", "insider late", "undated", "content", "basis", "unmatched")
     out = Table(title=f"point-in-time audit of {report.target} (store {report.store}, reference {report.reference})")
     out.add_column("family")
     for h in head:
@@ -383,7 +382,11 @@ def render_audit(report: AuditReport):
         out.add_row("all items", f"{tot['items']:,}", f"{tot['after_cutoff']:,}",
                     f"{tot['insider_certain']:,} / {tot['insider_probable']:,}", f"{tot['insider_unverifiable']:,}",
                     f"{tot['content_suspects']:,}", f"{tot['off_basis']:,}", f"{tot['unmatched']:,}", style="bold")
-    out.caption = (f"{p['prompts']:,} prompts: {p['prices_off_basis']:,} show prices adjusted for a split after their "
-                   f"as-of day, {p['with_any_number_off_basis']:,} show some number on another basis, "
-                   f"{p['with_mixed_bases']:,} mix bases. {'No leak found.' if report.ok else f'{report.leaks:,} findings.'}")
+    out.caption = (
+        "late: published at or after the cutoff; insider late: shown before its Form 4 (certain / probable); "
+        "undated: insider trade no filing record dates (not a leak); content: text names a later period; "
+        "basis: a per-share number not on the as-of day's split basis; unmatched: no store event shows it.\n"
+        f"{p['prompts']:,} prompts: {p['prices_off_basis']:,} show prices adjusted for a split after their "
+        f"as-of day, {p['with_any_number_off_basis']:,} show some number on another basis, "
+        f"{p['with_mixed_bases']:,} mix bases. {'No leak found.' if report.ok else f'{report.leaks:,} findings.'}")
     return out

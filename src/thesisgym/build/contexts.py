@@ -43,7 +43,13 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, Field, field_validator
 
 from thesisgym.build.events import EventPool
-from thesisgym.build.indicators import as_of_basis, bar_texts, compute_indicators, indicator_texts, price_decimals
+from thesisgym.build.indicators import (
+    as_of_basis,
+    bar_texts,
+    compute_indicators,
+    indicator_texts,
+    price_decimals,
+)
 from thesisgym.build.render import (
     ID_TOKENS,
     count_tokens,

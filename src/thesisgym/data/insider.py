@@ -38,7 +38,14 @@ import pandas as pd
 from pandas.tseries.holiday import USFederalHolidayCalendar
 
 from thesisgym.data.asof import per_share, shares
-from thesisgym.data.files import EventsImport, date_column, layout_columns, number_column, read_table, require_layout
+from thesisgym.data.files import (
+    EventsImport,
+    date_column,
+    layout_columns,
+    number_column,
+    read_table,
+    require_layout,
+)
 from thesisgym.data.validate import local_instants, raise_rows, validate_events
 
 __all__ = [

@@ -163,7 +163,7 @@ def import_sources(
         "market": "real",
         "sources": {"prices": [str(Path(p)) for p in prices]},
         "imports": [r.meta() for r in reports],
-        "insider": _insider_meta(insider_reps, measured),
+        "insider": _insider_meta(ev, measured) if insider_reps else {},
         "quality": quality,
     }
     if bars_adjusted_as_of is not None:
@@ -270,15 +270,15 @@ def _availability_measured(reps: list[EventsImport], filings: pd.DataFrame | Non
     return availability_misses(trade, filed, days)
 
 
-def _insider_meta(reps: list[EventsImport], measured: dict | None) -> dict:
-    """How the insider events kept were dated, and the availability rule's measured miss share."""
-    if not reps:
-        return {}
-    timing = pd.concat([r.events["timing"] for r in reps]).value_counts().to_dict()
+def _insider_meta(events: pd.DataFrame, measured: dict | None) -> dict:
+    """How the store's insider events were dated, and the availability rule's measured miss share."""
+    timing = events.loc[events["kind"] == "insider", "timing"].value_counts().to_dict()
     return {"events_by_timing": {k: int(v) for k, v in timing.items()}, "availability_rule": measured}
 
 
-def import_shared(root: str | Path, *, tickers: Sequence[str] = MAG7, name: str = "mag7") -> MarketStore:
+def import_shared(
+    root: str | Path, *, tickers: Sequence[str] = MAG7, name: str = "mag7", content_dates: str = "quarantine"
+) -> MarketStore:
     """The Magnificent-7 store from ../shared/data with every family (module docstring)."""
     root = Path(root)
     if not (root / "prices").is_dir():
@@ -314,4 +314,5 @@ def import_shared(root: str | Path, *, tickers: Sequence[str] = MAG7, name: str 
         bars_adjusted_as_of="2024-04-02",  # the price files' download (README): NVDA's 2024 split is not in them
         name=name,
         ticker_map=SHARED_TICKER_MAP,
+        content_dates=content_dates,
     )

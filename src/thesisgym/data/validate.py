@@ -480,9 +480,9 @@ def _raise_naive(loc: _Locator, column: str, mask: np.ndarray, show) -> None:
     if not len(hits):
         return
     i = int(hits[0])
-    where = f"line {loc.row(i)}" if loc.lines is not None else f"row {loc.row(i)}"
+    where = f"line {loc.row(i)} (header = line 1)" if loc.lines is not None else f"row {loc.row(i)} (1-based data row)"
     raise ArgumentError(
-        "{source}, field '{field}': {n} timestamp{s} without a timezone (first {first} at {where}); write "
+        "{source}, {where}, field '{field}': {n} naive timestamp{s} (no timezone), the first {first}; write "
         "ISO-8601 with an offset (2020-04-06T09:30:00-04:00) or pass {arg} with the zone they are in "
         "(a date-only value then counts as 23:59 that day)",
         argument="assume_timezone", source=loc.source, field=loc.fields.get(column, column), n=len(hits),
