@@ -15,12 +15,12 @@ import pytest
 
 from thesisgym.build.contexts import build_contexts
 from thesisgym.data import MarketStore
-from thesisgym.data.corporate import read_analyst, read_earnings
 from thesisgym.data.asof import strip_per_share
-from thesisgym.data.insider import availability_misses, read_insider
+from thesisgym.data.corporate import read_analyst, read_earnings
 from thesisgym.data.feeds import read_feed, read_rss_csv
 from thesisgym.data.files import read_json
 from thesisgym.data.importers import read_events_csv
+from thesisgym.data.insider import availability_misses, read_insider
 from thesisgym.data.macro import parse_alfred_json, read_alfred, read_rtdsm, read_series_csv
 from thesisgym.data.sec import SecClient, read_companyfacts, read_submissions
 

@@ -94,8 +94,8 @@ class EventPool:
         return arrow, bodies, numbers
 
     def indices(self, ticker: str, section: str) -> np.ndarray:
-        if section == "macro":
-            mask = self.tickers == ""
+        if section == "macro":  # market-wide events of any kind, and the ticker's own macro events
+            mask = (self.tickers == "") | ((self.tickers == ticker) & (self.sections == "macro"))
         else:
             mask = (self.tickers == ticker) & (self.sections == section)
         return np.flatnonzero(mask)
