@@ -10,6 +10,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -493,7 +494,83 @@ def test_latest_vintage_series_warns_and_waits_one_period(tmp_path):
     )  # April's value after April
 
 
+def test_a_never_revised_series_like_fedfunds_does_not_warn(tmp_path, recwarn):
+    path = tmp_path / "fred_latest_FEDFUNDS.csv"
+    path.write_text("date,value\n2020-03-01,0.65\n2020-04-01,0.05\n2020-05-01,0.05\n")
+    rep = read_series_csv(path)
+    assert not [w for w in recwarn if "hindsight" in str(w.message)]
+    assert rep.notes == [] and rep.events["source"].iat[0] == "FEDFUNDS"
+
+
 # --- feeds ---------------------------------------------------------------------------------------
+ATOM = """<?xml version="1.0" encoding="utf-8"?><feed xmlns="http://www.w3.org/2005/Atom"><title>Filings</title>
+<entry><title>8-K Example Corp</title><updated>2020-02-03T15:30:00{zone}</updated><id>a</id></entry>
+<entry><title>10-Q Other Corp</title><updated>2020-02-03T17:10:00{zone}</updated><id>b</id></entry>
+</feed>"""
+
+
+def test_a_naive_atom_updated_time_is_not_read_as_utc(tmp_path):
+    from thesisgym.schema import ArgumentError
+
+    path = tmp_path / "feed.xml"
+    path.write_text(ATOM.format(zone=""))
+    with pytest.raises(ArgumentError) as err:
+        read_feed(path)
+    assert "feed.xml: 2 entries with a time but no timezone (first: entry 1" in str(err.value)
+    assert "assume_timezone=" in str(err.value) and "--assume-timezone" in err.value.for_cli()
+    # 15:30 Eastern is 20:30 UTC: read as UTC it would have reached the 16:00 prompt of that day
+    ev = read_feed(path, assume_timezone=NY).events
+    assert ev["published_at"].tolist() == [pd.Timestamp("2020-02-03 15:30", tz=NY), pd.Timestamp("2020-02-03 17:10", tz=NY)]
+    path.write_text(ATOM.format(zone="-05:00"))
+    assert read_feed(path).events["published_at"].iat[0] == pd.Timestamp("2020-02-03 15:30", tz=NY)
+
+
+def test_submissions_clock_is_read_from_edgars_1730_rule(tmp_path):
+    from thesisgym.data.sec import acceptance_zone
+
+    # after-close filings: filed the same day when the clock is UTC, the next business day when Eastern
+    naive = pd.DatetimeIndex(["2021-01-26 21:05:00", "2021-07-27 20:06:00", "2021-04-27 20:10:00"])
+    same_day = ["2021-01-26", "2021-07-27", "2021-04-27"]
+    assert acceptance_zone(naive, same_day, ["8-K", "10-Q", "8-K"])[0] == "UTC"
+    next_day = ["2021-01-27", "2021-07-28", "2021-04-28"]
+    assert acceptance_zone(naive, next_day, ["8-K", "10-Q", "8-K"])[0] == NY
+    # Form 4s are exempt from the rule and do not vote; with no evidence the later (Eastern) reading wins
+    assert acceptance_zone(naive, same_day, ["4", "4", "4"])[0] == NY
+    subs = {p.name: read_submissions(p)["acceptance_zone"].iat[0] for p in FUND.glob("submissions_*.json")}
+    assert subs["submissions_CIK0000320193_AAPL.json"] == NY and subs["submissions_CIK0000789019_MSFT.json"] == "UTC"
+
+
+def test_split_history_files_and_bad_rows(tmp_path):
+    from thesisgym.data.actions import read_actions
+
+    path = tmp_path / "splits.csv"
+    path.write_text("ticker,date,kind,value\naapl,2014-06-09,split,7:1\nAAPL,2020-08-31,split,4-for-1\nXX,2021-01-04,split,3:2\n")
+    act = read_actions(path)
+    assert act["value"].tolist() == [7.0, 4.0, 1.5] and act["ticker"].tolist() == ["AAPL", "AAPL", "XX"]
+    yahoo = tmp_path / "NVDA.csv"
+    yahoo.write_text("Date,Dividends,Stock Splits\n2021-07-20,0,4\n2021-09-01,0.04,0\n")
+    assert read_actions(yahoo)[["ticker", "value"]].values.tolist() == [["NVDA", 4.0]]
+    path.write_text("ticker,date,kind,value\nAAPL,2014-06-09,split,seven\n")
+    with raises("splits.csv, line 2 (header = line 1), field 'value': not a positive split ratio 'seven'"):
+        read_actions(path)
+    path.write_text("ticker,date,kind,value\nAAPL,2014-06-09,merger,2\n")
+    with raises("splits.csv, line 2 (header = line 1), field 'kind': unknown action kind 'merger'"):
+        read_actions(path)
+    path.write_text("ticker,date,kind,value\nAAPL,2014-06-09,split,7\nAAPL,2014-06-09,split,7\n")
+    with raises("field 'date': a second split of AAPL on 2014-06-09"):
+        read_actions(path)
+
+
+def test_per_share_markers_keep_their_format_on_another_basis():
+    from thesisgym.data.asof import render_per_share
+
+    text = "sold {{sh:10,000}} shares at {{ps:1,040.00}}; EPS {{ps:0.5175}} (surprise {{ps:+0.015}})"
+    assert render_per_share(text, 1.0) == "sold 10,000 shares at 1,040.00; EPS 0.5175 (surprise +0.015)"
+    assert render_per_share(text, 28.0) == "sold 357 shares at 29,120.00; EPS 14.49 (surprise +0.42)"
+    assert render_per_share(text, 0.25) == "sold 40,000 shares at 260.00; EPS 0.1294 (surprise +0.00375)"
+    assert render_per_share("no markers {{here}}", 3.0) == "no markers {{here}}"
+
+
 RSS = """<?xml version="1.0"?><rss version="2.0"><channel><title>Wire</title>
 <item><title>Early story</title><pubDate>Mon, 03 Feb 2020 14:00:00 GMT</pubDate></item>
 <item><title>Late story</title><pubDate>Mon, 03 Feb 2020 21:30:00 GMT</pubDate></item>
@@ -902,3 +979,74 @@ def test_undated_insider_trades_also_in_a_filing_dated_file_are_dropped_and_coun
     assert [strip_per_share(t) for t in undated.events["title"]] == [
         "KONDO, CHRIS (Officer) sold 5 Common Stock at 10.50 on 2022-02-04"
     ]
+
+
+# --- the shared data on the as-of basis: real splits --------------------------------------------------
+@pytest.fixture(scope="module")
+def mag7():
+    from thesisgym.data.sources import import_shared
+
+    return import_shared(SHARED)
+
+
+@needs_real
+@pytest.mark.parametrize(
+    ("ticker", "day", "ratio", "raw_close"),
+    [
+        ("AAPL", "2014-06-06", 28.0, 645.57),  # before 7:1 (2014) and 4:1 (2020)
+        ("AAPL", "2020-08-28", 4.0, 499.23),
+        ("TSLA", "2020-08-28", 15.0, 2213.40),  # before 5:1 (2020) and 3:1 (2022)
+        ("NVDA", "2021-07-19", 4.0, None),
+        ("GOOGL", "2022-07-15", 20.0, 2235.55),
+        ("AMZN", "2022-06-03", 20.0, 2447.00),
+        ("AAPL", "2020-08-31", 1.0, 129.04),  # the ex-date itself is on the new basis
+    ],
+)
+def test_shared_prices_are_shown_as_traded_on_the_day(mag7, ticker, day, ratio, raw_close):
+    stored = mag7.bars[(mag7.bars["ticker"] == ticker) & (mag7.bars["date"] == day)]["close"].iat[0]
+    shown = mag7.as_of(day).bars(ticker)["close"].iat[-1]
+    assert shown == pytest.approx(stored * ratio, rel=1e-12)
+    if raw_close is not None:
+        assert round(shown, 2) == pytest.approx(raw_close, abs=0.011)
+
+
+@needs_real
+def test_the_split_history_agrees_with_as_traded_insider_prices(mag7):
+    """Alpha Vantage insider prices are as traded: on the as-of basis they sit at the day's close
+    (median within 3%), while the vendor-adjusted closes are off by the splits still to come."""
+    files = {"AAPL": "AAPL", "AMZN": "AMZN", "GOOGL": "GOOG", "NVDA": "NVDA", "TSLA": "TSLA"}
+    for ticker, name in files.items():
+        av = pd.read_csv(SHARED / "insider" / f"alphavantage_insider_transactions_{name}.csv")
+        av.columns = [c.lower().replace(" ", "_") for c in av.columns]
+        av = av[(av["share_price"] > 0) & av["security_type"].astype(str).str.contains("Common|Class")]
+        days = pd.to_datetime(av["transaction_date"], errors="coerce")
+        bars = mag7.bars[mag7.bars["ticker"] == ticker].set_index("date")["close"]
+        ok = days.isin(bars.index) & (days < pd.Timestamp("2023-12-29"))
+        px, days = av["share_price"][ok].to_numpy(), pd.DatetimeIndex(days[ok])
+        factor = mag7.timeline().price_factor(ticker, days)
+        as_traded = np.median(np.abs(px / (bars.reindex(days).to_numpy() * factor) - 1))
+        adjusted = np.median(np.abs(px / bars.reindex(days).to_numpy() - 1))
+        assert as_traded < 0.03, (ticker, as_traded)
+        if ticker != "GOOGL":  # GOOG insider rows start in 2015, where only the 2022 split is ahead of most
+            assert adjusted > 0.5, (ticker, adjusted)
+
+
+@needs_real
+def test_shared_eps_is_shown_as_reported_then_and_every_prompt_has_one_basis(mag7):
+    cfg = _mag7_context("mag7")
+    # NVDA Q4 FY2021 (reported 2021-02-24): Alpha Vantage stores 0.0775 (adjusted for 4:1 and 10:1);
+    # in February 2021 NVDA reported $3.10; after the July 2021 split the same number reads 0.775
+    rows = build_contexts(mag7, tickers=["NVDA"], dates=["2021-03-01", "2021-08-02"], config=cfg,
+                          show_progress=False)["prompt_text"]
+    assert "reported 2021-02-24 (8-K 16:22 ET): EPS 3.10" in rows[0]
+    assert "reported 2021-02-24 (8-K 16:22 ET): EPS 0.775" in rows[1]
+    # an earnings release labelled "ET" is Eastern: MSFT's 8-K times are UTC in its file (21:28Z in January)
+    msft = mag7.events[(mag7.events["ticker"] == "MSFT") & mag7.events["title"].str.contains("reported 2023-01-24")]
+    assert "(8-K 16:28 ET)" in msft["title"].iat[0]
+
+
+def _mag7_context(name: str):
+    """The context config of a split preset."""
+    from thesisgym.build.splits import SplitConfig
+
+    return SplitConfig.from_yaml(name).context

@@ -188,7 +188,8 @@ def _match(items: pd.DataFrame, store: MarketStore) -> pd.DataFrame:
     if miss.any():
         rend = keys[keys["regime"] >= 0].groupby([*on, "regime"], sort=False)["eid"].min().to_dict()
         sub = items.loc[miss, [*on, "regime"]]
-        items.loc[miss, "eid"] = [rend.get(tuple(r)) for r in sub.itertuples(index=False)]
+        found = [rend.get(tuple(r)) for r in sub.itertuples(index=False)]
+        items.loc[miss, "eid"] = np.array([np.nan if e is None else e for e in found], dtype="float64")
     items["eid"] = items["eid"].fillna(-1).astype("int64")
     items["unmatched"] = (items["eid"] < 0) & (items["section"] != "technical")
     ok = items["eid"].to_numpy() >= 0

@@ -67,8 +67,8 @@ def _reformat(raw: str, value: float, kind: str) -> str:
         return f"{value:{sign},.{decimals}f}"
     mantissa = digits.rstrip("0").rstrip(".") if "." in digits else digits
     sig = max(3, len(mantissa.replace(".", "").lstrip("0")))
-    whole = len(str(int(abs(value)))) if abs(value) >= 1 else 0
-    text = f"{value:{sign},.{max(2, min(6, sig - whole))}f}"
+    magnitude = int(np.floor(np.log10(abs(value)))) + 1 if value else 1  # digits before the point
+    text = f"{value:{sign},.{max(2, min(6, sig - magnitude))}f}"
     head, _, tail = text.partition(".")
     return head + "." + (tail.rstrip("0") + "00")[: max(2, len(tail.rstrip("0")))]
 
