@@ -232,6 +232,8 @@ def test_build_cli_ends_with_coverage_and_stores_it_in_the_meta(tmp_path):
     )
     assert res.exit_code == 0, res.output
     assert "coverage per ticker x split" in res.output
+    assert "{'" not in res.output  # counts are written out, not printed as a raw dict
+    assert "warning:" not in res.output  # every family the synthetic store has reaches its prompts
     meta = json.loads((tmp_path / "d" / "build_meta.json").read_text())
     rows = [r for r in meta["coverage"] if r["section"] == "technical" and r["split"] == "train"]
     assert len(rows) == 3 and all(r["share"] == 1.0 for r in rows)

@@ -346,15 +346,21 @@ def _item_basis(items: pd.DataFrame, st: MarketStore) -> pd.Series:
     return out
 
 
+_FLAGS = ("after_cutoff", "insider_certain", "insider_probable", "insider_unverifiable", "content_suspects",
+          "off_basis", "unmatched")
+
+
 def _families(items: pd.DataFrame) -> list[dict]:
+    """Per section: items and the items of each finding, and (`<finding>_events`) how many distinct store
+    events those items show (one late insider trade appears in many prompts)."""
     rows = []
     for s in SECTIONS:
         g = items[items["section"] == s]
-        rows.append({
-            "family": s, "items": int(len(g)),
-            **{c: int(g[c].sum()) for c in ("after_cutoff", "insider_certain", "insider_probable",
-                                            "insider_unverifiable", "content_suspects", "off_basis", "unmatched")},
-        })
+        row = {"family": s, "items": int(len(g)), "events": int(g.loc[g["eid"] >= 0, "eid"].nunique())}
+        for c in _FLAGS:
+            row[c] = int(g[c].sum())
+            row[f"{c}_events"] = int(g.loc[g[c] & (g["eid"] >= 0), "eid"].nunique())
+        rows.append(row)
     return rows
 
 
@@ -373,18 +379,24 @@ def render_audit(report: AuditReport):
     out.add_column("family")
     for h in head:
         out.add_column(h, justify="right")
+
+    def cells(f: dict) -> list[str]:
+        def c(k: str) -> str:
+            return f"{f[k]:,}" + (f" ({f[k + '_events']:,})" if f.get(k + "_events") else "")
+
+        return [f"{f['items']:,} ({f['events']:,})", c("after_cutoff"),
+                f"{c('insider_certain')} / {c('insider_probable')}", c("insider_unverifiable"),
+                c("content_suspects"), c("off_basis"), f"{f['unmatched']:,}"]
+
     for f in report.families:
-        out.add_row(f["family"], f"{f['items']:,}", f"{f['after_cutoff']:,}",
-                    f"{f['insider_certain']:,} / {f['insider_probable']:,}", f"{f['insider_unverifiable']:,}",
-                    f"{f['content_suspects']:,}", f"{f['off_basis']:,}", f"{f['unmatched']:,}")
+        out.add_row(f["family"], *cells(f))
+    if report.families:
+        tot = {k: sum(f[k] for f in report.families) for k in report.families[0] if k != "family"}
+        out.add_row("all", *cells(tot), style="bold")
     p = report.prompts
-    tot = {k: sum(f[k] for f in report.families) for k in report.families[0] if k != "family"} if report.families else {}
-    if tot:
-        out.add_row("all items", f"{tot['items']:,}", f"{tot['after_cutoff']:,}",
-                    f"{tot['insider_certain']:,} / {tot['insider_probable']:,}", f"{tot['insider_unverifiable']:,}",
-                    f"{tot['content_suspects']:,}", f"{tot['off_basis']:,}", f"{tot['unmatched']:,}", style="bold")
     out.caption = (
-        "late: published at or after the cutoff; insider late: shown before its Form 4 (certain / probable); "
+        "Counts are prompt items (distinct store events). late: published at or after the cutoff; "
+        "insider late: shown before its Form 4 (certain / probable); "
         "undated: insider trade no filing record dates (not a leak); content: text names a later period; "
         "basis: a per-share number not on the as-of day's split basis; unmatched: no store event shows it.\n"
         f"{p['prompts']:,} prompts: {p['prices_off_basis']:,} show prices adjusted for a split after their "

@@ -159,12 +159,8 @@ def synth(
 
 @data_app.command("import")
 def import_(
-    prices: list[Path] | None = typer.Option(
-        None, "--prices", help="price files (CSV or Parquet); repeat the option"
-    ),
-    events: list[Path] | None = typer.Option(
-        None, "--events", help="event or headline files; repeat the option"
-    ),
+    prices: list[Path] | None = typer.Option(None, "--prices", help="price files (CSV or Parquet); repeat"),
+    events: list[Path] | None = typer.Option(None, "--events", help="event or headline files; repeat"),
     out: Path = typer.Option(..., "--out", "-o", help="directory to write the MarketStore to"),
     name: str = typer.Option("real", "--name", help="store name"),
     unknown_tickers: str = typer.Option(
@@ -172,33 +168,24 @@ def import_(
     ),
     duplicates: str = typer.Option("keep", "--duplicates", help="duplicate headlines: keep | drop (counted)"),
     assume_timezone: str | None = typer.Option(
-        None,
-        "--assume-timezone",
-        help="zone for naive/date-only event times, e.g. America/New_York (date-only -> 23:59 local)",
+        None, "--assume-timezone", help="zone of naive/date-only event times, e.g. America/New_York (date-only: 23:59)"
     ),
-    no_ticker_map: bool = typer.Option(
-        False, "--no-ticker-map", help="do not rename FB to META in headline files"
-    ),
+    no_ticker_map: bool = typer.Option(False, "--no-ticker-map", help="do not rename FB to META in headline files"),
     actions: list[Path] | None = typer.Option(
         None, "--splits", help="split history (ticker,date,kind,value or a Yahoo Date,Stock Splits export); repeat"
     ),
     bars_adjusted_as_of: str | None = typer.Option(
         None, "--prices-adjusted-as-of", help="the day the price files are split-adjusted to (default: last bar)"
     ),
-    fundamentals: list[Path] | None = typer.Option(
-        None, "--fundamentals", help="SEC companyfacts JSON (one per company); repeat"
-    ),
+    fundamentals: list[Path] | None = typer.Option(None, "--fundamentals", help="SEC companyfacts JSON; repeat"),
     submissions: list[Path] | None = typer.Option(
         None, "--submissions", help="SEC submissions JSON (acceptance times, Form 4 index), matched by CIK in the name"
     ),
     insider: list[Path] | None = typer.Option(None, "--insider", help="insider transaction CSVs"),
     insider_days: int = typer.Option(
-        10, "--insider-availability-days",
-        help="business days after the trade when no Form 4 filing is known (measured miss share in the summary)",
+        10, "--insider-availability-days", help="business days after a trade no Form 4 dates (miss share: summary)"
     ),
-    earnings: list[Path] | None = typer.Option(
-        None, "--earnings", help="earnings CSVs (reported vs estimated EPS)"
-    ),
+    earnings: list[Path] | None = typer.Option(None, "--earnings", help="earnings CSVs (reported vs estimated EPS)"),
     trust_pre_market: bool = typer.Option(
         False, "--trust-pre-market", help="take a vendor's unconfirmed 'pre-market' label at 08:00 (default: 16:05)"
     ),
@@ -209,12 +196,8 @@ def import_(
         None, "--macro", help="macro files: RTDSM, FRED-MD vintage, ALFRED CSV, date,value, calendar zip"
     ),
     feed: list[Path] | None = typer.Option(None, "--feed", help="RSS/Atom XML files"),
-    yfinance: str | None = typer.Option(
-        None, "--yfinance", help="download prices instead: comma list of tickers (needs the yfinance extra)"
-    ),
-    merge_days: float = typer.Option(
-        3.0, "--merge-days", help="merge near-duplicate items published within this many days (0: keep all)"
-    ),
+    yfinance: str | None = typer.Option(None, "--yfinance", help="download prices instead: comma list of tickers"),
+    merge_days: float = typer.Option(3.0, "--merge-days", help="merge near-duplicates within this many days (0: off)"),
     keep_content_suspects: bool = typer.Option(
         False, "--keep-content-suspects", help="keep (flagged) items whose text names a later period; default: quarantine"
     ),
@@ -223,7 +206,7 @@ def import_(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="one summary line per imported file"),
 ) -> None:
     """Import price files (or yfinance) and any source families into a validated MarketStore at OUT."""
-    from thesisgym.data.importers import DEFAULT_TICKER_MAP, import_store
+    from thesisgym.data.importers import DEFAULT_TICKER_MAP
 
     if unknown_tickers not in ("error", "drop") or duplicates not in ("keep", "drop"):
         _fail("--unknown-tickers takes error|drop and --duplicates takes keep|drop")
@@ -235,32 +218,36 @@ def import_(
         return
     if not prices:
         _fail("give --prices (repeat for several files) or --yfinance")
-    content = "keep" if keep_content_suspects else "quarantine"
-    tmap = None if no_ticker_map else DEFAULT_TICKER_MAP
-    try:
-        if any(families) or bars_adjusted_as_of:
-            from thesisgym.data.sources import import_sources
+    store = _import_files(
+        dict(prices=prices, events=events or [], fundamentals=fundamentals or [], submissions=submissions or [],
+             insider=insider or [], earnings=earnings or [], analyst=analyst or [], macro=macro or [],
+             feeds=feed or [], actions=actions or [], bars_adjusted_as_of=bars_adjusted_as_of, name=name,
+             ticker_map=None if no_ticker_map else DEFAULT_TICKER_MAP, insider_availability_days=insider_days,
+             assume_timezone=assume_timezone, merge_window_days=merge_days or None,
+             content_dates="keep" if keep_content_suspects else "quarantine",
+             earnings_pre_market="trust" if trust_pre_market else "next_day"),
+        families=any(families) or bool(bars_adjusted_as_of), unknown_tickers=unknown_tickers, duplicates=duplicates,
+    )
+    store.save(out)
+    print_summary(store, path=out, verbose=verbose)
 
-            store = import_sources(
-                prices=prices, events=events or [], fundamentals=fundamentals or [],
-                submissions=submissions or [], insider=insider or [], earnings=earnings or [],
-                analyst=analyst or [], macro=macro or [], feeds=feed or [], actions=actions or [],
-                bars_adjusted_as_of=bars_adjusted_as_of, name=name, ticker_map=tmap,
-                insider_availability_days=insider_days, assume_timezone=assume_timezone,
-                merge_window_days=merge_days or None, content_dates=content,
-                earnings_pre_market="trust" if trust_pre_market else "next_day",
-            )
-        else:
-            store = import_store(
-                prices=prices, events=events or [], name=name, unknown_tickers=unknown_tickers,  # type: ignore[arg-type]
-                duplicates=duplicates, assume_timezone=assume_timezone,  # type: ignore[arg-type]
-                ticker_map=tmap, merge_window_days=merge_days or None, content_dates=content,
-            )
+
+def _import_files(kw: dict, *, families: bool, unknown_tickers: str, duplicates: str) -> MarketStore:
+    """`import_sources` with every family, or `import_store` for prices and event files only."""
+    from thesisgym.data.importers import import_store
+    from thesisgym.data.sources import import_sources
+
+    try:
+        if families:
+            return import_sources(**kw)
+        return import_store(
+            prices=kw["prices"], events=kw["events"], name=kw["name"], unknown_tickers=unknown_tickers,  # type: ignore[arg-type]
+            duplicates=duplicates, assume_timezone=kw["assume_timezone"],  # type: ignore[arg-type]
+            ticker_map=kw["ticker_map"], merge_window_days=kw["merge_window_days"], content_dates=kw["content_dates"],
+        )
     except (ValueError, OSError) as exc:
         hint = "  (use --unknown-tickers drop to drop and count them)" if "unknown ticker" in str(exc) else ""
         _fail(_message(exc) + hint)
-    store.save(out)
-    print_summary(store, path=out, verbose=verbose)
 
 
 def _message(exc: BaseException) -> str:

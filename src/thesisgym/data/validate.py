@@ -364,19 +364,7 @@ def validate_events(
     loc.add_many(
         ((title == "") & (text == "")).to_numpy(), "title", lambda i: "event has neither title nor text"
     )
-    value = (
-        _numeric(df[cols["value"]], loc, "value", allow_missing=True)
-        if "value" in cols
-        else np.full(n, np.nan)
-    )
-    sent = (
-        _numeric(df[cols["sentiment"]], loc, "sentiment", allow_missing=True)
-        if "sentiment" in cols
-        else np.full(n, np.nan)
-    )
-    with np.errstate(invalid="ignore"):
-        loc.add_many(np.abs(sent) > 1, "sentiment", lambda i: f"sentiment {sent[i]:g} outside [-1, 1]")
-    basis = _basis_dates(df[cols["basis_date"]], loc) if "basis_date" in cols else np.full(n, np.datetime64("NaT", "ns"))
+    value, sent, basis = _event_numbers(df, cols, loc)
     loc.raise_if_any()
     frame = pd.DataFrame(
         {
@@ -394,6 +382,23 @@ def validate_events(
     )
     frame["published_at"] = frame["published_at"].astype("datetime64[ns, UTC]")
     return frame[list(EVENT_COLUMNS)]
+
+
+def _event_numbers(df: pd.DataFrame, cols: Mapping[str, str], loc: _Locator) -> tuple:
+    """The optional value, sentiment (in [-1, 1]) and basis_date columns, NaN/NaT where absent."""
+    n = len(df)
+    value = _numeric(df[cols["value"]], loc, "value", allow_missing=True) if "value" in cols else np.full(n, np.nan)
+    sent = (
+        _numeric(df[cols["sentiment"]], loc, "sentiment", allow_missing=True)
+        if "sentiment" in cols
+        else np.full(n, np.nan)
+    )
+    with np.errstate(invalid="ignore"):
+        loc.add_many(np.abs(sent) > 1, "sentiment", lambda i: f"sentiment {sent[i]:g} outside [-1, 1]")
+    basis = (
+        _basis_dates(df[cols["basis_date"]], loc) if "basis_date" in cols else np.full(n, np.datetime64("NaT", "ns"))
+    )
+    return value, sent, basis
 
 
 def _basis_dates(raw: pd.Series, loc: _Locator) -> np.ndarray:
