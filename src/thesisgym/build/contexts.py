@@ -301,6 +301,8 @@ class _BuildState:
         self.k, self.seed, self.budget, self.split = variations, seed, token_budget, split
         self.schema = context_schema()
         self.sys_tokens = count_tokens(cfg.system_prompt) if token_budget else 0
+        self._max_age = max([mx for _, mx, _ in cfg.news_buckets]
+                            + [getattr(cfg, f"{s}_days") for s in ("fundamentals", "insider", "analyst", "macro")])
 
     def ticker_table(self, t, b, req, lab, truth) -> pa.Table:
         """Rows of one ticker: one group per split regime (one basis each), in the requested order."""
@@ -326,16 +328,17 @@ class _BuildState:
         """Rows of the requested days `pos` of one ticker, which share one split basis."""
         days_all = pd.DatetimeIndex(b["date"]).as_unit("ns")
         days = days_all[pos]
-        pool, bodies, tech = self._pool(t, b, pos, days[0])
+        pool, bodies, tech = self._pool(t, b, pos, days)
         windows = self._windows(t, days, base=tech["n"])
         rows = self._render_rows(t, pos, days, days_all.strftime("%Y-%m-%d").tolist(), tech, windows, bodies)
         return self._table(t, b, lab, truth, days, pool, rows)
 
-    def _pool(self, t, b, pos, asof):
+    def _pool(self, t, b, pos, days):
         """Every evidence text this group can show, on the basis of `asof`: indicators of the requested
         rows, all bars, then the ticker's events of each section and the market-wide ones."""
         cfg, ev = self.cfg, self.events
         n = len(b)
+        asof = days[0]  # every day of the group has the same split basis
         scaled = as_of_basis(b, float(self.timeline.price_factor(t, [asof])[0]))
         ind = compute_indicators(scaled)
         dec = price_decimals(scaled["close"].to_numpy(dtype="float64"))
@@ -349,7 +352,8 @@ class _BuildState:
         date_str = pd.DatetimeIndex(b["date"]).strftime("%Y-%m-%d").tolist()
         self._sec_idx = {s: ev.indices(t, s) for s in _EVENT_SECTIONS}
         ev_glob = np.concatenate([self._sec_idx[s] for s in _EVENT_SECTIONS]).astype("int64")
-        ev_arrow, ev_bodies, ev_numbers = ev.rendered(ev_glob, self.timeline, t, asof)
+        span = (int(self.timeline.day_start([min(days)], self._max_age)[0]), int(self.timeline.cutoffs([max(days)])[0]))
+        ev_arrow, ev_bodies, ev_numbers = ev.rendered(ev_glob, self.timeline, t, asof, span)
         bodies = (
             [f"{date_str[r]} | indicators | {x}" for r, x in zip(ind_rows, ind_txt, strict=True)]
             + [f"{d} | prices | {x}" for d, x in zip(date_str, bar_txt, strict=True)]

@@ -71,13 +71,17 @@ class EventPool:
             out.append(v)
         return out
 
-    def rendered(self, idx: np.ndarray, timeline: Timeline, ticker: str, asof) -> tuple[dict, list[str], list]:
+    def rendered(self, idx: np.ndarray, timeline: Timeline, ticker: str, asof,
+                 span: tuple[int, int] | None = None) -> tuple[dict, list[str], list]:
         """(Arrow columns, bodies, numbers) of events `idx` as shown to a context of `ticker` on `asof`:
-        per-share numbers on that day's split basis."""
+        per-share numbers on that day's split basis. `span` (UTC ns [from, to)): only events published
+        in it can be shown, so only those are re-rendered."""
         arrow = {k: v.take(pa.array(idx, pa.int64())) for k, v in self.arrow.items()}
         bodies = [self.bodies[i] for i in idx.tolist()]
         numbers = self.numbers(idx)
-        marked = np.flatnonzero(self.marked[idx])
+        in_span = np.ones(len(idx), bool) if span is None else (
+            (self.pub_ns[idx] >= span[0]) & (self.pub_ns[idx] < span[1]))
+        marked = np.flatnonzero(self.marked[idx] & in_span)
         if not len(marked):
             return arrow, bodies, numbers
         factor = timeline.event_factor(ticker, self.basis[idx[marked]], asof)
