@@ -245,3 +245,41 @@ def test_the_fast_builder_sees_exactly_what_the_door_shows(seed, day, future):
     d = store.dates[day]
     fast = build_contexts(store, dates=[d], config=cfg, show_progress=False)[0]["prompt_text"]
     assert fast == _naive_prompt(store, "AAA", d, cfg)
+
+
+def _dividend_store(*, later_dividend: bool = False) -> MarketStore:
+    """Raw closes around 40; cash dividends of 0.50 on day 20 (and 0.75 on day 45), and bars adjusted
+    for them the vendor's way: every price before an ex-date x (1 - D / raw close the day before)."""
+    from thesisgym.data.actions import validate_actions
+
+    days = pd.bdate_range("2021-01-04", periods=60)
+    raw = 40.0 + np.sin(np.arange(60) / 3.0)
+    divs = [(20, 0.5)] + ([(45, 0.75)] if later_dividend else [])
+    factor = np.ones(60)
+    for i, cash in divs:
+        factor[:i] *= 1.0 - cash / raw[i - 1]
+    adj = raw * factor
+    bars = pd.DataFrame({"ticker": "AAA", "date": days, "open": adj, "high": adj * 1.01, "low": adj * 0.99,
+                         "close": adj, "volume": 5000.0})
+    actions = validate_actions(pd.DataFrame({"ticker": "AAA", "date": [days[i] for i, _ in divs], "kind": "dividend",
+                                             "value": [c for _, c in divs]}), source="<divs>")
+    return MarketStore(bars=bars, events=validate_events(_events(pd.to_datetime(
+        ["2021-01-20 10:00", "2021-01-21 10:00"]).tz_localize(NY))), actions=actions,
+        meta={"bars_adjusted_for": "splits+dividends"})
+
+
+def test_dividend_adjusted_prices_are_shown_as_traded_and_a_later_dividend_changes_nothing():
+    raw = 40.0 + np.sin(np.arange(60) / 3.0)
+    store = _dividend_store()
+    # before the ex-date every close shown is the raw one; from it on, history before it is adjusted
+    # for that (known) dividend, as a chart on that day would show it, and later ones are not applied
+    assert store.as_of(store.dates[19]).bars("AAA")["close"].to_numpy() == pytest.approx(raw[:20], rel=1e-12)
+    known = np.where(np.arange(41) < 20, 1.0 - 0.5 / raw[19], 1.0)
+    assert store.as_of(store.dates[40]).bars("AAA")["close"].to_numpy() == pytest.approx(raw[:41] * known, rel=1e-12)
+    assert store.as_of(store.dates[20]).bars("AAA")["volume"].iat[0] == 5000.0  # dividends leave volumes alone
+    kw = {"dates": [store.dates[i] for i in (19, 25, 40)], "show_progress": False}
+    a = build_contexts(store, **kw)["prompt_text"]
+    b = build_contexts(_dividend_store(later_dividend=True), **kw)["prompt_text"]
+    assert a == b
+    stale = MarketStore(bars=store.bars, events=store.events, actions=store.actions)  # says: splits only
+    assert build_contexts(stale, **kw)["prompt_text"][0] != a[0]

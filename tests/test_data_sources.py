@@ -549,12 +549,16 @@ def test_split_history_files_and_bad_rows(tmp_path):
     assert act["value"].tolist() == [7.0, 4.0, 1.5] and act["ticker"].tolist() == ["AAPL", "AAPL", "XX"]
     yahoo = tmp_path / "NVDA.csv"
     yahoo.write_text("Date,Dividends,Stock Splits\n2021-07-20,0,4\n2021-09-01,0.04,0\n")
-    assert read_actions(yahoo)[["ticker", "value"]].values.tolist() == [["NVDA", 4.0]]
+    assert read_actions(yahoo)[["ticker", "kind", "value"]].values.tolist() == [["NVDA", "split", 4.0],
+                                                                                ["NVDA", "dividend", 0.04]]
     path.write_text("ticker,date,kind,value\nAAPL,2014-06-09,split,seven\n")
     with raises("splits.csv, line 2 (header = line 1), field 'value': not a positive split ratio 'seven'"):
         read_actions(path)
     path.write_text("ticker,date,kind,value\nAAPL,2014-06-09,merger,2\n")
     with raises("splits.csv, line 2 (header = line 1), field 'kind': unknown action kind 'merger'"):
+        read_actions(path)
+    path.write_text("ticker,date,kind,value\nAAPL,2014-06-09,dividend,-0.5\n")
+    with raises("splits.csv, line 2 (header = line 1), field 'value': not a positive cash amount '-0.5'"):
         read_actions(path)
     path.write_text("ticker,date,kind,value\nAAPL,2014-06-09,split,7\nAAPL,2014-06-09,split,7\n")
     with raises("field 'date': a second split of AAPL on 2014-06-09"):

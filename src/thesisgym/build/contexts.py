@@ -305,12 +305,13 @@ class _BuildState:
                             + [getattr(cfg, f"{s}_days") for s in ("fundamentals", "insider", "analyst", "macro")])
 
     def ticker_table(self, t, b, req, lab, truth) -> pa.Table:
-        """Rows of one ticker: one group per split regime (one basis each), in the requested order."""
+        """Rows of one ticker: one group per basis (between two splits or applied dividends), in the
+        requested order."""
         days_all = pd.DatetimeIndex(b["date"]).as_unit("ns")
         pos = _requested_positions(t, days_all, req, self.cfg.bars)
         if not len(pos):
             return self.schema.empty_table()
-        regime = self.timeline.splits.regimes(t, days_all[pos])
+        regime = self.timeline.regimes(t, days_all[pos])
         tables, order = [], []
         for r in np.unique(regime):
             sel = np.flatnonzero(regime == r)
@@ -339,7 +340,8 @@ class _BuildState:
         cfg, ev = self.cfg, self.events
         n = len(b)
         asof = days[0]  # every day of the group has the same split basis
-        scaled = as_of_basis(b, float(self.timeline.price_factor(t, [asof])[0]))
+        tl = self.timeline
+        scaled = as_of_basis(b, float(tl.price_factor(t, [asof])[0]), float(tl.volume_factor(t, [asof])[0]))
         ind = compute_indicators(scaled)
         dec = price_decimals(scaled["close"].to_numpy(dtype="float64"))
         ind_starts, ind_txt, ind_vals, ind_offs = (

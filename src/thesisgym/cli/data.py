@@ -172,10 +172,13 @@ def import_(
     ),
     no_ticker_map: bool = typer.Option(False, "--no-ticker-map", help="do not rename FB to META in headline files"),
     actions: list[Path] | None = typer.Option(
-        None, "--splits", help="split history (ticker,date,kind,value or a Yahoo Date,Stock Splits export); repeat"
+        None, "--splits", help="split/dividend history (ticker,date,kind,value or a Yahoo Date,Stock Splits export); repeat"
     ),
     bars_adjusted_as_of: str | None = typer.Option(
         None, "--prices-adjusted-as-of", help="the day the price files are split-adjusted to (default: last bar)"
+    ),
+    bars_adjusted_for: str = typer.Option(
+        "splits", "--prices-adjusted-for", help="splits (Yahoo's default) | splits+dividends (auto-adjusted files)"
     ),
     fundamentals: list[Path] | None = typer.Option(None, "--fundamentals", help="SEC companyfacts JSON; repeat"),
     submissions: list[Path] | None = typer.Option(
@@ -221,12 +224,14 @@ def import_(
     store = _import_files(
         dict(prices=prices, events=events or [], fundamentals=fundamentals or [], submissions=submissions or [],
              insider=insider or [], earnings=earnings or [], analyst=analyst or [], macro=macro or [],
-             feeds=feed or [], actions=actions or [], bars_adjusted_as_of=bars_adjusted_as_of, name=name,
+             feeds=feed or [], actions=actions or [], bars_adjusted_as_of=bars_adjusted_as_of,
+             bars_adjusted_for=bars_adjusted_for, name=name,
              ticker_map=None if no_ticker_map else DEFAULT_TICKER_MAP, insider_availability_days=insider_days,
              assume_timezone=assume_timezone, merge_window_days=merge_days or None,
              content_dates="keep" if keep_content_suspects else "quarantine",
              earnings_pre_market="trust" if trust_pre_market else "next_day"),
-        families=any(families) or bool(bars_adjusted_as_of), unknown_tickers=unknown_tickers, duplicates=duplicates,
+        families=any(families) or bool(bars_adjusted_as_of) or bars_adjusted_for != "splits",
+        unknown_tickers=unknown_tickers, duplicates=duplicates,
     )
     store.save(out)
     print_summary(store, path=out, verbose=verbose)

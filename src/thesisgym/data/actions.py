@@ -7,9 +7,11 @@ numbers on another scale. The store therefore keeps the splits (`store.actions`:
 ex-date, kind "split", value = ratio) and the door (`thesisgym.data.asof`) un-adjusts per as-of day.
 
 Layouts read by `read_actions`:
-- `ticker,date,kind,value` (kind "split"; value the ratio, 4 = 4-for-1; "3:2" and "4-for-1" also read);
+- `ticker,date,kind,value` (kind "split": value the ratio, 4 = 4-for-1, "3:2" and "4-for-1" also read;
+  kind "dividend": value the cash paid per share);
 - a per-ticker Yahoo actions export `Date,Stock Splits[,Dividends]` (the ticker from the file name or
-  `ticker=`), rows with a zero split ignored.
+  `ticker=`): a nonzero split is a split, a nonzero dividend a dividend (kind "dividend", value the
+  cash paid per share; used only for bars adjusted for dividends, `bars_adjusted_for`).
 
 `MAG7_SPLITS` is the split history of the Magnificent-7 price files in ../shared/data/prices: the
 ex-dates and ratios the companies announced, each checked against those files (no jump in the
@@ -81,13 +83,14 @@ def validate_actions(frame: pd.DataFrame, *, source: str, lines=None) -> pd.Data
     if missing:
         raise DataValidationError([Problem(source, None, c, "missing column") for c in missing])
     kind = frame["kind"].astype(str).str.strip().str.lower()
-    raise_rows(source, lines, ~kind.isin(["split"]).to_numpy(), "kind",
-               lambda i: f"unknown action kind {kind.iloc[i]!r} (expected split)")
+    raise_rows(source, lines, ~kind.isin(["split", "dividend"]).to_numpy(), "kind",
+               lambda i: f"unknown action kind {kind.iloc[i]!r} (expected split or dividend)")
     date = pd.to_datetime(frame["date"], errors="coerce")
     raise_rows(source, lines, date.isna().to_numpy(), "date", lambda i: f"not a date {frame['date'].iloc[i]!r}")
     value = np.array([_ratio(v) for v in frame["value"]], dtype="float64")
     raise_rows(source, lines, ~(np.isfinite(value) & (value > 0)), "value",
-               lambda i: f"not a positive split ratio {frame['value'].iloc[i]!r}")
+               lambda i: f"not a positive {kind.iloc[i] == 'split' and 'split ratio' or 'cash amount'} "
+               f"{frame['value'].iloc[i]!r}")
     out = pd.DataFrame(
         {
             "ticker": frame["ticker"].astype(str).str.strip().str.upper().to_numpy(),
@@ -107,15 +110,20 @@ def read_actions(path: str | Path, *, ticker: str | None = None) -> pd.DataFrame
     path = Path(path)
     raw, lines = read_table(path)
     cols = {str(c).strip().lower(): str(c) for c in raw.columns}
-    if "stock splits" in cols:
-        require_columns(path.name, cols, ("date",), "Yahoo actions (Date,Stock Splits)")
+    if "stock splits" in cols or "dividends" in cols:
+        require_columns(path.name, cols, ("date",), "Yahoo actions (Date,Stock Splits[,Dividends])")
         who = ticker or path.stem.split("_")[-1].upper()
-        ratio = pd.to_numeric(raw[cols["stock splits"]], errors="coerce").fillna(-1.0)
-        keep = (ratio != 0).to_numpy()
-        frame = pd.DataFrame({"ticker": who, "date": raw[cols["date"]].astype(str).str[:10], "kind": "split",
-                              "value": raw[cols["stock splits"]]})[keep]
-        return validate_actions(frame.reset_index(drop=True), source=path.name,
-                                lines=None if lines is None else lines[keep])
+        parts = []
+        for col, kind in (("stock splits", "split"), ("dividends", "dividend")):
+            if col in cols:
+                num = pd.to_numeric(raw[cols[col]], errors="coerce").fillna(-1.0)
+                keep = (num != 0).to_numpy()  # a row holds a split or a dividend; the other column is 0
+                parts.append((pd.DataFrame({"ticker": who, "date": raw[cols["date"]].astype(str).str[:10],
+                                            "kind": kind, "value": raw[cols[col]]})[keep],
+                              None if lines is None else lines[keep]))
+        frame = pd.concat([f for f, _ in parts], ignore_index=True)
+        where = None if lines is None else np.concatenate([ln for _, ln in parts])
+        return validate_actions(frame, source=path.name, lines=where)
     require_columns(path.name, cols, ("ticker", "date", "value"), "actions (ticker,date,kind,value)")
     frame = pd.DataFrame(
         {

@@ -8,7 +8,8 @@ Two rules live here and nowhere else:
   gives the cutoff instants, `Timeline.window` turns them into index ranges over sorted publication
   times with one `np.searchsorted(..., side="left")`.
 - One basis. Prices, volumes and per-share numbers are shown as they were on the as-of day: bars a
-  vendor adjusted for a split that came later are un-adjusted (prices x ratio, volume / ratio), and a
+  vendor adjusted for a split that came later are un-adjusted (prices x ratio, volume / ratio; and,
+  for bars the store says are dividend-adjusted, the later dividends undone too), and a
   per-share number in an event's text written `{{ps:2.58}}` (an amount per share) or `{{sh:10,000}}`
   (a share count) is converted from the basis it was written on (the event's `basis_date`) to the
   as-of day's, with the split history the store keeps (`actions`). A prompt therefore never shows a
@@ -154,7 +155,8 @@ class Timeline:
     """The vectorised point-in-time door of one store (module docstring)."""
 
     def __init__(self, *, bars: pd.DataFrame, events: pd.DataFrame, actions: pd.DataFrame | None,
-                 cutoff: str, timezone: str, bars_basis: dict[str, pd.Timestamp] | None = None):
+                 cutoff: str, timezone: str, bars_basis: dict[str, pd.Timestamp] | None = None,
+                 dividend_adjusted: bool = False):
         hh, mm = (int(x) for x in cutoff.split(":"))
         self.cutoff, self.timezone = cutoff, timezone
         self._delta = pd.Timedelta(hours=hh, minutes=mm)
@@ -166,6 +168,10 @@ class Timeline:
         )
         self.splits = SplitHistory(actions)
         self._bars_basis = dict(bars_basis or {})
+        self._dividends = (
+            actions[actions["kind"] == "dividend"] if dividend_adjusted and actions is not None else None
+        )
+        self._div_steps: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     # --- the visibility rule ---------------------------------------------------------------------
     def cutoffs(self, days) -> np.ndarray:
@@ -200,10 +206,49 @@ class Timeline:
         b = self._bars["date"][self._bars["ticker"] == ticker]
         return pd.Timestamp(b.max()) if len(b) else pd.Timestamp("1970-01-01")
 
-    def price_factor(self, ticker: str, days) -> np.ndarray:
-        """Multiplier from stored bars to the as-of basis of each day (prices x it, volumes / it)."""
+    def volume_factor(self, ticker: str, days) -> np.ndarray:
+        """Split ratio between the stored bars' basis and each day's (volumes / it; split part of prices)."""
         basis = self.splits.level(ticker, [self.bars_basis(ticker)])[0]
         return basis / self.splits.level(ticker, days)
+
+    def price_factor(self, ticker: str, days) -> np.ndarray:
+        """Multiplier from stored bars to the as-of basis of each day: the splits after it and, for
+        dividend-adjusted bars, the dividends after it undone."""
+        out = self.volume_factor(ticker, days)
+        if self._dividends is None:
+            return out
+        ex, after = self._dividend_steps(ticker)
+        if len(ex):
+            k = np.searchsorted(ex, _day_ns(days), side="right")  # first dividend after each day
+            out = out / np.concatenate([after, [1.0]])[k]
+        return out
+
+    def _dividend_steps(self, ticker: str) -> tuple[np.ndarray, np.ndarray]:
+        """(ex-dates, product of the vendor's adjustment factors of the dividends from each one on).
+
+        A vendor that adjusts for dividends multiplies every price before ex-date e by
+        f = 1 - D / close(e-1) (raw close, D the cash paid). From the stored close the raw one is
+        close_stored * split ratio / (f * F_later), which solves to f = 1 / (1 + D F_later / (close_stored
+        * split ratio)), taking the dividends from the latest back."""
+        if ticker in self._div_steps:
+            return self._div_steps[ticker]
+        basis = self.bars_basis(ticker)
+        d = self._dividends[(self._dividends["ticker"] == ticker) & (self._dividends["date"] <= basis)]
+        b = self._bars[self._bars["ticker"] == ticker]
+        days, close = pd.DatetimeIndex(b["date"]).as_unit("ns").asi8, b["close"].to_numpy(dtype="float64")
+        ex_out, f_out, later = [], [], 1.0
+        pairs = zip(_day_ns(d["date"]), d["value"].to_numpy(dtype="float64"), strict=True)
+        for e, cash in sorted(pairs, reverse=True):
+            i = int(np.searchsorted(days, e, side="left")) - 1  # the last bar before the ex-date
+            if i < 0:
+                continue
+            ratio = float(self.volume_factor(ticker, [pd.Timestamp(days[i])])[0])
+            later *= 1.0 / (1.0 + cash * later / (close[i] * ratio))
+            ex_out.append(e)
+            f_out.append(later)
+        out = (np.asarray(ex_out[::-1], dtype="int64"), np.asarray(f_out[::-1], dtype="float64"))
+        self._div_steps[ticker] = out
+        return out
 
     def event_factor(self, ticker: str, basis_days, asof) -> np.ndarray:
         """Multiplier from each event's basis day to the as-of basis (1 where the basis is unknown)."""
@@ -213,6 +258,15 @@ class Timeline:
         if ok.any():
             out[ok] = self.splits.level(ticker, basis_days[ok]) / self.splits.level(ticker, [asof])[0]
         return out
+
+    def regimes(self, ticker: str, days) -> np.ndarray:
+        """A group id per day: days with the same id share one basis (no split, nor applied dividend,
+        takes effect between them)."""
+        r = self.splits.regimes(ticker, days)
+        if self._dividends is not None:
+            ex, _ = self._dividend_steps(ticker)
+            r = r * (len(ex) + 1) + np.searchsorted(ex, _day_ns(days), side="right")
+        return r
 
     # --- readers ---------------------------------------------------------------------------------
     def events(self) -> pd.DataFrame:
@@ -233,11 +287,12 @@ class Timeline:
         n = int(np.searchsorted(self.pub_ns, cut, side="left"))
         ev = self._events.iloc[:n].copy()
         bars = self._bars[self._bars["date"] <= day].copy()
-        f = {t: float(self.price_factor(t, [day])[0]) for t in bars["ticker"].unique()}
-        fac = bars["ticker"].map(f).to_numpy(dtype="float64")
+        tickers = bars["ticker"].unique()
+        fac = bars["ticker"].map({t: float(self.price_factor(t, [day])[0]) for t in tickers}).to_numpy("float64")
+        vol = bars["ticker"].map({t: float(self.volume_factor(t, [day])[0]) for t in tickers}).to_numpy("float64")
         for c in ("open", "high", "low", "close"):
             bars[c] = bars[c].to_numpy(dtype="float64") * fac
-        bars["volume"] = bars["volume"].to_numpy(dtype="float64") / fac
+        bars["volume"] = bars["volume"].to_numpy(dtype="float64") / vol
         ev = _render_events(ev, self, day)
         return AsOfView(asof=day, cutoff=pd.Timestamp(cut, tz="UTC"), timezone=self.timezone,
                         bars=bars.reset_index(drop=True), events=ev.reset_index(drop=True))

@@ -110,6 +110,7 @@ def import_sources(
     feeds: Sequence[str | Path] = (),
     actions: Sequence[str | Path] | pd.DataFrame = (),
     bars_adjusted_as_of: str | None = None,
+    bars_adjusted_for: str = "splits",
     name: str = "real",
     ticker_map: Mapping[str, str] | None = DEFAULT_TICKER_MAP,
     insider_availability_days: int = DEFAULT_AVAILABILITY_DAYS,
@@ -122,7 +123,8 @@ def import_sources(
 
     `actions`: split-history files (thesisgym.data.actions.read_actions) or a frame of them;
     `bars_adjusted_as_of`: the day the price files are split-adjusted to (default each ticker's last
-    bar). `submissions` files are matched to companyfacts files by the CIK in their names
+    bar); `bars_adjusted_for`: "splits" (the Yahoo default, the shared files) or "splits+dividends"
+    (auto-adjusted downloads; the dividends of `actions` are then undone per as-of day too). `submissions` files are matched to companyfacts files by the CIK in their names
     (`..._CIK0000320193_...`); those named `..._<TICKER>.json` also give that ticker's Form 4 index
     (insider filing times) and time its earnings files by its 8-K item 2.02 releases.
     `earnings_pre_market`: see `read_earnings(pre_market=)`; `content_dates`: see
@@ -166,6 +168,9 @@ def import_sources(
         "insider": _insider_meta(ev, measured) if insider_reps else {},
         "quality": quality,
     }
+    if bars_adjusted_for not in ("splits", "splits+dividends"):
+        raise ValueError(f"bars_adjusted_for must be 'splits' or 'splits+dividends', got {bars_adjusted_for!r}")
+    meta["bars_adjusted_for"] = bars_adjusted_for
     if bars_adjusted_as_of is not None:
         meta["bars_adjusted_as_of"] = str(pd.Timestamp(bars_adjusted_as_of).date())
     acts = acts[acts["ticker"].isin(tickers)].reset_index(drop=True)

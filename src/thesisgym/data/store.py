@@ -18,7 +18,9 @@ Frames (pandas, one row per observation):
            of the text are on; NaT when it has none), timing (str: how published_at was derived, e.g.
            "filed", "form4 index", "availability rule"; "" = the source's own time). Sorted by
            published_at.
-- actions: ticker, date (ex-date), kind ("split"), value (the ratio: 4.0 = four shares for one).
+- actions: ticker, date (ex-date), kind ("split": value = the ratio, 4.0 = four shares for one;
+           "dividend": value = the cash paid per share). Dividends matter only for bars the vendor
+           adjusted for them (`meta["bars_adjusted_for"] = "splits+dividends"`).
 - truth:   synthetic markets only: ticker, date, expected_return (true E[fwd_return] over
            schema.REWARD_HORIZON days at the close of date), quality (latent factor), regime.
 - quarantine: events held back at import (e.g. text naming a period after their timestamp), with a
@@ -92,7 +94,8 @@ class MarketStore:
             if isinstance(basis, str):
                 basis = dict.fromkeys(self.tickers, basis)
             tl = Timeline(bars=self.bars, events=self.events, actions=self.actions, cutoff=self.cutoff,
-                          timezone=self.timezone, bars_basis=basis)
+                          timezone=self.timezone, bars_basis=basis,
+                          dividend_adjusted=self.meta.get("bars_adjusted_for") == "splits+dividends")
             self._timeline = (key, tl)
         return self._timeline[1]
 
