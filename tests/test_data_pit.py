@@ -283,3 +283,17 @@ def test_dividend_adjusted_prices_are_shown_as_traded_and_a_later_dividend_chang
     assert a == b
     stale = MarketStore(bars=store.bars, events=store.events, actions=store.actions)  # says: splits only
     assert build_contexts(stale, **kw)["prompt_text"][0] != a[0]
+
+
+def test_every_reader_in_build_goes_through_the_door():
+    """The builder, labels, splits and the audit read the store through `timeline()` / `as_of()`
+    (tools to come too): no direct access to its frames."""
+    from pathlib import Path
+
+    import thesisgym
+
+    root = Path(thesisgym.__file__).parent
+    for path in [*root.glob("build/*.py"), *root.glob("tools/*.py")]:
+        text = path.read_text()
+        for door_bypass in ("store.events", "store.bars", ".visible_events(", ".bars_until("):
+            assert door_bypass not in text, f"{path.name} reads {door_bypass}"

@@ -246,7 +246,7 @@ def _check_insider(items: pd.DataFrame, ref: MarketStore) -> None:
 
 def _exact_filings(ref: MarketStore) -> dict[tuple[str, str, str], int]:
     """(ticker, insider, trade day) -> earliest publication (ns) of a filing-dated insider event."""
-    ev = ref.events
+    ev = ref.timeline().events()
     filed = ev[(ev["kind"] == "insider") & ((ev["timing"] == "filed") | (ev["source"] == "Form 4") & (ev["timing"] == ""))]
     out: dict = {}
     pub = pd.DatetimeIndex(filed["published_at"]).as_unit("ns").asi8
@@ -272,7 +272,8 @@ def _index_filings(ref: MarketStore) -> dict[tuple[str, str], tuple[int, int]]:
 
 def _check_content(items: pd.DataFrame, store: MarketStore) -> None:
     """Free-text items naming a period that starts after their date (legacy stores: by kind and source)."""
-    legacy = bool((store.events["timing"] == "").all()) if len(store.events) else False
+    ev = store.timeline().events()
+    legacy = bool((ev["timing"] == "").all()) if len(ev) else False
     free = (items["eid"] >= 0) & ((items["timing"] == "") if not legacy else (
         (items["kind"] == "news") | ((items["kind"] == "analyst") & ~items["source"].isin(_STRUCTURED_ANALYST))))
     cache: dict[tuple[str, str], bool] = {}

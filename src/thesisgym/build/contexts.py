@@ -214,7 +214,8 @@ def build_contexts(
         labels = compute_labels(timeline.label_bars(tickers))
     label_g = _by_ticker(labels, "labels")
     truth_g = _by_ticker(store.truth, "truth")
-    groups = store.bars.groupby("ticker", sort=False).indices
+    bars = timeline.stored_bars()
+    groups = bars.groupby("ticker", sort=False).indices
     state = _BuildState(store, cfg, EventPool(timeline, store.name), variations, seed, token_budget, split)
     if isinstance(dates, Mapping):
         tickers = [t for t in tickers if dates.get(t) is not None]  # only the tickers the mapping names
@@ -227,7 +228,7 @@ def build_contexts(
         try:
             for t in tickers:
                 req = dates.get(t) if isinstance(dates, Mapping) else dates
-                table = state.ticker_table(t, store.bars.iloc[groups[t]], req, label_g.get(t), truth_g.get(t))
+                table = state.ticker_table(t, bars.iloc[groups[t]], req, label_g.get(t), truth_g.get(t))
                 if writer is not None:
                     writer.write_table(table)
                 else:

@@ -39,6 +39,7 @@ __all__ = [
     "per_share",
     "render_per_share",
     "strip_per_share",
+    "with_event_defaults",
 ]
 
 ACTION_COLUMNS: tuple[str, ...] = ("ticker", "date", "kind", "value")
@@ -161,7 +162,7 @@ class Timeline:
         self.cutoff, self.timezone = cutoff, timezone
         self._delta = pd.Timedelta(hours=hh, minutes=mm)
         self._bars = bars
-        self._events = _sorted_events(events)
+        self._events = _sorted_events(with_event_defaults(events))
         self.pub_ns = (
             pd.DatetimeIndex(self._events["published_at"]).tz_convert("UTC").as_unit("ns").asi8.copy()
             if len(self._events) else np.zeros(0, dtype="int64")
@@ -273,6 +274,11 @@ class Timeline:
         """All events sorted by publication time, for a builder that windows them with `window`."""
         return self._events
 
+    def stored_bars(self) -> pd.DataFrame:
+        """The bars as stored (the vendor's basis, every day), for the vectorised builder, which shows a
+        day's rows only up to that day and re-bases them with `price_factor` / `volume_factor`."""
+        return self._bars
+
     def label_bars(self, tickers: Sequence[str] | None = None) -> pd.DataFrame:
         """The stored (adjusted) bars, future included: only for labels and realised returns, which
         are about what came after the as-of day by definition."""
@@ -296,6 +302,18 @@ class Timeline:
         ev = _render_events(ev, self, day)
         return AsOfView(asof=day, cutoff=pd.Timestamp(cut, tz="UTC"), timezone=self.timezone,
                         bars=bars.reset_index(drop=True), events=ev.reset_index(drop=True))
+
+
+def with_event_defaults(events: pd.DataFrame) -> pd.DataFrame:
+    """`events` with the columns added after the first store format (basis_date NaT, timing "")."""
+    if "basis_date" in events.columns and "timing" in events.columns:
+        return events
+    events = events.copy()
+    if "basis_date" not in events.columns:
+        events["basis_date"] = pd.Series(pd.NaT, index=events.index, dtype="datetime64[ns]")
+    if "timing" not in events.columns:
+        events["timing"] = pd.Series("", index=events.index, dtype=object)
+    return events
 
 
 def _sorted_events(events: pd.DataFrame) -> pd.DataFrame:

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from thesisgym.data.asof import ACTION_COLUMNS, AsOfView, Timeline
+from thesisgym.data.asof import ACTION_COLUMNS, AsOfView, Timeline, with_event_defaults
 from thesisgym.schema import DEFAULT_CUTOFF, DEFAULT_TIMEZONE
 
 BAR_COLUMNS: tuple[str, ...] = ("ticker", "date", "open", "high", "low", "close", "volume")
@@ -156,18 +156,6 @@ def empty_events() -> pd.DataFrame:
             "timing": pd.Series([], dtype=object),
         }
     )
-
-
-def with_event_defaults(events: pd.DataFrame) -> pd.DataFrame:
-    """`events` with the columns added after the first store format (basis_date NaT, timing "")."""
-    if "basis_date" in events.columns and "timing" in events.columns:
-        return events
-    events = events.copy()
-    if "basis_date" not in events.columns:
-        events["basis_date"] = pd.Series(pd.NaT, index=events.index, dtype="datetime64[ns]")
-    if "timing" not in events.columns:
-        events["timing"] = pd.Series("", index=events.index, dtype=object)
-    return events
 
 
 def empty_actions() -> pd.DataFrame:
