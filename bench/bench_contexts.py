@@ -11,10 +11,11 @@ visibility windows, Arrow assembly); with --stream also the `cache_file` path th
 ticker's rows to an Arrow file and returns a memory-mapped dataset. Peak memory: the process RSS sampled every 20 ms by a thread
 (psutil) during the build, reported absolute and above the pre-build baseline.
 
-Naive path (what one writes first): for each (ticker, d) filter the full bars frame with
-`store.bars_until`, recompute the indicators on that history, filter events with
-`store.visible_events` and pandas masks per section and bucket, extract numbers per item with the
-regex, render with `render_context`, then `Dataset.from_list`. It is timed on a random subsample of
+Naive path (what one writes first, and what a tool sees): for each (ticker, d) open the store's
+point-in-time door `store.as_of(d)` (bars as traded on d, events published before its cutoff, per-share
+numbers on d's basis), recompute the indicators on that history, filter the events with pandas masks
+per section and bucket, extract numbers per item with the regex, render with `render_context`, then
+`Dataset.from_list`. It is timed on a random subsample of
 rows and extrapolated linearly to the full row count (its per-row cost grows with history length,
 and the sample is uniform over days, so the linear estimate is fair). The naive rows are also
 checked to be identical to the fast rows (prompt text and evidence), so the speed-up is not bought
@@ -66,7 +67,8 @@ def naive_row(store, ticker: str, day: pd.Timestamp, cfg) -> tuple[str, list[dic
     from thesisgym.build.render import clean_text, event_text, extract_numbers, render_context
     from thesisgym.schema import SECTIONS
 
-    b = store.bars_until(ticker, day).reset_index(drop=True)
+    view = store.as_of(day)
+    b = view.bars(ticker)
     ind = compute_indicators(b)
     dec = price_decimals(b["close"].to_numpy())
     _, ind_txt, _, _ = indicator_texts(ind, decimals=dec, rows=np.array([len(b) - 1]))
@@ -78,7 +80,7 @@ def naive_row(store, ticker: str, day: pd.Timestamp, cfg) -> tuple[str, list[dic
     groups["technical"] += [
         (dates[i], "prices", bar_txt[i]) for i in range(len(b) - 1, max(len(b) - 1 - cfg.bars, -1), -1)
     ]
-    ev = store.visible_events(day, ticker)
+    ev = view.events(ticker)
     local = ev["published_at"].dt.tz_convert(store.timezone)
     age = (day - local.dt.tz_localize(None).dt.normalize()).dt.days
     section = np.where(ev["ticker"] == "", "macro", ev["kind"])
@@ -174,14 +176,11 @@ def main() -> None:
     cfg = ContextConfig()
     t0 = time.perf_counter()
     if args.real:
-        from pathlib import Path
-
         from thesisgym.build.splits import SplitConfig
         from thesisgym.data.sources import import_shared
 
         store = import_shared(args.real)
-        root = Path(__file__).resolve().parents[1]
-        cfg = SplitConfig.from_yaml(root / "src/thesisgym/configs/splits/mag7.yaml").context
+        cfg = SplitConfig.from_yaml("mag7").context
         kinds = ", ".join(f"{k} {v:,}" for k, v in store.events["kind"].value_counts().sort_index().items())
         print(
             f"market: Magnificent-7 {len(store.tickers)} tickers x {len(store.dates)} days, {len(store.events):,} "

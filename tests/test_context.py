@@ -165,17 +165,18 @@ def test_event_visibility_cutoff_and_sections(store):
     at_d, at_next = ds[0], ds[1]
     texts_d = {it["text"] for it in at_d["evidence"]}
     texts_n = {(it["section"], it["text"]) for it in at_next["evidence"]}
-    assert "AT CLOSE item" in texts_d
+    # stamped exactly 16:00:00 it came out with the close, not before it: strictly before the cutoff only
+    assert "AT CLOSE item" not in texts_d and ("news", "AT CLOSE item") in texts_n
     assert "AFTER CLOSE item" not in texts_d and "MARKET WIDE after close" not in texts_d
     assert ("news", "AFTER CLOSE item") in texts_n
     assert ("macro", "MARKET WIDE after close") in texts_n  # market-wide events land in macro
     # the rendered date of an after-close item is its New York publication date
     item = next(it for it in at_next["evidence"] if it["text"] == "AFTER CLOSE item")
     assert item["date"] == str(d.date())
-    # nothing published after the cutoff reaches the prompt
+    # nothing published at or after the cutoff reaches the door's view either
     cut = s2.cutoff_of(d)
-    visible = s2.visible_events(d, "AAA")
-    assert visible["published_at"].max() <= cut
+    visible = s2.as_of(d).events("AAA")
+    assert visible["published_at"].max() < cut and "AT CLOSE item" not in set(visible["title"])
 
 
 def test_news_buckets_limits_and_order(store):
@@ -191,8 +192,8 @@ def test_news_buckets_limits_and_order(store):
         and sum(11 <= a <= 30 for a in ages) <= 4
     )
     assert all(a <= 30 for a in ages) and len(news) >= 5
-    # reference: a per-row pandas filter over the same events
-    ev = store.visible_events(d, "AAA")
+    # reference: a per-row pandas filter over the events the door shows for d
+    ev = store.as_of(d).events("AAA")
     ev = ev[(ev["ticker"] == "AAA") & (ev["kind"] == "news")]
     pub_day = ev["published_at"].dt.tz_convert(NY).dt.tz_localize(None).dt.normalize()
     age = (d - pub_day).dt.days
@@ -222,7 +223,7 @@ def test_technical_section_bars_and_indicators(store):
     ):
         assert key in names
     # sub-dollar ticker: 4 decimals, the close is quoted verbatim
-    close = float(store.bars_until("BBB", d)["close"].iloc[-1])
+    close = float(store.as_of(d).bars("BBB")["close"].iloc[-1])
     assert f"close {close:.4f}" in bars[0]["text"]
 
 
@@ -244,17 +245,18 @@ def test_future_data_cannot_reach_a_context(store, ticker, day, scale, drop, see
         bars.loc[after, col] *= scale * np.exp(rng.normal(0, 0.1, int(after.sum())))
     bars.loc[after, "volume"] *= 3
     ev = store.events.copy()
-    late = ev["published_at"] > cut
+    late = ev["published_at"] >= cut
     ev = ev[~late] if drop else ev.assign(title=np.where(late, "REWRITTEN 99.9%", ev["title"]))
     new = pd.DataFrame(
         {
-            "ticker": [ticker, "", ticker],
+            "ticker": [ticker, "", ticker, ticker],
             "published_at": [
+                cut,
                 cut + pd.Timedelta(minutes=1),
                 cut + pd.Timedelta(hours=20),
                 cut + pd.Timedelta(days=3),
             ],
-            "kind": ["news", "macro", "fundamentals"],
+            "kind": ["insider", "news", "macro", "fundamentals"],
             "source": "Future",
             "title": "FUTURE EVENT 42%",
             "text": "",
@@ -270,7 +272,7 @@ def test_future_data_cannot_reach_a_context(store, ticker, day, scale, drop, see
     assert a["evidence"] == b["evidence"]
     assert "FUTURE" not in "".join(b["prompt_text"])
     # indicator inputs: every indicator value up to d is identical
-    i0 = compute_indicators(store.bars_until(ticker, d))
+    i0 = compute_indicators(store.as_of(d).bars(ticker))
     i1 = compute_indicators(perturbed.bars[perturbed.bars["ticker"] == ticker].reset_index(drop=True)).iloc[
         : len(i0)
     ]

@@ -211,19 +211,21 @@ def write_events(tmp_path: Path, rows: list[str], name: str = "events.csv") -> P
     [
         (
             "AAPL,2020-01-02 09:30:00,news,wire,Title,,,",
-            "events.csv, line 3 (header = line 1), field 'published_at': naive timestamp '2020-01-02 09:30:00'",
+            "events.csv, line 3 (header = line 1), field 'published_at': 1 naive timestamp (no timezone), "
+            "the first '2020-01-02 09:30:00'",
             {},
         ),
         (
             "AAPL,2020-01-02,news,wire,Title,,,",
-            "events.csv, line 3 (header = line 1), field 'published_at': naive timestamp '2020-01-02'",
+            "events.csv, line 3 (header = line 1), field 'published_at': 1 naive timestamp (no timezone), "
+            "the first '2020-01-02'",
             {},
         ),
         (
             # an offset counts only after a time of day, so this reads as naive, not as malformed
             "AAPL,yesterday+01:00,news,wire,Title,,,",
-            "events.csv, line 3 (header = line 1), field 'published_at': naive timestamp 'yesterday+01:00' "
-            "(no timezone); use ISO-8601 with an offset (e.g. 2020-04-06T09:30:00-04:00) or pass assume_timezone=",
+            "events.csv, line 3 (header = line 1), field 'published_at': 1 naive timestamp (no timezone), the first "
+            "'yesterday+01:00'; write ISO-8601 with an offset (2020-04-06T09:30:00-04:00) or pass assume_timezone=",
             {},
         ),
         (
@@ -293,8 +295,8 @@ def test_date_only_events_become_visible_the_next_trading_day(tmp_path):
     assert ev["published_at"].iat[0] == pd.Timestamp("2020-01-03 23:59", tz="America/New_York")
     bars = read_price_csv(write_prices(tmp_path, GOOD))
     store = MarketStore(bars=bars, events=ev)
-    assert len(store.visible_events("2020-01-03", "AAPL")) == 0  # not at Friday's close
-    assert len(store.visible_events("2020-01-06", "AAPL")) == 1  # Monday's context sees it
+    assert len(store.as_of("2020-01-03").events("AAPL")) == 0  # not at Friday's close
+    assert len(store.as_of("2020-01-06").events("AAPL")) == 1  # Monday's context sees it
 
 
 def test_multiline_quoted_fields_keep_line_numbers_right(tmp_path):
@@ -306,7 +308,7 @@ def test_multiline_quoted_fields_keep_line_numbers_right(tmp_path):
         ],
     )
     with pytest.raises(
-        ValueError, match=re.escape("events.csv, line 4 (header = line 1), field 'published_at': naive")
+        ValueError, match=re.escape("events.csv, line 4 (header = line 1), field 'published_at': 1 naive")
     ):
         read_events_csv(path)
 
@@ -322,7 +324,7 @@ def test_naive_datetime_column_in_a_frame_raises():
     )
     with pytest.raises(
         ValueError,
-        match=re.escape("<frame>, row 1 (1-based data row), field 'published_at': naive timestamp"),
+        match=re.escape("<frame>, row 1 (1-based data row), field 'published_at': 1 naive timestamp"),
     ):
         validate_events(df)
     ok = validate_events(df, assume_timezone="America/New_York")
@@ -526,8 +528,8 @@ def test_real_market_headlines_and_store_with_news(tmp_path):
         == day
     ]["title"]
     assert len(titles) > 0
-    assert not set(titles) & set(store.visible_events(day, "AAPL")["title"])
-    assert set(titles) <= set(store.visible_events(day + pd.Timedelta(days=1), "AAPL")["title"]) | set(
+    assert not set(titles) & set(store.as_of(day).events("AAPL")["title"])
+    assert set(titles) <= set(store.as_of(day + pd.Timedelta(days=1)).events("AAPL")["title"]) | set(
         store.events[store.events.ticker == "META"]["title"]
     )
     assert (

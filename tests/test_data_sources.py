@@ -10,15 +10,18 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from thesisgym.build.contexts import build_contexts
 from thesisgym.data import MarketStore
-from thesisgym.data.corporate import read_analyst, read_earnings, read_insider
+from thesisgym.data.asof import strip_per_share
+from thesisgym.data.corporate import read_analyst, read_earnings
 from thesisgym.data.feeds import read_feed, read_rss_csv
 from thesisgym.data.files import read_json
 from thesisgym.data.importers import read_events_csv
+from thesisgym.data.insider import availability_misses, read_insider
 from thesisgym.data.macro import parse_alfred_json, read_alfred, read_rtdsm, read_series_csv
 from thesisgym.data.sec import SecClient, read_companyfacts, read_submissions
 
@@ -240,33 +243,77 @@ def test_aapl_fy2019_10k_appears_exactly_when_public(with_submissions, first_day
 
 
 # --- insider, earnings, analyst ------------------------------------------------------------------------
-def test_insider_without_filing_date_waits_two_business_days_and_merges_lots(tmp_path):
+INSIDER_AV = "transaction_date,ticker,executive,executive_title,security_type,acquisition_or_disposal,shares,share_price\n"
+
+
+def _form4(rows: list[tuple[str, str, str]], ticker: str = "AAA") -> pd.DataFrame:
+    """A Form 4 index (thesisgym.data.sec.form4_index layout) from (accession, report date, accepted ET)."""
+    return pd.DataFrame(
+        {
+            "ticker": ticker,
+            "accn": [r[0] for r in rows],
+            "report_date": pd.to_datetime([r[1] for r in rows]),
+            "filing_date": pd.to_datetime([r[2][:10] for r in rows]),
+            "accepted": pd.to_datetime([r[2] for r in rows]).tz_localize(NY).tz_convert("UTC"),
+        }
+    )
+
+
+def test_insider_without_a_filing_waits_for_the_availability_rule_and_merges_lots(tmp_path):
     path = tmp_path / "ins.csv"
     path.write_text(
-        "transaction_date,ticker,executive,executive_title,security_type,acquisition_or_disposal,shares,share_price\n"
-        '2020-02-07,AAA,"DOE, JANE",CEO,Common Stock,D,100,10.0\n'
-        '2020-02-07,AAA,"DOE, JANE",CEO,Common Stock,D,300,12.0\n'
+        INSIDER_AV
+        + '2020-02-07,AAA,"DOE, JANE",CEO,Common Stock,D,100,10.0\n'
+        + '2020-02-07,AAA,"DOE, JANE",CEO,Common Stock,D,300,12.0\n'
     )
     rep = read_insider(path)
-    assert rep.counts == {"dated_by_trade_date_plus_delay": 2, "lots_merged": 1}
-    assert rep.events["title"].iat[0] == "DOE, JANE (CEO) sold 400 Common Stock at 11.50 on 2020-02-07"
-    assert rep.events["published_at"].iat[0] == pd.Timestamp(
-        "2020-02-11 23:59", tz=NY
-    )  # Fri + 2 business days
-    assert "DOE, JANE" not in _prompt(rep.events, "2020-02-11")
-    assert "DOE, JANE" in _prompt(rep.events, "2020-02-12")
-    assert read_insider(path, delay_business_days=0).events["published_at"].iat[0] == pd.Timestamp(
+    assert rep.counts == {"lots_merged": 1, "dated_by_form4_index": 0, "dated_by_form4_index_single_filing": 0,
+                          "dated_by_availability_rule": 1}
+    ev = rep.events
+    assert strip_per_share(ev["title"].iat[0]) == "DOE, JANE (CEO) sold 400 Common Stock at 11.50 on 2020-02-07"
+    assert ev["source"].iat[0] == "insider trade (filing date unknown)" and ev["timing"].iat[0] == "availability rule"
+    # 10 business days after Friday 2020-02-07, skipping Presidents' Day (2020-02-17): Monday 2020-02-24
+    assert ev["published_at"].iat[0] == pd.Timestamp("2020-02-24 23:59", tz=NY)
+    assert ev["basis_date"].iat[0] == pd.Timestamp("2020-02-07")  # shares and price as traded that day
+    assert "DOE, JANE" not in _prompt(ev, "2020-02-24")
+    assert "DOE, JANE" in _prompt(ev, "2020-02-25")
+    assert read_insider(path, availability_days=0).events["published_at"].iat[0] == pd.Timestamp(
         "2020-02-07 23:59", tz=NY
     )
+    with raises("availability_days must be an int >= 0, got -1"):
+        read_insider(path, availability_days=-1)
+
+
+def test_insider_trade_in_the_form4_index_is_public_at_its_latest_form4(tmp_path):
+    path = tmp_path / "ins.csv"
+    path.write_text(INSIDER_AV + '2020-02-07,AAA,"DOE, JANE",CEO,Common Stock,D,100,10.0\n'
+                    + '2020-02-12,AAA,"ROE, RICHARD",CFO,Common Stock,A,50,\n')
+    filings = _form4([("a-1", "2020-02-07", "2020-02-10 17:00"), ("a-2", "2020-02-07", "2020-02-11 18:30"),
+                      ("a-3", "2020-02-05", "2020-02-12 09:00")])
+    rep = read_insider(path, filings=filings)
+    ev = rep.events.set_index(rep.events["title"].str.split(" ").str[0])
+    # two Form 4s report that trade date and the index does not name the insider: the later one
+    assert ev.loc["DOE,", "published_at"] == pd.Timestamp("2020-02-11 18:30", tz=NY)
+    assert ev.loc["DOE,", "timing"] == "form4 index" and ev.loc["DOE,", "source"] == "Form 4"
+    assert ev.loc["ROE,", "timing"] == "availability rule"  # no Form 4 reports 2020-02-12
+    assert rep.counts["dated_by_form4_index"] == 1 and rep.counts["dated_by_form4_index_single_filing"] == 0
+    assert "DOE, JANE" not in _prompt(rep.events, "2020-02-11") and "DOE, JANE" in _prompt(rep.events, "2020-02-12")
+    # a later Form 4 for that day, accepted after the cutoff, moves it: perturbing after the cutoff
+    # of 2020-02-11 cannot change that day's prompt
+    later = read_insider(path, filings=pd.concat([filings, _form4([("a-4", "2020-02-07", "2020-02-20 10:00")])])).events
+    assert _prompt(later, "2020-02-11") == _prompt(rep.events, "2020-02-11")
 
 
 def test_insider_with_filing_date_and_bad_rows(tmp_path):
     path = tmp_path / "fh.csv"
     head = "symbol,share,change,transactionDate,transactionCode,transactionPrice,name,filingDate,id\n"
-    path.write_text(head + "AAA,10,-5,2020-02-03,S,10.5,DOE JANE,2020-02-05,x\n")
+    path.write_text(head + "AAA,10,-5,2020-02-03,S,10.5,DOE JANE,2020-02-05,x-1\n")
     ev = read_insider(path).events
-    assert ev["title"].iat[0] == "DOE JANE sold 5 shares at 10.50 on 2020-02-03"
-    assert ev["published_at"].iat[0] == pd.Timestamp("2020-02-05 23:59", tz=NY)
+    assert strip_per_share(ev["title"].iat[0]) == "DOE JANE sold 5 shares at 10.50 on 2020-02-03"
+    assert ev["published_at"].iat[0] == pd.Timestamp("2020-02-05 23:59", tz=NY) and ev["timing"].iat[0] == "filed"
+    # the accession's EDGAR acceptance time, when the issuer's submissions list it
+    exact = read_insider(path, filings=_form4([("x-1", "2020-02-03", "2020-02-04 18:02")])).events
+    assert exact["published_at"].iat[0] == pd.Timestamp("2020-02-04 18:02", tz=NY)
     path.write_text(head + "AAA,10,-5,2020-02-03,S,10.5,DOE JANE,,x\n")
     with raises("fh.csv, line 2 (header = line 1), field 'filingDate': missing date"):
         read_insider(path)
@@ -275,10 +322,18 @@ def test_insider_with_filing_date_and_bad_rows(tmp_path):
         read_insider(path)
 
 
+def test_availability_rule_miss_share_is_measured_on_trades_with_both_dates():
+    trade = ["2020-02-03", "2020-02-03", "2020-02-03", "2020-02-03"]
+    filed = ["2020-02-05", "2020-02-14", "2020-02-18", "2020-06-01"]  # 2, 9, 10 and ~85 business days
+    assert availability_misses(trade, filed, 2) == {"days": 2, "rows_with_both_dates": 4, "missed": 3,
+                                                   "miss_share": 0.75}
+    assert availability_misses(trade, filed, 10)["missed"] == 1
+
+
 EARN = "fiscalDateEnding,reportedDate,reportedEPS,estimatedEPS,surprise,surprisePercentage,reportTime\n"
 
 
-def test_earnings_post_market_is_next_day_pre_market_same_day(tmp_path):
+def test_earnings_post_market_is_next_day_and_an_unconfirmed_pre_market_label_is_not_trusted(tmp_path):
     path = tmp_path / "alphavantage_earnings_AAA.csv"
     path.write_text(
         EARN
@@ -287,13 +342,18 @@ def test_earnings_post_market_is_next_day_pre_market_same_day(tmp_path):
     ev = read_earnings(path).events
     post = ev[ev["title"].str.contains("2019-12-31")]
     assert (
-        post["title"].iat[0]
-        == "AAA quarter ended 2019-12-31 reported 2020-02-04 (post-market): EPS 1.2 vs 1 estimated (surprise +0.20, +20.0%)"
+        strip_per_share(post["title"].iat[0])
+        == "AAA quarter ended 2019-12-31 reported 2020-02-04 (post-market): EPS 1.20 vs 1.00 estimated "
+        "(surprise +0.20, +20.0%)"
     )
     assert post["published_at"].iat[0] == pd.Timestamp("2020-02-04 16:05", tz=NY)
     before = _prompt(ev, "2020-02-04")
-    assert "EPS 1.2" not in before and "EPS 0.9" in before  # 16:05 is after the close; pre-market is in
-    assert "EPS 1.2" in _prompt(ev, "2020-02-05")
+    assert "EPS 1.20" not in before and "EPS 0.90" in before  # 16:05 is after the close
+    assert "EPS 1.20" in _prompt(ev, "2020-02-05")
+    # the vendor's pre-market label is taken at 16:05 unless trusted (plain `data import` included)
+    assert "EPS 0.90" not in _prompt(ev, "2020-01-07") and "EPS 0.90" in _prompt(ev, "2020-01-08")
+    trusted = read_earnings(path, pre_market="trust").events
+    assert "EPS 0.90" in _prompt(trusted, "2020-01-07")
     path.write_text(
         EARN
         + "2019-09-30,2020-01-07,0.9,1.0,-0.1,-10,pre-market\n2019-12-31,2020-02-04,9.9,1.0,8.9,890,post-market\n"
@@ -434,7 +494,87 @@ def test_latest_vintage_series_warns_and_waits_one_period(tmp_path):
     )  # April's value after April
 
 
+def test_a_never_revised_series_like_fedfunds_does_not_warn(tmp_path, recwarn):
+    path = tmp_path / "fred_latest_FEDFUNDS.csv"
+    path.write_text("date,value\n2020-03-01,0.65\n2020-04-01,0.05\n2020-05-01,0.05\n")
+    rep = read_series_csv(path)
+    assert not [w for w in recwarn if "hindsight" in str(w.message)]
+    assert rep.notes == [] and rep.events["source"].iat[0] == "FEDFUNDS"
+
+
 # --- feeds ---------------------------------------------------------------------------------------
+ATOM = """<?xml version="1.0" encoding="utf-8"?><feed xmlns="http://www.w3.org/2005/Atom"><title>Filings</title>
+<entry><title>8-K Example Corp</title><updated>2020-02-03T15:30:00{zone}</updated><id>a</id></entry>
+<entry><title>10-Q Other Corp</title><updated>2020-02-03T17:10:00{zone}</updated><id>b</id></entry>
+</feed>"""
+
+
+def test_a_naive_atom_updated_time_is_not_read_as_utc(tmp_path):
+    from thesisgym.schema import ArgumentError
+
+    path = tmp_path / "feed.xml"
+    path.write_text(ATOM.format(zone=""))
+    with pytest.raises(ArgumentError) as err:
+        read_feed(path)
+    assert "feed.xml: 2 entries with a time but no timezone (first: entry 1" in str(err.value)
+    assert "assume_timezone=" in str(err.value) and "--assume-timezone" in err.value.for_cli()
+    # 15:30 Eastern is 20:30 UTC: read as UTC it would have reached the 16:00 prompt of that day
+    ev = read_feed(path, assume_timezone=NY).events
+    assert ev["published_at"].tolist() == [pd.Timestamp("2020-02-03 15:30", tz=NY), pd.Timestamp("2020-02-03 17:10", tz=NY)]
+    path.write_text(ATOM.format(zone="-05:00"))
+    assert read_feed(path).events["published_at"].iat[0] == pd.Timestamp("2020-02-03 15:30", tz=NY)
+
+
+def test_submissions_clock_is_read_from_edgars_1730_rule(tmp_path):
+    from thesisgym.data.sec import acceptance_zone
+
+    # after-close filings: filed the same day when the clock is UTC, the next business day when Eastern
+    naive = pd.DatetimeIndex(["2021-01-26 21:05:00", "2021-07-27 20:06:00", "2021-04-27 20:10:00"])
+    same_day = ["2021-01-26", "2021-07-27", "2021-04-27"]
+    assert acceptance_zone(naive, same_day, ["8-K", "10-Q", "8-K"])[0] == "UTC"
+    next_day = ["2021-01-27", "2021-07-28", "2021-04-28"]
+    assert acceptance_zone(naive, next_day, ["8-K", "10-Q", "8-K"])[0] == NY
+    # Form 4s are exempt from the rule and do not vote; with no evidence the later (Eastern) reading wins
+    assert acceptance_zone(naive, same_day, ["4", "4", "4"])[0] == NY
+    subs = {p.name: read_submissions(p)["acceptance_zone"].iat[0] for p in FUND.glob("submissions_*.json")}
+    assert subs["submissions_CIK0000320193_AAPL.json"] == NY and subs["submissions_CIK0000789019_MSFT.json"] == "UTC"
+
+
+def test_split_history_files_and_bad_rows(tmp_path):
+    from thesisgym.data.actions import read_actions
+
+    path = tmp_path / "splits.csv"
+    path.write_text("ticker,date,kind,value\naapl,2014-06-09,split,7:1\nAAPL,2020-08-31,split,4-for-1\nXX,2021-01-04,split,3:2\n")
+    act = read_actions(path)
+    assert act["value"].tolist() == [7.0, 4.0, 1.5] and act["ticker"].tolist() == ["AAPL", "AAPL", "XX"]
+    yahoo = tmp_path / "NVDA.csv"
+    yahoo.write_text("Date,Dividends,Stock Splits\n2021-07-20,0,4\n2021-09-01,0.04,0\n")
+    assert read_actions(yahoo)[["ticker", "kind", "value"]].values.tolist() == [["NVDA", "split", 4.0],
+                                                                                ["NVDA", "dividend", 0.04]]
+    path.write_text("ticker,date,kind,value\nAAPL,2014-06-09,split,seven\n")
+    with raises("splits.csv, line 2 (header = line 1), field 'value': not a positive split ratio 'seven'"):
+        read_actions(path)
+    path.write_text("ticker,date,kind,value\nAAPL,2014-06-09,merger,2\n")
+    with raises("splits.csv, line 2 (header = line 1), field 'kind': unknown action kind 'merger'"):
+        read_actions(path)
+    path.write_text("ticker,date,kind,value\nAAPL,2014-06-09,dividend,-0.5\n")
+    with raises("splits.csv, line 2 (header = line 1), field 'value': not a positive cash amount '-0.5'"):
+        read_actions(path)
+    path.write_text("ticker,date,kind,value\nAAPL,2014-06-09,split,7\nAAPL,2014-06-09,split,7\n")
+    with raises("field 'date': a second split of AAPL on 2014-06-09"):
+        read_actions(path)
+
+
+def test_per_share_markers_keep_their_format_on_another_basis():
+    from thesisgym.data.asof import render_per_share
+
+    text = "sold {{sh:10,000}} shares at {{ps:1,040.00}}; EPS {{ps:0.5175}} (surprise {{ps:+0.015}})"
+    assert render_per_share(text, 1.0) == "sold 10,000 shares at 1,040.00; EPS 0.5175 (surprise +0.015)"
+    assert render_per_share(text, 28.0) == "sold 357 shares at 29,120.00; EPS 14.49 (surprise +0.42)"
+    assert render_per_share(text, 0.25) == "sold 40,000 shares at 260.00; EPS 0.1294 (surprise +0.00375)"
+    assert render_per_share("no markers {{here}}", 3.0) == "no markers {{here}}"
+
+
 RSS = """<?xml version="1.0"?><rss version="2.0"><channel><title>Wire</title>
 <item><title>Early story</title><pubDate>Mon, 03 Feb 2020 14:00:00 GMT</pubDate></item>
 <item><title>Late story</title><pubDate>Mon, 03 Feb 2020 21:30:00 GMT</pubDate></item>
@@ -523,19 +663,24 @@ def test_shared_mag7_store_covers_fundamentals_macro_and_dates_events_after_the_
     aapl = build_contexts(
         store, tickers=["AAPL"], dates=["2019-10-30", "2019-10-31"], config=cfg, show_progress=False
     )
-    released = "AAPL quarter ended 2019-09-30 reported 2019-10-30 (8-K 16:30 ET): EPS 0.76 vs 0.71 estimated"
+    # Alpha Vantage's 0.76 is adjusted for the 2020 4:1 split: the prompt shows it as reported then
+    released = "AAPL quarter ended 2019-09-30 reported 2019-10-30 (8-K 16:30 ET): EPS 3.04 vs 2.84 estimated"
     assert released not in aapl[0]["prompt_text"] and released in aapl[1]["prompt_text"]
     # an after-close report mislabelled "pre-market" in the source (AMZN, 2014-07-24) is not in that day's prompt
     amzn = ev[(ev["ticker"] == "AMZN") & ev["title"].str.contains("reported 2014-07-24")]
     assert (amzn["published_at"] == pd.Timestamp("2014-07-24 16:05", tz=NY)).all() and len(amzn) == 1
-    # the Musk sale of 2021-11-09 (no filing date in the file) is public 2 business days later, not before;
-    # 2021-11-11 is Veterans Day, when EDGAR is closed, so the Form 4 was due on 2021-11-12
+    # the Musk sales of 2021-11-09 (no filing date in the file) are public when TSLA's last Form 4
+    # reporting that day was accepted (2021-11-10 21:45:38 Eastern, from its submissions), not before
     musk = ev[
         (ev["ticker"] == "TSLA")
         & ev["title"].str.contains("MUSK")
         & ev["title"].str.contains("on 2021-11-09")
     ]
-    assert len(musk) and (musk["published_at"] == pd.Timestamp("2021-11-12 23:59", tz=NY)).all()
+    assert len(musk) == 2 and (musk["published_at"] == pd.Timestamp("2021-11-10 21:45:38", tz=NY)).all()
+    assert (musk["timing"] == "form4 index").all() and (musk["source"] == "Form 4").all()
+    # and they are shown at the price they were traded at (about $1,000 before the 2022 3:1 split)
+    tsla = build_contexts(store, tickers=["TSLA"], dates=["2021-11-11"], config=cfg, show_progress=False)[0]
+    assert "MUSK, ELON (Director, CEO) sold 528,687 Common Stock at 1,138.45 on 2021-11-09" in tsla["prompt_text"]
 
 
 def test_earnings_timed_by_8k_release_and_distrusted_pre_market_label(tmp_path):
@@ -566,7 +711,7 @@ def test_earnings_timed_by_8k_release_and_distrusted_pre_market_label(tmp_path):
     assert (
         rep.counts["timed_by_8k"] == 1 and rep.counts["pre_market_label_not_trusted"] == 1
     )  # 5.02 is no release
-    assert read_earnings(path).events["published_at"].min() == pd.Timestamp(
+    assert read_earnings(path, pre_market="trust").events["published_at"].min() == pd.Timestamp(
         "2019-11-05 08:00", tz=NY
     )  # trusted
 
@@ -626,21 +771,29 @@ def test_release_calendar_times_and_bad_records(tmp_path):
 
 
 @needs_real
-def test_nvda_split_restatement_appears_only_at_its_filing():
-    rep = read_companyfacts(
-        FUND / "companyfacts_CIK0001045810_NVDA.json",
-        submissions=FUND / "submissions_CIK0001045810_NVDA.json",
-    )
+def test_nvda_split_is_a_rebasing_not_a_restatement_and_eps_shows_on_the_prompts_basis():
+    from thesisgym.data.actions import MAG7_SPLITS, split_actions
+    from thesisgym.data.asof import SplitHistory
+
+    paths = {"submissions": FUND / "submissions_CIK0001045810_NVDA.json"}
+    facts = FUND / "companyfacts_CIK0001045810_NVDA.json"
+    # without the split history the 4:1 split of 2021-07-20 looks like a restatement of FY2021 EPS
+    blind = read_companyfacts(facts, **paths).events
+    assert blind["text"].str.contains("12 months ended 2021-01-31: {{ps:1.73}}, previously {{ps:6.90}}", regex=False).any()
+    rep = read_companyfacts(facts, splits=SplitHistory(split_actions(MAG7_SPLITS)), **paths)
     ev = rep.events
+    assert not ev["text"].str.contains("previously {{ps:6.90}}", regex=False).any()
     fy21 = ev[ev["title"].str.contains("10-K FY2021 ")]
-    assert "diluted EPS 6.90" in fy21["text"].iat[0]  # as filed on 2021-02-26, before the 4:1 split
-    restated = ev[
-        ev["text"].str.contains("diluted EPS for the 12 months ended 2021-01-31: 1.73, previously 6.90")
-    ]
-    assert len(restated) == 1 and restated["published_at"].iat[0] > pd.Timestamp(
-        "2021-07-20", tz="UTC"
-    )  # after the split
-    assert rep.counts["restatements"] > 0
+    assert "diluted EPS {{ps:6.90}}" in fy21["text"].iat[0]  # as filed on 2021-02-26, before the split
+    assert fy21["basis_date"].iat[0] == pd.Timestamp("2021-02-26")
+    bars = pd.read_csv(SHARED / "prices" / "NVDA.csv").rename(columns=str.lower).assign(ticker="NVDA")
+    store = MarketStore(bars=bars.assign(date=pd.to_datetime(bars["date"])), events=ev,
+                        actions=split_actions([s for s in MAG7_SPLITS if s[0] == "NVDA"]),
+                        meta={"bars_adjusted_as_of": "2024-04-02"})
+    cfg = __import__("thesisgym.build.contexts", fromlist=["ContextConfig"]).ContextConfig(fundamentals_items=4)
+    before, after = build_contexts(store, tickers=["NVDA"], dates=["2021-07-19", "2021-07-20"], config=cfg,
+                                   show_progress=False)["prompt_text"]
+    assert "diluted EPS 6.90" in before and "diluted EPS 1.73" in after  # one basis per prompt
 
 
 @needs_real
@@ -798,21 +951,23 @@ def test_series_and_estimize_bad_input(tmp_path):
         )
     )
     ev = read_estimize_estimates(est).events
-    assert ev["title"].iat[0] == "Estimize: 2 new EPS estimates for FQ1 2020, mean 1.10 (range 1.00 to 1.20)"
+    assert strip_per_share(ev["title"].iat[0]) == "Estimize: 2 new EPS estimates for FQ1 2020, mean 1.10 (range 1.00 to 1.20)"
     assert ev["published_at"].iat[0] == pd.Timestamp("2020-02-03 17:00", tz=NY)  # the day's latest estimate
 
 
-def test_insider_delay_skips_federal_holidays(tmp_path):
+def test_insider_availability_rule_skips_federal_holidays(tmp_path):
     path = tmp_path / "ins.csv"
     path.write_text(
         "transaction_date,ticker,executive,executive_title,security_type,acquisition_or_disposal,shares,share_price\n"
         "2019-11-27,AAA,DOE,CEO,Common Stock,D,10,10\n"  # the Wednesday before Thanksgiving
     )
-    assert read_insider(path).events["published_at"].iat[0] == pd.Timestamp("2019-12-02 23:59", tz=NY)
+    two = read_insider(path, availability_days=2).events["published_at"].iat[0]
+    assert two == pd.Timestamp("2019-12-02 23:59", tz=NY)
+    assert read_insider(path).events["published_at"].iat[0] == pd.Timestamp("2019-12-12 23:59", tz=NY)
 
 
 def test_undated_insider_trades_also_in_a_filing_dated_file_are_dropped_and_counted(tmp_path):
-    from thesisgym.data.corporate import drop_covered_insider
+    from thesisgym.data.insider import drop_covered_insider
 
     av = tmp_path / "av.csv"
     av.write_text(
@@ -825,6 +980,77 @@ def test_undated_insider_trades_also_in_a_filing_dated_file_are_dropped_and_coun
     undated, dated = read_insider(av), read_insider(fh)
     drop_covered_insider(undated, [dated])
     assert undated.counts["also_in_a_filing_dated_source"] == 1
-    assert undated.events["title"].tolist() == [
+    assert [strip_per_share(t) for t in undated.events["title"]] == [
         "KONDO, CHRIS (Officer) sold 5 Common Stock at 10.50 on 2022-02-04"
     ]
+
+
+# --- the shared data on the as-of basis: real splits --------------------------------------------------
+@pytest.fixture(scope="module")
+def mag7():
+    from thesisgym.data.sources import import_shared
+
+    return import_shared(SHARED)
+
+
+@needs_real
+@pytest.mark.parametrize(
+    ("ticker", "day", "ratio", "raw_close"),
+    [
+        ("AAPL", "2014-06-06", 28.0, 645.57),  # before 7:1 (2014) and 4:1 (2020)
+        ("AAPL", "2020-08-28", 4.0, 499.23),
+        ("TSLA", "2020-08-28", 15.0, 2213.40),  # before 5:1 (2020) and 3:1 (2022)
+        ("NVDA", "2021-07-19", 4.0, None),
+        ("GOOGL", "2022-07-15", 20.0, 2235.55),
+        ("AMZN", "2022-06-03", 20.0, 2447.00),
+        ("AAPL", "2020-08-31", 1.0, 129.04),  # the ex-date itself is on the new basis
+    ],
+)
+def test_shared_prices_are_shown_as_traded_on_the_day(mag7, ticker, day, ratio, raw_close):
+    stored = mag7.bars[(mag7.bars["ticker"] == ticker) & (mag7.bars["date"] == day)]["close"].iat[0]
+    shown = mag7.as_of(day).bars(ticker)["close"].iat[-1]
+    assert shown == pytest.approx(stored * ratio, rel=1e-12)
+    if raw_close is not None:
+        assert round(shown, 2) == pytest.approx(raw_close, abs=0.011)
+
+
+@needs_real
+def test_the_split_history_agrees_with_as_traded_insider_prices(mag7):
+    """Alpha Vantage insider prices are as traded: on the as-of basis they sit at the day's close
+    (median within 3%), while the vendor-adjusted closes are off by the splits still to come."""
+    files = {"AAPL": "AAPL", "AMZN": "AMZN", "GOOGL": "GOOG", "NVDA": "NVDA", "TSLA": "TSLA"}
+    for ticker, name in files.items():
+        av = pd.read_csv(SHARED / "insider" / f"alphavantage_insider_transactions_{name}.csv")
+        av.columns = [c.lower().replace(" ", "_") for c in av.columns]
+        av = av[(av["share_price"] > 0) & av["security_type"].astype(str).str.contains("Common|Class")]
+        days = pd.to_datetime(av["transaction_date"], errors="coerce")
+        bars = mag7.bars[mag7.bars["ticker"] == ticker].set_index("date")["close"]
+        ok = days.isin(bars.index) & (days < pd.Timestamp("2023-12-29"))
+        px, days = av["share_price"][ok].to_numpy(), pd.DatetimeIndex(days[ok])
+        factor = mag7.timeline().price_factor(ticker, days)
+        as_traded = np.median(np.abs(px / (bars.reindex(days).to_numpy() * factor) - 1))
+        adjusted = np.median(np.abs(px / bars.reindex(days).to_numpy() - 1))
+        assert as_traded < 0.03, (ticker, as_traded)
+        if ticker != "GOOGL":  # GOOG insider rows start in 2015, where only the 2022 split is ahead of most
+            assert adjusted > 0.5, (ticker, adjusted)
+
+
+@needs_real
+def test_shared_eps_is_shown_as_reported_then_and_every_prompt_has_one_basis(mag7):
+    cfg = _mag7_context("mag7")
+    # NVDA Q4 FY2021 (reported 2021-02-24): Alpha Vantage stores 0.0775 (adjusted for 4:1 and 10:1);
+    # in February 2021 NVDA reported $3.10; after the July 2021 split the same number reads 0.775
+    rows = build_contexts(mag7, tickers=["NVDA"], dates=["2021-03-01", "2021-08-02"], config=cfg,
+                          show_progress=False)["prompt_text"]
+    assert "reported 2021-02-24 (8-K 16:22 ET): EPS 3.10" in rows[0]
+    assert "reported 2021-02-24 (8-K 16:22 ET): EPS 0.775" in rows[1]
+    # an earnings release labelled "ET" is Eastern: MSFT's 8-K times are UTC in its file (21:28Z in January)
+    msft = mag7.events[(mag7.events["ticker"] == "MSFT") & mag7.events["title"].str.contains("reported 2023-01-24")]
+    assert "(8-K 16:28 ET)" in msft["title"].iat[0]
+
+
+def _mag7_context(name: str):
+    """The context config of a split preset."""
+    from thesisgym.build.splits import SplitConfig
+
+    return SplitConfig.from_yaml(name).context

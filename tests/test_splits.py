@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -185,3 +186,18 @@ def test_cli_build_and_show_prompt(tmp_path, store):
     assert res.exit_code == 2 and "out of range" in res.output
     res = runner.invoke(app, [*args, "--embargo", "5"])
     assert res.exit_code == 2 and "embargo_days=5" in res.output
+
+
+def test_named_split_presets_work_from_any_folder(tmp_path, monkeypatch):
+    from thesisgym.build.splits import presets, resolve_preset
+
+    monkeypatch.chdir(tmp_path)
+    assert "mag7" in presets()
+    cfg = SplitConfig.from_yaml("mag7", stride=5)
+    assert cfg.heldout_tickers == ["META", "NVDA"] and cfg.stride == 5 and cfg.context.insider_days == 60
+    (tmp_path / "mine.yaml").write_text("train_end: 0.5\n")
+    assert resolve_preset("mine.yaml") == Path("mine.yaml")  # a file wins
+    with pytest.raises(ValueError, match=r"nope: neither a file nor a split preset \(presets: .*mag7"):
+        SplitConfig.from_yaml("nope")
+    with pytest.raises(ValueError, match="missing.yaml: no such SplitConfig file"):
+        SplitConfig.from_yaml("missing.yaml")

@@ -71,7 +71,7 @@ SECTIONS: dict[str, str] = {
 PREFIX_TO_SECTION: dict[str, str] = {p: s for s, p in SECTIONS.items()}
 # event kinds in the MarketStore and the section each one lands in
 EVENT_KINDS: tuple[str, ...] = ("news", "fundamentals", "insider", "analyst", "macro")
-# The default cutoff of day d: events published at or before 16:00 New York time are visible.
+# The default cutoff of day d: events published strictly before 16:00 New York time are visible.
 DEFAULT_CUTOFF = "16:00"
 DEFAULT_TIMEZONE = "America/New_York"
 

@@ -4,16 +4,19 @@ For a context of ticker t at day d (docs/spec.md, section 3 (contexts)):
 - technical: indicators computed from bars <= d, then the last `bars` bars, newest first;
 - fundamentals: the latest filings visible at d; news in lookback buckets (d-3..d, d-10..d-4,
   d-30..d-11 calendar days, most recent first); insider; analyst; macro = market-wide events
-  (ticker "", whatever their kind). An event is visible iff published_at <= store.cutoff_of(d).
+  (ticker "", whatever their kind). What is visible, and on which basis numbers are shown, is decided
+  by the store's point-in-time door (`store.timeline()`, thesisgym.data.asof): an event is visible
+  iff published strictly before the cutoff of d; prices, volumes, indicators and per-share numbers
+  are on d's split basis (a split after d does not show).
 Ids are section prefix + 1-based position in the prompt (T1.., N1..), assigned after sampling and
 budgeting, so every id in a prompt exists and ids are dense.
 
-How it stays fast: per ticker, indicators are computed once (vectorised), every bar/indicator/event
-is formatted once into a shared "pool" of evidence texts (with its numbers), and the visibility
-windows of all days are found at once with np.searchsorted on the sorted publication times. A
-context is then a list of pool indices; the text is joined with plain string ops and the `evidence`
-column is an Arrow `take` from the pool, so the HF Dataset is assembled from Arrow columns, not from
-millions of Python dicts.
+How it stays fast: per ticker and split regime (the days between two splits share one basis),
+indicators are computed once (vectorised), every bar/indicator/event is formatted once into a shared
+"pool" of evidence texts (with its numbers), and the visibility windows of all days are found at once
+with the door's searchsorted windows. A context is then a list of pool indices; the text is joined
+with plain string ops and the `evidence` column is an Arrow `take` from the pool, so the HF Dataset
+is assembled from Arrow columns, not from millions of Python dicts.
 
 Variations (Trading-R1 uses ~20 per ticker-day): variation 0 is the canonical context (every section
 that has evidence, canonical order); variations 1..k-1 keep technical always (the label is about the
@@ -30,6 +33,7 @@ filing; always the oldest first within a tier. Sections left empty disappear fro
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +43,13 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, Field, field_validator
 
 from thesisgym.build.events import EventPool
-from thesisgym.build.indicators import bar_texts, compute_indicators, indicator_texts, price_decimals
+from thesisgym.build.indicators import (
+    as_of_basis,
+    bar_texts,
+    compute_indicators,
+    indicator_texts,
+    price_decimals,
+)
 from thesisgym.build.render import (
     ID_TOKENS,
     count_tokens,
@@ -198,6 +208,43 @@ def build_contexts(
     from thesisgym.build.labels import compute_labels
 
     cfg = config or ContextConfig()
+    tickers = _check_request(store, tickers, dates, variations, token_budget)
+    timeline = store.timeline()
+    if labels is None:
+        labels = compute_labels(timeline.label_bars(tickers))
+    label_g = _by_ticker(labels, "labels")
+    truth_g = _by_ticker(store.truth, "truth")
+    bars = timeline.stored_bars()
+    groups = bars.groupby("ticker", sort=False).indices
+    state = _BuildState(store, cfg, EventPool(timeline, store.name), variations, seed, token_budget, split)
+    if isinstance(dates, Mapping):
+        tickers = [t for t in tickers if dates.get(t) is not None]  # only the tickers the mapping names
+    writer = None
+    if cache_file is not None:
+        Path(cache_file).parent.mkdir(parents=True, exist_ok=True)
+        writer = pa.ipc.new_stream(str(cache_file), state.schema)
+    tables: list[pa.Table] = []
+    with _progress(show_progress, split, len(tickers)) as advance:
+        try:
+            for t in tickers:
+                req = dates.get(t) if isinstance(dates, Mapping) else dates
+                table = state.ticker_table(t, bars.iloc[groups[t]], req, label_g.get(t), truth_g.get(t))
+                if writer is not None:
+                    writer.write_table(table)
+                else:
+                    tables.append(table)
+                advance()
+        finally:
+            if writer is not None:
+                writer.close()
+    if cache_file is not None:
+        return datasets.Dataset.from_file(str(cache_file))
+    table = pa.concat_tables(tables) if tables else context_schema().empty_table()
+    # A random fingerprint: hashing a multi-GB table (the datasets default) costs more than building it.
+    return datasets.Dataset(InMemoryTable(table), fingerprint=generate_random_fingerprint())
+
+
+def _check_request(store: MarketStore, tickers, dates, variations, token_budget) -> list[str]:
     if not isinstance(variations, int) or variations < 1:
         raise ValueError(f"build_contexts: variations must be an int >= 1, got {variations!r}")
     if token_budget is not None and (not isinstance(token_budget, int) or token_budget <= 0):
@@ -206,62 +253,44 @@ def build_contexts(
     tickers = known if tickers is None else [str(t) for t in tickers]
     unknown = sorted(set(tickers) - set(known))
     if unknown:
-        raise ValueError(
-            f"build_contexts: unknown ticker(s) {unknown} (store {store.name!r} has {len(known)})"
-        )
+        raise ValueError(f"build_contexts: unknown ticker(s) {unknown} (store {store.name!r} has {len(known)})")
     if isinstance(dates, Mapping):
         extra = sorted(set(map(str, dates)) - set(tickers))
         if extra:
             raise ValueError(f"build_contexts: dates given for ticker(s) {extra} that are not being built")
+    return tickers
 
-    events = EventPool(store)
-    if labels is None:
-        labels = compute_labels(store.bars.loc[store.bars["ticker"].isin(tickers)])
-    label_g = _by_ticker(labels, "labels")
-    truth_g = _by_ticker(store.truth, "truth")
-    groups = store.bars.groupby("ticker", sort=False).indices
-    state = _BuildState(store, cfg, events, variations, seed, token_budget, split)
 
-    if isinstance(dates, Mapping):
-        tickers = [t for t in tickers if dates.get(t) is not None]  # only the tickers the mapping names
-    tables: list[pa.Table] = []
-    writer = None
-    if cache_file is not None:
-        Path(cache_file).parent.mkdir(parents=True, exist_ok=True)
-        writer = pa.ipc.new_stream(str(cache_file), state.schema)
-    progress = None
-    if show_progress:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+@contextmanager
+def _progress(show: bool, split: str, total: int):
+    """Yields `advance()`; a rich progress bar over tickers when `show`."""
+    if not show:
+        yield lambda: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-        progress = Progress(
-            TextColumn("contexts {task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-        )
-        progress.start()
-        task = progress.add_task(split or "", total=len(tickers))
+    progress = Progress(TextColumn("contexts {task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeRemainingColumn())
+    progress.start()
+    task = progress.add_task(split or "", total=total)
     try:
-        for t in tickers:
-            b = store.bars.iloc[groups[t]]
-            req = dates.get(t) if isinstance(dates, Mapping) else dates
-            table = state.ticker_table(t, b, req, label_g.get(t), truth_g.get(t))
-            if writer is not None:
-                writer.write_table(table)
-            else:
-                tables.append(table)
-            if progress is not None:
-                progress.advance(task)
+        yield lambda: progress.advance(task)
     finally:
-        if progress is not None:
-            progress.stop()
-        if writer is not None:
-            writer.close()
-    if cache_file is not None:
-        return datasets.Dataset.from_file(str(cache_file))
-    table = pa.concat_tables(tables) if tables else context_schema().empty_table()
-    # A random fingerprint: hashing a multi-GB table (the datasets default) costs more than building it.
-    return datasets.Dataset(InMemoryTable(table), fingerprint=generate_random_fingerprint())
+        progress.stop()
+
+
+def _requested_positions(t: str, days_all: pd.DatetimeIndex, req, min_bars: int) -> np.ndarray:
+    """Positions in the ticker's bars of the requested as-of days (default: every day with a full window)."""
+    n = len(days_all)
+    if req is None:
+        return np.arange(min(min_bars - 1, n), n)
+    want = pd.DatetimeIndex(pd.to_datetime(list(req))).as_unit("ns").normalize()
+    pos = np.searchsorted(days_all.asi8, want.asi8)
+    bad = (pos >= n) | (days_all.asi8[np.minimum(pos, n - 1)] != want.asi8) if n else np.ones(len(want), bool)
+    if bad.any():
+        d = want[np.argmax(bad)].date()
+        raise ValueError(f"build_contexts: ticker {t!r} has no bar on requested date {d}")
+    return pos
 
 
 class _BuildState:
@@ -269,212 +298,132 @@ class _BuildState:
 
     def __init__(self, store, cfg, events, variations, seed, token_budget, split):
         self.store, self.cfg, self.events = store, cfg, events
+        self.timeline = store.timeline()
         self.k, self.seed, self.budget, self.split = variations, seed, token_budget, split
         self.schema = context_schema()
         self.sys_tokens = count_tokens(cfg.system_prompt) if token_budget else 0
-        hh, mm = (int(x) for x in store.cutoff.split(":"))
-        self.cutoff_delta = pd.Timedelta(hours=hh, minutes=mm)
-
-    def _start_ns(self, days: pd.DatetimeIndex, k: int) -> np.ndarray:
-        """UTC ns of midnight New-York (store timezone) of day d-k, per day."""
-        return (
-            (days - pd.Timedelta(days=k))
-            .tz_localize(self.store.timezone)
-            .tz_convert("UTC")
-            .as_unit("ns")
-            .asi8
-        )
+        self._max_age = max([mx for _, mx, _ in cfg.news_buckets]
+                            + [getattr(cfg, f"{s}_days") for s in ("fundamentals", "insider", "analyst", "macro")])
 
     def ticker_table(self, t, b, req, lab, truth) -> pa.Table:
-        cfg, ev, store = self.cfg, self.events, self.store
+        """Rows of one ticker: one group per basis (between two splits or applied dividends), in the
+        requested order."""
         days_all = pd.DatetimeIndex(b["date"]).as_unit("ns")
-        n = len(b)
-        if req is None:
-            pos = np.arange(min(cfg.bars - 1, n), n)
-        else:
-            want = pd.DatetimeIndex(pd.to_datetime(list(req))).as_unit("ns").normalize()
-            pos = np.searchsorted(days_all.asi8, want.asi8)
-            bad = (
-                (pos >= n) | (days_all.asi8[np.minimum(pos, n - 1)] != want.asi8)
-                if n
-                else np.ones(len(want), bool)
-            )
-            if bad.any():
-                d = want[np.argmax(bad)].date()
-                raise ValueError(f"build_contexts: ticker {t!r} has no bar on requested date {d}")
+        pos = _requested_positions(t, days_all, req, self.cfg.bars)
+        if not len(pos):
+            return self.schema.empty_table()
+        regime = self.timeline.regimes(t, days_all[pos])
+        tables, order = [], []
+        for r in np.unique(regime):
+            sel = np.flatnonzero(regime == r)
+            tables.append(self._group_table(t, b, pos[sel], lab, truth))
+            order.append(sel)
+        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        perm = np.concatenate(order)
+        if np.all(perm[1:] > perm[:-1]):
+            return table
+        # rows come k per requested day; put the days back in the order they were asked for
+        rows = (np.argsort(perm, kind="stable")[:, None] * self.k + np.arange(self.k)[None, :]).ravel()
+        return table.take(pa.array(rows))
+
+    def _group_table(self, t, b, pos, lab, truth) -> pa.Table:
+        """Rows of the requested days `pos` of one ticker, which share one split basis."""
+        days_all = pd.DatetimeIndex(b["date"]).as_unit("ns")
         days = days_all[pos]
-        date_str = days_all.strftime("%Y-%m-%d").tolist()
+        pool, bodies, tech = self._pool(t, b, pos, days)
+        windows = self._windows(t, days, base=tech["n"])
+        rows = self._render_rows(t, pos, days, days_all.strftime("%Y-%m-%d").tolist(), tech, windows, bodies)
+        return self._table(t, b, lab, truth, days, pool, rows)
 
-        # pool of evidence texts: indicators (per requested row), bars, this ticker's events + macro
-        ind = compute_indicators(b)
-        dec = price_decimals(b["close"].to_numpy(dtype="float64"))
-        if cfg.indicators:
-            ind_starts, ind_txt, ind_vals, ind_offs = indicator_texts(ind, decimals=dec, rows=pos)
-        else:
-            ind_starts, ind_txt, ind_vals, ind_offs = (
-                [0] * (len(pos) + 1),
-                [],
-                np.zeros(0),
-                np.zeros(1, "int64"),
-            )
-        ind_rows = np.repeat(pos, np.diff(ind_starts)).tolist()
-        bar_txt, bar_vals, bar_offs = bar_texts(b, ind["chg"].to_numpy(), decimals=dec)
-        n_ind = len(ind_txt)
-        ev_base = n_ind + n
-        sec_idx = {s: ev.indices(t, s) for s in _EVENT_SECTIONS}
-        ev_glob = np.concatenate([sec_idx[s] for s in _EVENT_SECTIONS]).astype("int64")
-        ev_take = pa.array(ev_glob, pa.int64())
-        bodies = (
-            [f"{date_str[r]} | indicators | {x}" for r, x in zip(ind_rows, ind_txt, strict=False)]
-            + [f"{d} | prices | {x}" for d, x in zip(date_str, bar_txt, strict=False)]
-            + [ev.bodies[i] for i in ev_glob.tolist()]
+    def _pool(self, t, b, pos, days):
+        """Every evidence text this group can show, on the basis of `asof`: indicators of the requested
+        rows, all bars, then the ticker's events of each section and the market-wide ones."""
+        cfg, ev = self.cfg, self.events
+        n = len(b)
+        asof = days[0]  # every day of the group has the same split basis
+        tl = self.timeline
+        scaled = as_of_basis(b, float(tl.price_factor(t, [asof])[0]), float(tl.volume_factor(t, [asof])[0]))
+        ind = compute_indicators(scaled)
+        dec = price_decimals(scaled["close"].to_numpy(dtype="float64"))
+        ind_starts, ind_txt, ind_vals, ind_offs = (
+            indicator_texts(ind, decimals=dec, rows=pos) if cfg.indicators else
+            ([0] * (len(pos) + 1), [], np.zeros(0), np.zeros(1, "int64"))
         )
+        ind_rows = np.repeat(pos, np.diff(ind_starts)).tolist()
+        bar_txt, bar_vals, bar_offs = bar_texts(scaled, ind["chg"].to_numpy(), decimals=dec)
+        n_ind = len(ind_txt)
+        date_str = pd.DatetimeIndex(b["date"]).strftime("%Y-%m-%d").tolist()
+        self._sec_idx = {s: ev.indices(t, s) for s in _EVENT_SECTIONS}
+        ev_glob = np.concatenate([self._sec_idx[s] for s in _EVENT_SECTIONS]).astype("int64")
+        span = (int(self.timeline.day_start([min(days)], self._max_age)[0]), int(self.timeline.cutoffs([max(days)])[0]))
+        ev_arrow, ev_bodies, ev_numbers = ev.rendered(ev_glob, self.timeline, t, asof, span)
+        bodies = (
+            [f"{date_str[r]} | indicators | {x}" for r, x in zip(ind_rows, ind_txt, strict=True)]
+            + [f"{d} | prices | {x}" for d, x in zip(date_str, bar_txt, strict=True)]
+            + ev_bodies
+        )
+        m = n_ind + n
         pool = {
-            "section": pa.concat_arrays(
-                [pa.array(["technical"] * ev_base, pa.string()), ev.arrow["section"].take(ev_take)]
-            ),
-            "date": pa.concat_arrays(
-                [
-                    pa.array([date_str[r] for r in ind_rows] + date_str, pa.string()),
-                    ev.arrow["date"].take(ev_take),
-                ]
-            ),
-            "source": pa.concat_arrays(
-                [
-                    pa.array(["indicators"] * n_ind + ["prices"] * n, pa.string()),
-                    ev.arrow["source"].take(ev_take),
-                ]
-            ),
-            "text": pa.concat_arrays(
-                [pa.array(ind_txt + bar_txt, pa.string()), ev.arrow["text"].take(ev_take)]
-            ),
-            "numbers": pa.concat_arrays(
-                [
-                    pa.ListArray.from_arrays(
-                        pa.array(ind_offs, pa.int32()), pa.array(ind_vals, pa.float64())
-                    ),
-                    pa.ListArray.from_arrays(
-                        pa.array(bar_offs, pa.int32()), pa.array(bar_vals, pa.float64())
-                    ),
-                    pa.array(ev.numbers(ev_glob), pa.list_(pa.float64())),
-                ]
-            ),
+            "section": pa.concat_arrays([pa.array(["technical"] * m, pa.string()), ev_arrow["section"]]),
+            "date": pa.concat_arrays([pa.array([date_str[r] for r in ind_rows] + date_str, pa.string()),
+                                      ev_arrow["date"]]),
+            "source": pa.concat_arrays([pa.array(["indicators"] * n_ind + ["prices"] * n, pa.string()),
+                                        ev_arrow["source"]]),
+            "text": pa.concat_arrays([pa.array(ind_txt + bar_txt, pa.string()), ev_arrow["text"]]),
+            "numbers": pa.concat_arrays([
+                pa.ListArray.from_arrays(pa.array(ind_offs, pa.int32()), pa.array(ind_vals, pa.float64())),
+                pa.ListArray.from_arrays(pa.array(bar_offs, pa.int32()), pa.array(bar_vals, pa.float64())),
+                pa.array(ev_numbers, pa.list_(pa.float64())),
+            ]),
         }
+        return pool, bodies, {"n": m, "n_ind": n_ind, "starts": ind_starts}
 
-        # visibility windows of every requested day, per section, at once
-        cutoff = (days.tz_localize(store.timezone) + self.cutoff_delta).tz_convert("UTC").as_unit("ns").asi8
-        windows: dict[str, list[tuple[np.ndarray, np.ndarray, int, int]]] = {}
-        base = ev_base
+    def _windows(self, t, days, *, base: int) -> dict[str, list[tuple[list, list, int, int]]]:
+        """Per section, per lookback bucket: the [lo, hi) pool ranges visible at each day (the door's rule)."""
+        cfg = self.cfg
+        out = {}
         for s in _EVENT_SECTIONS:
-            pub = ev.pub_ns[sec_idx[s]]
-            hi = np.searchsorted(pub, cutoff, side="right")
-            specs = (
-                cfg.news_buckets
-                if s == "news"
-                else [(0, getattr(cfg, f"{s}_days"), getattr(cfg, f"{s}_items"))]
-            )
-            ws = []
+            pub = self.events.pub_ns[self._sec_idx[s]]
+            specs = cfg.news_buckets if s == "news" else [(0, getattr(cfg, f"{s}_days"), getattr(cfg, f"{s}_items"))]
+            out[s] = []
             for mn, mx, cap in specs:
-                lo = np.searchsorted(pub, self._start_ns(days, mx), side="left")
-                up = (
-                    hi
-                    if mn <= 0
-                    else np.minimum(hi, np.searchsorted(pub, self._start_ns(days, mn - 1), side="left"))
-                )
-                ws.append((lo, up, cap, base))
-            windows[s] = ws
+                lo, hi = self.timeline.window(pub, days, mn, mx)
+                out[s].append((lo.tolist(), hi.tolist(), cap, base))
             base += len(pub)
+        return out
 
-        day_ord = days.asi8 // _NS_DAY
-        u = section_uniforms(self.seed, t, day_ord, self.k, 2 * len(SECTION_ORDER)) if self.k > 1 else None
+    def _render_rows(self, t, pos, days, date_str, tech, windows, bodies) -> dict:
+        """The user message, sections and evidence pool indices of every (day, variation) row."""
+        cfg, store = self.cfg, self.store
+        u = section_uniforms(self.seed, t, days.asi8 // _NS_DAY, self.k, 2 * len(SECTION_ORDER)) if self.k > 1 else None
         ntok: list[int] = [-1] * len(bodies) if self.budget else []
-        keep_p = cfg.section_keep_prob
-        nb = cfg.bars
-
-        users: list[str] = []
-        sections_col: list[list[str]] = []
-        flat_idx: list[int] = []
-        flat_ids: list[str] = []
-        offsets = [0]
-        row_of: list[int] = []
-        var_col: list[int] = []
-        wl = {
-            s: [(lo.tolist(), up.tolist(), cap, bs) for lo, up, cap, bs in windows[s]]
-            for s in _EVENT_SECTIONS
-        }
+        out = {"users": [], "sections": [], "flat_idx": [], "flat_ids": [], "offsets": [0], "row_of": [], "var": []}
+        starts, n_ind = tech["starts"], tech["n_ind"]
         for r, p in enumerate(pos.tolist()):
-            tech = list(range(ind_starts[r], ind_starts[r + 1])) + list(
-                range(n_ind + p, n_ind + max(p - nb, -1), -1)
-            )
-            grp = {"technical": tech}
-            news_split: tuple[int, ...] = ()
-            for s in _EVENT_SECTIONS:
-                items: list[int] = []
-                sizes = []
-                for lo, up, cap, bs in wl[s]:
-                    a, z = lo[r], up[r]
-                    chunk = list(range(bs + z - 1, bs + max(a, z - cap) - 1, -1)) if z > a else []
-                    items += chunk
-                    sizes.append(len(chunk))
-                grp[s] = items
-                if s == "news":
-                    news_split = tuple(sizes)
+            tech_items = list(range(starts[r], starts[r + 1])) + list(range(n_ind + p, n_ind + max(p - cfg.bars, -1), -1))
+            grp, news_split = _event_items(windows, r)
+            grp["technical"] = tech_items
             present = [s for s in SECTION_ORDER if grp[s]]
             asof = date_str[p]
             for v in range(self.k):
-                if v == 0:
-                    order = present
-                else:
-                    uv = u[r, v]
-                    kept = [s for s in present if s == "technical" or uv[_SECTION_POS[s]] < keep_p]
-                    order = sorted(kept, key=lambda s: uv[len(SECTION_ORDER) + _SECTION_POS[s]])
+                order = present if v == 0 else _variation_order(present, u[r, v], cfg.section_keep_prob)
                 chosen = [(s, grp[s]) for s in order]
                 if self.budget:
-                    chosen = self._budget(
-                        t,
-                        asof,
-                        order,
-                        chosen,
-                        news_split,
-                        n_ind_r=ind_starts[r + 1] - ind_starts[r],
-                        bodies=bodies,
-                        ntok=ntok,
-                    )
-                parts = [
-                    render_header(
-                        t, asof, [s for s, _ in chosen], cutoff=store.cutoff, timezone=store.timezone
-                    )
-                ]
+                    chosen = self._budget(t, asof, order, chosen, news_split, n_ind_r=starts[r + 1] - starts[r],
+                                          bodies=bodies, ntok=ntok)
+                parts = [render_header(t, asof, [s for s, _ in chosen], cutoff=store.cutoff, timezone=store.timezone)]
                 for s, items in chosen:
                     m = len(items)
                     pre = _ids(SECTIONS[s], m)
-                    parts.append(
-                        _SEC_HEAD[s]
-                        + "\n".join(map(str.__add__, _LINE_PRE[s][:m], map(bodies.__getitem__, items)))
-                    )
-                    flat_idx += items
-                    flat_ids += pre[:m]
-                users.append("\n".join(parts))
-                sections_col.append([s for s, _ in chosen])
-                offsets.append(len(flat_idx))
-                row_of.append(r)
-                var_col.append(v)
-        return self._table(
-            t,
-            b,
-            lab,
-            truth,
-            days,
-            pos,
-            pool,
-            users,
-            sections_col,
-            flat_idx,
-            flat_ids,
-            offsets,
-            row_of,
-            var_col,
-        )
+                    parts.append(_SEC_HEAD[s] + "\n".join(map(str.__add__, _LINE_PRE[s][:m], map(bodies.__getitem__, items))))
+                    out["flat_idx"] += items
+                    out["flat_ids"] += pre[:m]
+                out["users"].append("\n".join(parts))
+                out["sections"].append([s for s, _ in chosen])
+                out["offsets"].append(len(out["flat_idx"]))
+                out["row_of"].append(r)
+                out["var"].append(v)
+        return out
 
     def _budget(self, t, asof, order, chosen, news_split, *, n_ind_r, bodies, ntok):
         for _, items in chosen:
@@ -487,33 +436,18 @@ class _BuildState:
         groups = [(s, items, item_tiers(s, len(items), news_split, n_ind_r)) for s, items in chosen]
         return apply_budget(groups, ntok, fixed, self.budget, f"ticker {t}, {asof}")
 
-    def _table(
-        self,
-        t,
-        b,
-        lab,
-        truth,
-        days,
-        pos,
-        pool,
-        users,
-        sections_col,
-        flat_idx,
-        flat_ids,
-        offsets,
-        row_of,
-        var_col,
-    ):
-        rows = np.asarray(row_of, dtype="int64")
+    def _table(self, t, b, lab, truth, days, pool, out) -> pa.Table:
+        """The Arrow table of the rows `_render_rows` laid out, evidence taken from the pool."""
+        rows = np.asarray(out["row_of"], dtype="int64")
         n = len(rows)
-        take = pa.array(flat_idx, pa.int64())
+        take = pa.array(out["flat_idx"], pa.int64())
         item = pa.StructArray.from_arrays(
-            [pa.array(flat_ids, pa.string())]
+            [pa.array(out["flat_ids"], pa.string())]
             + [pool[k].take(take) for k in ("section", "date", "source", "text", "numbers")],
             fields=list(self.schema.field("evidence").type.value_type),
         )
-        evidence = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), item)
-        users_a = pa.array(users, pa.string())
+        evidence = pa.ListArray.from_arrays(pa.array(out["offsets"], pa.int32()), item)
+        users_a = pa.array(out["users"], pa.string())
         # system/user interleaved and prompt_text joined by Arrow kernels, not Python string copies
         both = pa.concat_arrays([pa.array([self.cfg.system_prompt], pa.string()), users_a])
         inter = np.zeros(2 * n, dtype="int64")
@@ -526,6 +460,7 @@ class _BuildState:
         label = _col(lab, "label", days, None)[rows]
         label = [x if isinstance(x, str) and x in LABELS else None for x in label.tolist()]
         label_id = [LABELS.index(x) if x is not None else -1 for x in label]
+        sections_col, var_col = out["sections"], out["var"]
         cols = {
             "prompt": prompt,
             "prompt_text": pc.binary_join_element_wise(pa.scalar(self.cfg.system_prompt), users_a, "\n\n"),
@@ -546,3 +481,28 @@ class _BuildState:
             "split": pa.array([self.split] * n, pa.string()),
         }
         return pa.Table.from_arrays([cols[f.name] for f in self.schema], schema=self.schema)
+
+
+def _event_items(windows: dict, r: int) -> tuple[dict[str, list[int]], tuple[int, ...]]:
+    """Pool indices of row r's events per section (newest first, each bucket capped), and the sizes
+    of the news buckets (the token budget drops older buckets first)."""
+    grp: dict[str, list[int]] = {}
+    news_split: tuple[int, ...] = ()
+    for s in _EVENT_SECTIONS:
+        items: list[int] = []
+        sizes = []
+        for lo, up, cap, bs in windows[s]:
+            a, z = lo[r], up[r]
+            chunk = list(range(bs + z - 1, bs + max(a, z - cap) - 1, -1)) if z > a else []
+            items += chunk
+            sizes.append(len(chunk))
+        grp[s] = items
+        if s == "news":
+            news_split = tuple(sizes)
+    return grp, news_split
+
+
+def _variation_order(present: list[str], uv: np.ndarray, keep_p: float) -> list[str]:
+    """A variation's sections: technical always, each other with probability keep_p, in a random order."""
+    kept = [s for s in present if s == "technical" or uv[_SECTION_POS[s]] < keep_p]
+    return sorted(kept, key=lambda s: uv[len(SECTION_ORDER) + _SECTION_POS[s]])

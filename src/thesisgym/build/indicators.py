@@ -27,6 +27,19 @@ Z_PERIOD = 20
 VOL_PERIOD = 20
 
 
+def as_of_basis(bars: pd.DataFrame, factor: float, volume_factor: float | None = None) -> pd.DataFrame:
+    """Bars on another basis: prices x `factor`, volumes / `volume_factor` (default `factor`);
+    thesisgym.data.asof gives both for an as-of day; (1, 1) returns the frame itself."""
+    volume_factor = factor if volume_factor is None else volume_factor
+    if factor == 1.0 and volume_factor == 1.0:
+        return bars
+    out = bars.copy()
+    for c in ("open", "high", "low", "close"):
+        out[c] = out[c].to_numpy(dtype="float64") * factor
+    out["volume"] = out["volume"].to_numpy(dtype="float64") / volume_factor
+    return out
+
+
 def compute_indicators(bars: pd.DataFrame) -> pd.DataFrame:
     """Indicator columns for one ticker's bars (sorted by date), aligned row for row with `bars`."""
     c = bars["close"].astype("float64").reset_index(drop=True)

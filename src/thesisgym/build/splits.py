@@ -39,12 +39,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from thesisgym.build.contexts import ContextConfig, build_contexts
 from thesisgym.build.labels import LabelThresholds, apply_thresholds, class_mix, compute_labels
-from thesisgym.data.quality import coverage_table, coverage_warnings
+from thesisgym.data.quality import coverage_table, coverage_warnings, store_sections
 from thesisgym.data.store import MarketStore
 from thesisgym.schema import HORIZONS
 
 SPLITS: tuple[str, ...] = ("train", "val", "test", "heldout")
 META_FILE = "build_meta.json"
+PRESET_DIR = Path(__file__).resolve().parents[1] / "configs" / "splits"
 
 
 class SplitConfig(BaseModel):
@@ -104,10 +105,12 @@ class SplitConfig(BaseModel):
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: object) -> SplitConfig:
-        """Load from a YAML file; keyword overrides (e.g. from CLI flags, None = not given) win."""
+        """Load from a YAML file, or a named preset (`"mag7"`: thesisgym/configs/splits/mag7.yaml) when
+        `path` is a bare name and no such file exists; keyword overrides (e.g. from CLI flags, None =
+        not given) win."""
         import yaml
 
-        path = Path(path)
+        path = resolve_preset(path)
         try:
             data = yaml.safe_load(path.read_text()) or {}
         except yaml.YAMLError as exc:
@@ -119,6 +122,24 @@ class SplitConfig(BaseModel):
             return cls.model_validate(data)
         except ValueError as exc:
             raise ValueError(f"{path}: {exc}") from exc
+
+
+def presets() -> list[str]:
+    """Names of the split presets shipped with the package (thesisgym/configs/splits/*.yaml)."""
+    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+
+
+def resolve_preset(path: str | Path) -> Path:
+    """`path` itself when it exists or names a folder; else the preset of that name."""
+    path = Path(path)
+    if path.exists() or len(path.parts) > 1 or path.suffix in (".yaml", ".yml"):
+        if not path.exists():
+            raise ValueError(f"{path}: no such SplitConfig file (presets: {', '.join(presets())})")
+        return path
+    preset = PRESET_DIR / f"{path.name}.yaml"
+    if not preset.exists():
+        raise ValueError(f"{path}: neither a file nor a split preset (presets: {', '.join(presets())})")
+    return preset
 
 
 def _period_end(calendar: pd.DatetimeIndex, end: date | float, name: str) -> int:
@@ -219,24 +240,14 @@ def build_splits(
         raise ValueError(f"SplitConfig.tickers: unknown ticker(s) {unknown}")
     held = _heldout(tickers, config.heldout_tickers, config.seed)
     train_tickers = [t for t in tickers if t not in held]
-
-    raw = compute_labels(store.bars.loc[store.bars["ticker"].isin(tickers)], mode=config.label_mode)
+    # labels read the prices after each day by definition: through the door's adjusted-series reader
+    raw = compute_labels(store.timeline().label_bars(tickers), mode=config.label_mode)
     per, bounds = assign_periods(store, config, raw)
-    labelled = np.isfinite(raw["composite"].to_numpy())
     is_train_t = raw["ticker"].isin(train_tickers).to_numpy()
-    fit_mask = (per["period"].to_numpy() == "train") & is_train_t
-    if config.label_mode == "paper":
-        thresholds = LabelThresholds.fit(raw["composite"], mode="paper")  # the paper's full-sample fit
-    else:
-        if not (fit_mask & labelled).any():
-            raise ValueError(
-                "build_splits: the training period has no labelled rows (move train_end later or add data)"
-            )
-        thresholds = LabelThresholds.fit(raw["composite"].to_numpy()[fit_mask])
+    thresholds = _fit_thresholds(raw, (per["period"].to_numpy() == "train") & is_train_t, config.label_mode)
     labels = apply_thresholds(raw, thresholds)
-
-    period = per["period"].to_numpy()
-    kept = per["kept"].to_numpy()
+    period, kept = per["period"].to_numpy(), per["kept"].to_numpy()
+    labelled = np.isfinite(raw["composite"].to_numpy())
     masks = {
         "train": (period == "train") & is_train_t,
         "val": (period == "val") & is_train_t,
@@ -264,6 +275,23 @@ def build_splits(
         )
         counts[name] = {"rows": len(parts[name]), "days": int(len(sel)), "tickers": len(dates)}
     dd = DatasetDict(parts)
+    meta = _meta(store, config, store_path, thresholds, bounds, held, train_tickers, counts, unlabelled, parts)
+    dd.meta = meta  # type: ignore[attr-defined]
+    if out is not None:
+        save_splits(dd, out, meta=meta)
+    return dd
+
+
+def _fit_thresholds(raw: pd.DataFrame, fit_mask: np.ndarray, mode: str) -> LabelThresholds:
+    if mode == "paper":
+        return LabelThresholds.fit(raw["composite"], mode="paper")  # the paper's full-sample fit
+    labelled = np.isfinite(raw["composite"].to_numpy())
+    if not (fit_mask & labelled).any():
+        raise ValueError("build_splits: the training period has no labelled rows (move train_end later or add data)")
+    return LabelThresholds.fit(raw["composite"].to_numpy()[fit_mask])
+
+
+def _meta(store, config, store_path, thresholds, bounds, held, train_tickers, counts, unlabelled, parts) -> dict:
     from thesisgym import __version__
 
     meta = {
@@ -280,13 +308,10 @@ def build_splits(
     }
     cov = coverage_table(parts)
     meta["coverage"] = cov.to_dict("records")
-    meta["coverage_warnings"] = coverage_warnings(cov)
+    meta["coverage_warnings"] = coverage_warnings(cov, sections=store_sections(store))
     if store.meta.get("quality"):
         meta["store_quality"] = store.meta["quality"]
-    dd.meta = meta  # type: ignore[attr-defined]
-    if out is not None:
-        save_splits(dd, out, meta=meta)
-    return dd
+    return meta
 
 
 def save_splits(splits, out: str | Path, *, meta: dict | None = None) -> Path:
@@ -359,5 +384,7 @@ __all__: Sequence[str] = [
     "build_splits",
     "load_splits",
     "load_thresholds",
+    "presets",
+    "resolve_preset",
     "save_splits",
 ]

@@ -58,7 +58,9 @@ def _heldout(value: str | None) -> int | list[str] | None:
 def build(
     store: Path = typer.Option(..., "--store", help="MarketStore directory (from `thesisgym data ...`)"),
     out: Path = typer.Option(..., "--out", help="output directory (DatasetDict + build_meta.json)"),
-    config: Path | None = typer.Option(None, "--config", help="SplitConfig YAML; flags below override it"),
+    config: str | None = typer.Option(
+        None, "--config", help="SplitConfig YAML, or a preset name (mag7); flags below override it"
+    ),
     variations: int | None = typer.Option(
         None, "--variations", help="contexts per ticker-day (random section subsets/orders)"
     ),
@@ -82,11 +84,6 @@ def build(
 ) -> None:
     """Build train/val/test/heldout context datasets from a MarketStore (time splits with an embargo)."""
     from rich.console import Console
-    from rich.table import Table
-
-    from thesisgym.build.splits import SplitConfig, build_splits
-    from thesisgym.data.store import MarketStore
-    from thesisgym.schema import LABELS, SHORT_LABELS
 
     overrides = {
         "variations": variations,
@@ -99,19 +96,37 @@ def build(
         "val_end": _period_end(val_end, "--val-end"),
         "label_mode": label_mode,
     }
+    cfg = _split_config(config, overrides)
+    meta, sample = _run_build(store, out, cfg)
+    console = Console()
+    _print_class_mix(console, out, meta)
+    print_coverage(console, meta)
+    if sample_chars > 0 and sample is not None:
+        _print_prompt(console, sample, max_chars=sample_chars, user_only=True)
+
+
+def _split_config(config: str | None, overrides: dict):
+    from thesisgym.build.splits import SplitConfig
+
     try:
         if config is not None:
-            cfg = SplitConfig.from_yaml(config, **overrides)
-        else:
-            cfg = SplitConfig.model_validate({k: v for k, v in overrides.items() if v is not None})
+            return SplitConfig.from_yaml(config, **overrides)
+        return SplitConfig.model_validate({k: v for k, v in overrides.items() if v is not None})
     except (ValueError, OSError) as exc:
         _fail(str(exc))
-    import datasets
 
-    datasets.disable_progress_bars()  # our own rich bar tracks the build; save_to_disk's tqdm is noise
+
+def _run_build(store: Path, out: Path, cfg) -> tuple[dict, dict | None]:
+    """Build and save the splits; (meta, the first training row or None)."""
     import shutil
     import tempfile
 
+    import datasets
+
+    from thesisgym.build.splits import build_splits
+    from thesisgym.data.store import MarketStore
+
+    datasets.disable_progress_bars()  # our own rich bar tracks the build; save_to_disk's tqdm is noise
     # Stream each split through a memory-mapped Arrow file beside `out`: peak memory stays at one
     # ticker's rows however many variations are asked for; the cache goes once the split is saved.
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -119,14 +134,18 @@ def build(
     try:
         market = MarketStore.load(store)
         splits = build_splits(market, cfg, out=out, store_path=store, cache_dir=cache, show_progress=True)
-        meta = splits.meta
-        sample = splits["train"][0] if len(splits["train"]) else None  # read before the cache goes
+        return splits.meta, (splits["train"][0] if len(splits["train"]) else None)  # read before the cache goes
     except ValueError as exc:
         _fail(str(exc))
     finally:
         shutil.rmtree(cache, ignore_errors=True)
 
-    console = Console()
+
+def _print_class_mix(console, out: Path, meta: dict) -> None:
+    from rich.table import Table
+
+    from thesisgym.schema import LABELS, SHORT_LABELS
+
     cuts = ", ".join(f"{c:.3f}" for c in meta["thresholds"]["cuts"])
     table = Table(title=f"{out}: class mix per split (cut points fitted on train: {cuts})")
     for col in ("split", "period", "tickers", "days", "rows", *(SHORT_LABELS[lab] for lab in LABELS)):
@@ -134,24 +153,18 @@ def build(
     for name, counts in meta["counts"].items():
         period = meta["periods"]["test" if name == "heldout" else name]
         mix = meta["class_mix"][name]
-        table.add_row(
-            name,
-            f"{period[0]}..{period[1]}",
-            str(counts["tickers"]),
-            f"{counts['days']:,}",
-            f"{counts['rows']:,}",
-            *(f"{100 * mix[lab]:.1f}%" for lab in LABELS),
-        )
+        table.add_row(name, f"{period[0]}..{period[1]}", str(counts["tickers"]), f"{counts['days']:,}",
+                      f"{counts['rows']:,}", *(f"{100 * mix[lab]:.1f}%" for lab in LABELS))
     console.print(table)
     if meta["heldout_tickers"]:
         console.print(f"held-out tickers: {', '.join(meta['heldout_tickers'])}")
-    if any(meta["unlabelled"].values()):
+    unlabelled = {k: v for k, v in meta["unlabelled"].items() if v}
+    if unlabelled:
         console.print(
-            f"rows without a label (incomplete window / short history), not kept: {meta['unlabelled']}"
+            "ticker-days left out for want of a label (the last 15 days of a period, or too little history): "
+            + ", ".join(f"{k} {v:,}" for k, v in unlabelled.items()),
+            highlight=False,
         )
-    print_coverage(console, meta)
-    if sample_chars > 0 and sample is not None:
-        _print_prompt(console, sample, max_chars=sample_chars, user_only=True)
 
 
 def print_coverage(console, meta: dict) -> None:
@@ -168,11 +181,11 @@ def print_coverage(console, meta: dict) -> None:
         console.print(Text("warning: ", style="yellow") + Text(w), highlight=False)
     q = meta.get("store_quality")
     if q:
-        st = q.get("suspicious_timestamps", {})
+        cd = q.get("content_dates") or {}
         console.print(
             f"store quality: {q.get('near_duplicates_merged', 0):,} near-duplicate items merged, "
-            f"{st.get('count', 0):,} suspicious timestamps flagged ({q.get('dropped_not_started_quarter', 0):,} "
-            "naming a quarter not yet started dropped)",
+            f"{cd.get('suspects', 0):,} items naming a later period "
+            f"({'quarantined' if cd.get('mode', 'quarantine') == 'quarantine' else 'kept, flagged'})",
             highlight=False,
         )
 

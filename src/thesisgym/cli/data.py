@@ -1,8 +1,11 @@
-"""CLI commands for the data stage: `thesisgym data synth | import | info`.
+"""CLI commands for the data stage: `thesisgym data synth | import | import-shared | fetch-sec | info | audit`.
 
-Each command writes or reads a MarketStore directory (Parquet + meta.json) and prints a rich summary
-(tickers, days, date range, events per kind), so a user sees at once what the later stages will get.
-pandas and the generators are imported inside the commands to keep `thesisgym --help` fast.
+Each command writes or reads a MarketStore directory (Parquet + meta.json) and prints a short rich
+summary (tickers, days, events per kind, how insider trades were dated, the split history, what the
+quality pass merged or quarantined), so a user sees at once what the later stages will get; `--verbose`
+adds one line per imported file. `data audit` checks built prompts (or a store's canonical ones) for
+point-in-time leaks and exits 1 when it finds one. pandas and the generators are imported inside the
+commands to keep `thesisgym --help` fast.
 """
 
 from __future__ import annotations
@@ -25,73 +28,105 @@ def register(app: typer.Typer) -> None:
     app.add_typer(data_app, name="data")
 
 
-def _fail(message: str) -> None:
+def _fail(message: str | BaseException) -> None:
     from rich.console import Console
     from rich.text import Text
 
+    from thesisgym.schema import ArgumentError
+
+    if isinstance(message, ArgumentError):
+        message = message.for_cli()  # names --assume-timezone, not the Python argument
     # plain Text, not markup: messages contain brackets ("[-1, 1]") that markup would eat
-    Console(stderr=True, soft_wrap=True).print(Text("error: ", style="red") + Text(message), highlight=False)
+    Console(stderr=True, soft_wrap=True).print(Text("error: ", style="red") + Text(str(message)), highlight=False)
     raise typer.Exit(code=2)
 
 
-def print_summary(store: MarketStore, *, path: Path | None = None) -> None:
-    """Rich table of a store: shape, date range, events per kind, import notes."""
+def print_summary(store: MarketStore, *, path: Path | None = None, verbose: bool = False) -> None:
+    """Rich table of a store: shape, date range, events per kind, dating, splits, quality; with
+    `verbose`, one line per imported file."""
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
-    bars, events = store.bars, store.events
     table = Table(title=f"MarketStore {store.name}" + (f"  ({path})" if path else ""), show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
+    for what, value in _summary_rows(store):
+        table.add_row(what, value)
+    imports = store.meta.get("imports", [])
+    if verbose:
+        for rep in imports:
+            table.add_row(f"import {rep['file']}", _import_line(rep))
+    elif imports:
+        read = sum(r["rows_read"] for r in imports)
+        kept = sum(r["kept"] for r in imports)
+        other = sum(r["dropped_other_tickers"] for r in imports)
+        table.add_row("imports", f"{len(imports)} files: {read:,} rows read, {kept:,} events kept"
+                      + (f", {other:,} for tickers without prices left out" if other else "")
+                      + "  (--verbose: per file)")
+    Console().print(table)
+
+
+def _summary_rows(store: MarketStore) -> list[tuple[str, str]]:
+    bars, events = store.bars, store.events
     tickers = store.tickers
     shown = ", ".join(tickers[:8]) + (f", ... (+{len(tickers) - 8})" if len(tickers) > 8 else "")
-    table.add_row("market", str(store.meta.get("market", "?")))
-    table.add_row("tickers", f"{len(tickers)}: {shown}")
+    rows = [("market", str(store.meta.get("market", "?"))), ("tickers", f"{len(tickers)}: {shown}")]
     if len(bars):
-        table.add_row(
-            "days", f"{bars['date'].nunique()} ({bars['date'].min().date()} .. {bars['date'].max().date()})"
-        )
-    table.add_row("bars", f"{len(bars):,}")
+        rows.append(("days", f"{bars['date'].nunique()} ({bars['date'].min().date()} .. {bars['date'].max().date()})"))
+    rows.append(("bars", f"{len(bars):,}"))
     counts = events["kind"].value_counts().to_dict() if len(events) else {}
-    table.add_row(
-        "events", f"{len(events):,}  " + ", ".join(f"{k}: {v:,}" for k, v in sorted(counts.items()))
-    )
+    rows.append(("events", f"{len(events):,}  " + ", ".join(f"{k}: {v:,}" for k, v in sorted(counts.items()))))
     if len(events):
-        pub = events["published_at"]
-        table.add_row("published", f"{pub.min()} .. {pub.max()}")
-        table.add_row("market-wide events", f"{int((events['ticker'] == '').sum()):,}")
-    table.add_row("truth", "yes (expected_return, quality, regime)" if store.truth is not None else "no")
+        rows.append(("published", f"{events['published_at'].min()} .. {events['published_at'].max()}"))
+    if len(store.actions):
+        rows.append(("splits", ", ".join(f"{r.ticker} {r.date.date()} {r.value:g}:1"
+                                         for r in store.actions.itertuples(index=False))))
+    rows += _insider_rows(store.meta.get("insider") or {})
+    rows += _quality_rows(store.meta.get("quality") or {})
+    rows.append(("truth", "yes (expected_return, quality, regime)" if store.truth is not None else "no"))
     if store.meta.get("lucky_ticker"):
-        table.add_row(
-            "lucky ticker",
-            f"{store.meta['lucky_ticker']} (drift flips on {store.meta.get('lucky_switch_date')})",
-        )
-    for rep in store.meta.get("imports", []):
-        extra = "".join(f", {k.replace('_', ' ')} {v:,}" for k, v in rep.get("counts", {}).items())
-        table.add_row(
-            f"import {rep['file']}",
-            f"{rep['rows_read']:,} read, {rep['kept']:,} kept, {rep['duplicates']:,} duplicates "
-            f"({rep['dropped_duplicates']:,} dropped), {rep['dropped_other_tickers']:,} for other tickers dropped"
-            + extra,
-        )
-    q = store.meta.get("quality")
-    if q:
-        st = q.get("suspicious_timestamps", {})
-        table.add_row(
-            "near-duplicates merged",
-            f"{q.get('near_duplicates_merged', 0):,} (within {q.get('merge_window_days')} days)",
-        )
-        table.add_row(
-            "suspicious timestamps",
-            f"{st.get('count', 0):,} flagged ({st.get('not_started', 0):,} name a quarter not yet started; "
-            f"{q.get('dropped_not_started_quarter', 0):,} of those dropped)"
-            + "".join(
-                f"\n  {e['published_at'][:16]} {e['ticker'] or '(market)'}: {e['title'][:80]}"
-                for e in st.get("examples", [])[:3]
-            ),
-        )
-    console.print(table)
+        rows.append(("lucky ticker",
+                     f"{store.meta['lucky_ticker']} (drift flips on {store.meta.get('lucky_switch_date')})"))
+    return rows
+
+
+def _insider_rows(ins: dict) -> list[tuple[str, str]]:
+    by = ins.get("events_by_timing") or {}
+    if not by:
+        return []
+    total = sum(by.values())
+    real = by.get("filed", 0) + by.get("form4 index", 0)
+    rows = [("insider dating", f"{real:,} of {total:,} ({100 * real / total:.1f}%) by a real Form 4 filing "
+             f"({by.get('filed', 0):,} filing-dated, {by.get('form4 index', 0):,} via the Form 4 index); "
+             f"{by.get('availability rule', 0):,} by the availability rule")]
+    m = ins.get("availability_rule") or {}
+    if m.get("rows_with_both_dates"):
+        rows.append(("availability rule", f"trade + {m['days']} business days; misses {m['missed']:,} of "
+                     f"{m['rows_with_both_dates']:,} trades with both dates ({100 * m['miss_share']:.1f}%)"))
+    return rows
+
+
+def _quality_rows(q: dict) -> list[tuple[str, str]]:
+    if not q:
+        return []
+    rows = [("near-duplicates merged", f"{q.get('near_duplicates_merged', 0):,} (within {q.get('merge_window_days')} days)")]
+    cd = q.get("content_dates")
+    if cd:
+        rules = ", ".join(f"{k} {v:,}" for k, v in cd.get("by_rule", {}).items() if v)
+        what = "quarantined" if cd.get("mode") == "quarantine" else "kept, flagged"
+        rows.append(("content-date check", f"{cd.get('suspects', 0):,} items name a later period ({rules or 'none'}): "
+                     f"{what}" + "".join(f"\n  {e['published_at'][:16]} {e['ticker'] or '(market)'}: {e['title'][:80]}"
+                                         for e in cd.get("examples", [])[:3])))
+    if q.get("after_last_bar"):
+        rows.append(("after the last bar", f"{q['after_last_bar']:,} events published after the price history ends "
+                     "(never shown)"))
+    return rows
+
+
+def _import_line(rep: dict) -> str:
+    extra = "".join(f", {k.replace('_', ' ')} {v:,}" for k, v in rep.get("counts", {}).items())
+    return (f"{rep['rows_read']:,} read, {rep['kept']:,} kept, {rep['duplicates']:,} duplicates "
+            f"({rep['dropped_duplicates']:,} dropped), {rep['dropped_other_tickers']:,} for other tickers dropped" + extra)
 
 
 @data_app.command("synth")
@@ -115,7 +150,7 @@ def synth(
         else:
             cfg = SynthConfig(**{k: v for k, v in overrides.items() if v is not None})
     except (ValueError, OSError) as exc:
-        _fail(str(exc))
+        _fail(exc)
     with Console().status(f"generating {cfg.n_tickers} tickers x {cfg.n_days} days (market {cfg.market})"):
         store = generate_market(cfg)
         store.save(out)
@@ -124,12 +159,8 @@ def synth(
 
 @data_app.command("import")
 def import_(
-    prices: list[Path] | None = typer.Option(
-        None, "--prices", help="price files (CSV or Parquet); repeat the option"
-    ),
-    events: list[Path] | None = typer.Option(
-        None, "--events", help="event or headline files; repeat the option"
-    ),
+    prices: list[Path] | None = typer.Option(None, "--prices", help="price files (CSV or Parquet); repeat"),
+    events: list[Path] | None = typer.Option(None, "--events", help="event or headline files; repeat"),
     out: Path = typer.Option(..., "--out", "-o", help="directory to write the MarketStore to"),
     name: str = typer.Option("real", "--name", help="store name"),
     unknown_tickers: str = typer.Option(
@@ -137,25 +168,29 @@ def import_(
     ),
     duplicates: str = typer.Option("keep", "--duplicates", help="duplicate headlines: keep | drop (counted)"),
     assume_timezone: str | None = typer.Option(
-        None,
-        "--assume-timezone",
-        help="zone for naive/date-only generic event times (date-only -> 23:59 local)",
+        None, "--assume-timezone", help="zone of naive/date-only event times, e.g. America/New_York (date-only: 23:59)"
     ),
-    no_ticker_map: bool = typer.Option(
-        False, "--no-ticker-map", help="do not rename FB to META in headline files"
+    no_ticker_map: bool = typer.Option(False, "--no-ticker-map", help="do not rename FB to META in headline files"),
+    actions: list[Path] | None = typer.Option(
+        None, "--splits", help="split/dividend history (ticker,date,kind,value or a Yahoo Date,Stock Splits export); repeat"
     ),
-    fundamentals: list[Path] | None = typer.Option(
-        None, "--fundamentals", help="SEC companyfacts JSON (one per company); repeat"
+    bars_adjusted_as_of: str | None = typer.Option(
+        None, "--prices-adjusted-as-of", help="the day the price files are split-adjusted to (default: last bar)"
     ),
+    bars_adjusted_for: str = typer.Option(
+        "splits", "--prices-adjusted-for", help="splits (Yahoo's default) | splits+dividends (auto-adjusted files)"
+    ),
+    fundamentals: list[Path] | None = typer.Option(None, "--fundamentals", help="SEC companyfacts JSON; repeat"),
     submissions: list[Path] | None = typer.Option(
-        None, "--submissions", help="SEC submissions JSON (acceptance times), matched by CIK in the name"
+        None, "--submissions", help="SEC submissions JSON (acceptance times, Form 4 index), matched by CIK in the name"
     ),
     insider: list[Path] | None = typer.Option(None, "--insider", help="insider transaction CSVs"),
-    insider_delay: int = typer.Option(
-        2, "--insider-delay", help="business days after the trade when a file has no filing date"
+    insider_days: int = typer.Option(
+        10, "--insider-availability-days", help="business days after a trade no Form 4 dates (miss share: summary)"
     ),
-    earnings: list[Path] | None = typer.Option(
-        None, "--earnings", help="earnings CSVs (reported vs estimated EPS)"
+    earnings: list[Path] | None = typer.Option(None, "--earnings", help="earnings CSVs (reported vs estimated EPS)"),
+    trust_pre_market: bool = typer.Option(
+        False, "--trust-pre-market", help="take a vendor's unconfirmed 'pre-market' label at 08:00 (default: 16:05)"
     ),
     analyst: list[Path] | None = typer.Option(
         None, "--analyst", help="analyst CSVs (generic, rating headlines, trends) or Estimize zip/JSON"
@@ -164,76 +199,75 @@ def import_(
         None, "--macro", help="macro files: RTDSM, FRED-MD vintage, ALFRED CSV, date,value, calendar zip"
     ),
     feed: list[Path] | None = typer.Option(None, "--feed", help="RSS/Atom XML files"),
-    yfinance: str | None = typer.Option(
-        None, "--yfinance", help="download prices instead: comma list of tickers (needs the yfinance extra)"
-    ),
-    merge_days: float = typer.Option(
-        3.0, "--merge-days", help="merge near-duplicate items published within this many days (0: keep all)"
+    yfinance: str | None = typer.Option(None, "--yfinance", help="download prices instead: comma list of tickers"),
+    merge_days: float = typer.Option(3.0, "--merge-days", help="merge near-duplicates within this many days (0: off)"),
+    keep_content_suspects: bool = typer.Option(
+        False, "--keep-content-suspects", help="keep (flagged) items whose text names a later period; default: quarantine"
     ),
     start: str | None = typer.Option(None, "--start", help="with --yfinance: first date"),
     end: str | None = typer.Option(None, "--end", help="with --yfinance: end date (exclusive)"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="one summary line per imported file"),
 ) -> None:
     """Import price files (or yfinance) and any source families into a validated MarketStore at OUT."""
-    from thesisgym.data.importers import DEFAULT_TICKER_MAP, import_store
+    from thesisgym.data.importers import DEFAULT_TICKER_MAP
 
     if unknown_tickers not in ("error", "drop") or duplicates not in ("keep", "drop"):
         _fail("--unknown-tickers takes error|drop and --duplicates takes keep|drop")
-    families = [fundamentals, insider, earnings, analyst, macro, feed]
+    families = [fundamentals, insider, earnings, analyst, macro, feed, actions, submissions]
     if yfinance:
-        from thesisgym.data.importers import fetch_yfinance
-
         if prices or events or any(families) or not (start and end):
             _fail("--yfinance takes --start and --end and no other inputs")
-        try:
-            store = fetch_yfinance(
-                [t.strip() for t in yfinance.split(",") if t.strip()], start, end, name=name
-            )
-        except (ValueError, OSError, ImportError, TypeError) as exc:
-            _fail(str(exc))
-        store.save(out)
-        print_summary(store, path=out)
+        _import_yfinance(yfinance, start, end, name, out)
         return
     if not prices:
         _fail("give --prices (repeat for several files) or --yfinance")
-    if any(families) or submissions:
-        from thesisgym.data.sources import import_sources
+    store = _import_files(
+        dict(prices=prices, events=events or [], fundamentals=fundamentals or [], submissions=submissions or [],
+             insider=insider or [], earnings=earnings or [], analyst=analyst or [], macro=macro or [],
+             feeds=feed or [], actions=actions or [], bars_adjusted_as_of=bars_adjusted_as_of,
+             bars_adjusted_for=bars_adjusted_for, name=name,
+             ticker_map=None if no_ticker_map else DEFAULT_TICKER_MAP, insider_availability_days=insider_days,
+             assume_timezone=assume_timezone, merge_window_days=merge_days or None,
+             content_dates="keep" if keep_content_suspects else "quarantine",
+             earnings_pre_market="trust" if trust_pre_market else "next_day"),
+        families=any(families) or bool(bars_adjusted_as_of) or bars_adjusted_for != "splits",
+        unknown_tickers=unknown_tickers, duplicates=duplicates,
+    )
+    store.save(out)
+    print_summary(store, path=out, verbose=verbose)
 
-        try:
-            store = import_sources(
-                prices=prices,
-                events=events or [],
-                fundamentals=fundamentals or [],
-                submissions=submissions or [],
-                insider=insider or [],
-                earnings=earnings or [],
-                analyst=analyst or [],
-                macro=macro or [],
-                feeds=feed or [],
-                name=name,
-                ticker_map=None if no_ticker_map else DEFAULT_TICKER_MAP,
-                insider_delay_days=insider_delay,
-                assume_timezone=assume_timezone,
-                merge_window_days=merge_days or None,
-            )
-        except (ValueError, OSError) as exc:
-            _fail(str(exc))
-        store.save(out)
-        print_summary(store, path=out)
-        return
+
+def _import_files(kw: dict, *, families: bool, unknown_tickers: str, duplicates: str) -> MarketStore:
+    """`import_sources` with every family, or `import_store` for prices and event files only."""
+    from thesisgym.data.importers import import_store
+    from thesisgym.data.sources import import_sources
+
     try:
-        store = import_store(
-            prices=prices,
-            events=events or [],
-            name=name,
-            unknown_tickers=unknown_tickers,  # type: ignore[arg-type]
-            duplicates=duplicates,
-            assume_timezone=assume_timezone,  # type: ignore[arg-type]
-            ticker_map=None if no_ticker_map else DEFAULT_TICKER_MAP,
-            merge_window_days=merge_days or None,
+        if families:
+            return import_sources(**kw)
+        return import_store(
+            prices=kw["prices"], events=kw["events"], name=kw["name"], unknown_tickers=unknown_tickers,  # type: ignore[arg-type]
+            duplicates=duplicates, assume_timezone=kw["assume_timezone"],  # type: ignore[arg-type]
+            ticker_map=kw["ticker_map"], merge_window_days=kw["merge_window_days"], content_dates=kw["content_dates"],
         )
     except (ValueError, OSError) as exc:
         hint = "  (use --unknown-tickers drop to drop and count them)" if "unknown ticker" in str(exc) else ""
-        _fail(str(exc) + hint)
+        _fail(_message(exc) + hint)
+
+
+def _message(exc: BaseException) -> str:
+    from thesisgym.schema import ArgumentError
+
+    return exc.for_cli() if isinstance(exc, ArgumentError) else str(exc)
+
+
+def _import_yfinance(tickers: str, start: str, end: str, name: str, out: Path) -> None:
+    from thesisgym.data.importers import fetch_yfinance
+
+    try:
+        store = fetch_yfinance([t.strip() for t in tickers.split(",") if t.strip()], start, end, name=name)
+    except (ValueError, OSError, ImportError, TypeError) as exc:
+        _fail(exc)
     store.save(out)
     print_summary(store, path=out)
 
@@ -242,16 +276,20 @@ def import_(
 def import_shared_(
     root: Path = typer.Argument(..., help="the shared data folder (../shared/data)"),
     out: Path = typer.Option(..., "--out", "-o", help="directory to write the MarketStore to"),
+    keep_content_suspects: bool = typer.Option(
+        False, "--keep-content-suspects", help="keep (flagged) items whose text names a later period; default: quarantine"
+    ),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="one summary line per imported file"),
 ) -> None:
     """The Magnificent-7 2013-2023 store with every source family of ROOT (see its README)."""
     from thesisgym.data.sources import import_shared
 
     try:
-        store = import_shared(root)
+        store = import_shared(root, content_dates="keep" if keep_content_suspects else "quarantine")
     except (ValueError, OSError) as exc:
-        _fail(str(exc))
+        _fail(exc)
     store.save(out)
-    print_summary(store, path=out)
+    print_summary(store, path=out, verbose=verbose)
 
 
 @data_app.command("fetch-sec")
@@ -269,7 +307,7 @@ def fetch_sec(
     try:
         facts, subs = fetch_company(cik, out, user_agent=user_agent, ticker=ticker)
     except (ValueError, OSError) as exc:
-        _fail(str(exc))
+        _fail(exc)
     print(
         f"wrote {facts} and {len(subs)} submissions file(s); import with --fundamentals {facts} "
         + " ".join(f"--submissions {p}" for p in subs)
@@ -283,7 +321,8 @@ def info(
     coverage: bool = typer.Option(
         False, "--coverage", help="build the canonical prompts of every split and print their coverage"
     ),
-    config: Path | None = typer.Option(None, "--config", help="with --coverage: SplitConfig YAML"),
+    config: str | None = typer.Option(None, "--config", help="with --coverage: SplitConfig YAML or preset (mag7)"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="one summary line per imported file"),
 ) -> None:
     """Validate a MarketStore directory and print its summary (and, with --coverage, prompt coverage)."""
     from thesisgym.data.validate import load_store
@@ -291,8 +330,8 @@ def info(
     try:
         store = load_store(path, validate=not no_validate)
     except (ValueError, OSError) as exc:
-        _fail(str(exc))
-    print_summary(store, path=path)
+        _fail(exc)
+    print_summary(store, path=path, verbose=verbose)
     if coverage:
         from rich.console import Console
 
@@ -305,5 +344,45 @@ def info(
             cfg = cfg.model_copy(update={"variations": 1, "eval_variations": 1})
             splits = build_splits(store, cfg, show_progress=False)
         except (ValueError, OSError) as exc:
-            _fail(str(exc))
+            _fail(exc)
         print_coverage(Console(), splits.meta)
+
+
+@data_app.command("audit")
+def audit(
+    target: Path = typer.Argument(..., help="a built dataset directory (`thesisgym build --out`) or a MarketStore"),
+    store: Path | None = typer.Option(None, "--store", help="the store the dataset was built from (default: its build_meta)"),
+    reference: Path | None = typer.Option(
+        None, "--reference", help="store whose split history and filing records re-date the items (default: --store)"
+    ),
+    config: str | None = typer.Option(None, "--config", help="for a store: SplitConfig YAML or preset (mag7)"),
+    json_out: Path | None = typer.Option(None, "--json", help="also write the full report (with examples) as JSON"),
+    coverage: bool = typer.Option(False, "--coverage", help="also print coverage per ticker x split x family"),
+) -> None:
+    """Point-in-time audit: every prompt item's public time re-derived from the store; exits 1 on any leak."""
+    import json
+
+    import pandas as pd
+    from rich.console import Console
+    from rich.text import Text
+
+    from thesisgym.build.audit import audit_prompts, render_audit
+    from thesisgym.data.quality import render_coverage
+
+    try:
+        report = audit_prompts(target, store=store, reference=reference, config=config, show_progress=False)
+    except (ValueError, OSError) as exc:
+        _fail(exc)
+    console = Console()
+    console.print(render_audit(report))
+    if coverage:
+        console.print(render_coverage(pd.DataFrame(report.coverage), title="coverage per ticker x split"))
+    for kind, rows in report.examples.items():
+        for r in rows[:2]:
+            console.print(Text(f"{kind}: ", style="yellow") + Text(f"{r['ticker']} {r['asof']} [{r['section']}] "
+                                                                   f"{r['date']} | {r['source']} | {r['text'][:100]}"),
+                          highlight=False)
+    if json_out is not None:
+        json_out.write_text(json.dumps(report.to_dict(), indent=2, default=str))
+    if not report.ok:
+        raise typer.Exit(code=1)

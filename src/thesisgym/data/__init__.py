@@ -1,8 +1,11 @@
-"""Market data: the point-in-time MarketStore, validation, importers (CSV, Parquet, yfinance; SEC
-filings in `sec`, insider/earnings/analyst in `corporate`, macro vintages in `macro`, RSS/Atom in
-`feeds`, all families at once in `sources`), data quality and coverage (`quality`) and the synthetic
-market with known ground truth."""
+"""Market data: the point-in-time MarketStore and its one door (`asof`: `store.timeline()`,
+`store.as_of(day)`), validation, importers (CSV, Parquet, yfinance; SEC filings in `sec`, insider
+trades in `insider`, earnings/analyst in `corporate`, split histories in `actions`, macro vintages in
+`macro`, RSS/Atom in `feeds`, all families at once in `sources`), data quality, the content-date
+check and coverage (`quality`, `contentdates`) and the synthetic market with known ground truth."""
 
+from thesisgym.data.actions import MAG7_SPLITS, read_actions
+from thesisgym.data.asof import AsOfView, Timeline
 from thesisgym.data.importers import (
     DEFAULT_TICKER_MAP,
     EventsImport,
@@ -30,6 +33,10 @@ from thesisgym.data.validate import (
 
 __all__ = [
     "DEFAULT_TICKER_MAP",
+    "MAG7_SPLITS",
+    "AsOfView",
+    "Timeline",
+    "read_actions",
     "REGIMES",
     "DataValidationError",
     "EventsImport",

@@ -1,23 +1,16 @@
-"""Company event files -> events with the time they became public: insider trades, earnings, analysts.
-
-Insider transactions (`read_insider`), two layouts, chosen by header:
-- with a filing date (Finnhub: `symbol,share,change,transactionDate,transactionCode,transactionPrice,
-  name,filingDate,id`): public at the filing date, 23:59 New York (the day is all the file gives).
-- without one (Alpha Vantage: `transaction_date,ticker,executive,executive_title,security_type,
-  acquisition_or_disposal,shares,share_price`, any header case): a Form 4 is due within two business
-  days of the trade, so the trade is taken to be public `delay_business_days` (default 2) business
-  days (US federal holidays, when EDGAR is closed, excluded) after the trade date, at 23:59.
-  Conservative: a filing made earlier only shows up later. The report counts which rule dated each event (`dated_by_filing_date`, `dated_by_trade_date_plus_delay`).
-  Rows of the same insider, day, direction and security (lots of one trade) are summed into one
-  event (shares; share-weighted price) and the merge is counted.
+"""Company event files -> events with the time they became public: earnings and analysts (insider
+trades: thesisgym.data.insider).
 
 Earnings (`read_earnings`, Alpha Vantage `fiscalDateEnding,reportedDate,reportedEPS,estimatedEPS,
 surprise,surprisePercentage[,reportTime]`): reported vs estimated EPS and the surprise, at the report
-time: pre-market = 08:00 New York (visible to that day's 16:00 context), post-market = 16:05 (the
-next day's), no reportTime = 23:59 (the next day's); or, given the company's 8-K earnings releases
-(item 2.02 in its SEC submissions), the release's acceptance time. Kind "fundamentals", source
-"earnings (split-adjusted)": Alpha Vantage adjusts past EPS for later splits (as the shared prices
-are), which tells a prompt that a split came later; SEC facts (thesisgym.data.sec) are as filed.
+time: given the company's 8-K earnings releases (item 2.02 in its SEC submissions), the release's
+acceptance time; else post-market = 16:05 New York (the next day's context), no reportTime = 23:59
+(the next day's), and a "pre-market" label, which the vendor also puts on after-close reports (the
+2014 reports of AMZN, META, NVDA, TSLA), is not trusted unless asked (`pre_market="trust"`: 08:00,
+that day's context). Kind "fundamentals", source "earnings". Alpha Vantage adjusts past EPS for every
+split up to its download; the EPS numbers are written `{{ps:..}}` with `basis_date` = the day the file
+is adjusted to (default its last report date), so a prompt shows them on its own day's basis
+(thesisgym.data.asof), as SEC facts (thesisgym.data.sec), which are as filed, are.
 
 Analyst (`read_analyst`), three layouts, chosen by header:
 - generic: `ticker,published_at,source,action,text[,price_target]`; published_at ISO-8601 with an offset
@@ -29,7 +22,8 @@ Analyst (`read_analyst`), three layouts, chosen by header:
   snapshot; taken as public at the END of its month (23:59), since it may count ratings of that month.
 Estimize estimates (`read_estimize_estimates`, a zip or JSON of `{ticker, fiscal_year,
 fiscal_quarter, eps, revenue, created_at, flagged}`): individual estimates grouped per New York day and
-fiscal quarter into one event stamped at the day's latest estimate.
+fiscal quarter into one event stamped at the day's latest estimate; the EPS figures are adjusted as of
+the file's last estimate (`{{ps:..}}` with that basis).
 """
 
 from __future__ import annotations
@@ -40,82 +34,23 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from pandas.tseries.holiday import USFederalHolidayCalendar
 
-from thesisgym.data.files import EventsImport, read_json_records, read_table
-from thesisgym.data.validate import END_OF_DAY, local_instants, raise_rows, require_columns, validate_events
+from thesisgym.data.asof import per_share
+from thesisgym.data.files import (
+    EventsImport,
+    date_column,
+    layout_columns,
+    number_column,
+    read_json_records,
+    read_table,
+    require_layout,
+)
+from thesisgym.data.validate import END_OF_DAY, local_instants, raise_rows, validate_events
 from thesisgym.schema import DEFAULT_TIMEZONE
 
-__all__ = [
-    "drop_covered_insider",
-    "insider_keys",
-    "read_analyst",
-    "read_earnings",
-    "read_estimize_estimates",
-    "read_insider",
-]
+__all__ = ["read_analyst", "read_earnings", "read_estimize_estimates"]
 
 NY = DEFAULT_TIMEZONE
-
-
-def _business_days_after(days: pd.DatetimeIndex, n: int) -> pd.DatetimeIndex:
-    """`n` federal business days after each day (a weekend or holiday day first rolls forward):
-    Form 4 deadlines count the days EDGAR is open, so a holiday pushes the due date out."""
-    hol = USFederalHolidayCalendar().holidays(
-        days.min() - pd.Timedelta(days=7), days.max() + pd.Timedelta(days=30)
-    )
-    out = np.busday_offset(
-        days.to_numpy().astype("datetime64[D]"),
-        n,
-        roll="forward",
-        holidays=hol.to_numpy().astype("datetime64[D]"),
-    )
-    return pd.DatetimeIndex(out.astype("datetime64[ns]"))
-
-
-def _norm_cols(raw: pd.DataFrame) -> dict[str, str]:
-    """normalised name (lower, spaces -> _) -> the file's column name."""
-    return {re.sub(r"\s+", "_", str(c).strip().lower()): str(c) for c in raw.columns}
-
-
-def _need(path: Path, cols: Mapping[str, str], names: tuple[str, ...], layout: str) -> None:
-    # `cols` maps normalised names to the file's; the message lists the file's own
-    have = [k if k in names else v for k, v in cols.items()]
-    require_columns(path.name, have, names, layout)
-
-
-def _dates(path: Path, raw: pd.DataFrame, lines, col: str) -> pd.DatetimeIndex:
-    text = raw[col].astype(str).str.strip()
-    parsed = pd.to_datetime(text, format="%Y-%m-%d", errors="coerce")
-    raise_rows(
-        path.name,
-        lines,
-        parsed.isna().to_numpy(),
-        col,
-        lambda i: (
-            "missing date"
-            if text.iloc[i] in ("", "None", "nan")
-            else f"not a YYYY-MM-DD date {text.iloc[i]!r}"
-        ),
-    )
-    return pd.DatetimeIndex(parsed)
-
-
-def _numbers(path: Path, raw: pd.DataFrame, lines, col: str | None, *, allow_none: bool) -> np.ndarray:
-    """The column as floats ("None", "-", "" = missing); an optional column that is absent (`col`
-    None, with `allow_none`) is all NaN."""
-    if col is None and allow_none:
-        return np.full(len(raw), np.nan)
-    text = raw[col].astype(str).str.strip()
-    none = text.isin(["", "None", "nan", "NaN", "-"]).to_numpy()
-    vals = pd.to_numeric(text.where(~none, None), errors="coerce").to_numpy(dtype="float64")
-    bad = np.isnan(vals) & ~none
-    if not allow_none:
-        bad |= none
-    raise_rows(
-        path.name, lines, bad, col, lambda i: "missing value" if none[i] else f"not a number {text.iloc[i]!r}"
-    )
-    return vals
 
 
 def _ticker_from_name(path: Path, ticker: str | None) -> str:
@@ -127,194 +62,6 @@ def _ticker_from_name(path: Path, ticker: str | None) -> str:
     return m.group(1)
 
 
-# --- insider --------------------------------------------------------------------------------------
-_FINNHUB_CODES = {
-    "S": "sold",
-    "P": "bought",
-    "M": "exercised options for",
-    "A": "was awarded",
-    "F": "withheld for tax",
-    "G": "gifted",
-    "C": "converted",
-    "D": "disposed of",
-    "X": "exercised",
-    "J": "other transaction in",
-}
-
-
-def read_insider(
-    path: str | Path,
-    *,
-    delay_business_days: int = 2,
-    ticker_map: Mapping[str, str] | None = None,
-    missing_dates: str = "error",
-) -> EventsImport:
-    """Insider transactions -> "insider" events (module docstring: layouts and dating rules).
-
-    `missing_dates="skip"` leaves out rows with an empty trade date or share count (a few in the AMZN
-    file) and counts them as `skipped_missing_date_or_shares`; by default they raise, naming the line.
-    """
-    if missing_dates not in ("error", "skip"):
-        raise ValueError(f"missing_dates must be 'error' or 'skip', got {missing_dates!r}")
-    if not isinstance(delay_business_days, int) or delay_business_days < 0:
-        raise ValueError(f"delay_business_days must be an int >= 0, got {delay_business_days!r}")
-    path = Path(path)
-    raw, lines = read_table(path)
-    cols = _norm_cols(raw)
-    counts: dict[str, int] = {}
-    if "filingdate" in cols:
-        _need(
-            path,
-            cols,
-            ("symbol", "change", "transactiondate", "transactioncode", "name", "filingdate"),
-            "Finnhub insider",
-        )
-        tick = raw[cols["symbol"]].astype(str).str.strip().str.upper()
-        trade = _dates(path, raw, lines, cols["transactiondate"])
-        filed = _dates(path, raw, lines, cols["filingdate"])
-        change = _numbers(path, raw, lines, cols["change"], allow_none=False)
-        price = _numbers(path, raw, lines, cols.get("transactionprice"), allow_none=True)
-        code = raw[cols["transactioncode"]].astype(str).str.strip().str.upper()
-        frame = pd.DataFrame(
-            {
-                "ticker": tick,
-                "who": raw[cols["name"]].astype(str).str.strip(),
-                "title": "",
-                "trade": trade,
-                "published_at": local_instants(filed),
-                "verb": [
-                    _FINNHUB_CODES.get(c, f"code {c}")
-                    if not (c == "S" or c == "P")
-                    else ("sold" if ch < 0 else "bought")
-                    for c, ch in zip(code, change, strict=False)
-                ],
-                "security": "shares",
-                "shares": np.abs(change),
-                "price": price,
-            }
-        )
-        counts["dated_by_filing_date"] = len(frame)
-        raise_rows(
-            path.name,
-            lines,
-            np.asarray(filed < trade),
-            cols["filingdate"],
-            lambda i: f"filing date {filed[i].date()} before the trade date {trade[i].date()}",
-        )
-        rule = "filing date"
-    else:
-        _need(
-            path,
-            cols,
-            ("transaction_date", "ticker", "executive", "acquisition_or_disposal", "shares"),
-            "Alpha Vantage insider",
-        )
-        if missing_dates == "skip":
-            empty = np.zeros(len(raw), dtype=bool)
-            for c in ("transaction_date", "shares"):
-                empty |= raw[cols[c]].astype(str).str.strip().isin(["", "None", "nan"]).to_numpy()
-            counts["skipped_missing_date_or_shares"] = int(empty.sum())
-            raw, lines = raw[~empty].reset_index(drop=True), None if lines is None else lines[~empty]
-        trade = _dates(path, raw, lines, cols["transaction_date"])
-        shares = _numbers(path, raw, lines, cols["shares"], allow_none=False)
-        price = _numbers(path, raw, lines, cols.get("share_price"), allow_none=True)
-        ad = raw[cols["acquisition_or_disposal"]].astype(str).str.strip().str.upper()
-        raise_rows(
-            path.name,
-            lines,
-            ~ad.isin(["A", "D"]).to_numpy(),
-            cols["acquisition_or_disposal"],
-            lambda i: f"expected A or D, got {ad.iloc[i]!r}",
-        )
-        public = _business_days_after(trade, delay_business_days) if delay_business_days else trade
-        frame = pd.DataFrame(
-            {
-                "ticker": raw[cols["ticker"]].astype(str).str.strip().str.upper(),
-                "who": raw[cols["executive"]].astype(str).str.strip(),
-                "title": raw[cols["executive_title"]].astype(str).str.strip()
-                if "executive_title" in cols
-                else "",
-                "trade": trade,
-                "published_at": local_instants(public),
-                "verb": np.where(ad == "D", "sold", "acquired"),
-                "security": raw[cols["security_type"]].astype(str).str.strip()
-                if "security_type" in cols
-                else "shares",
-                "shares": shares,
-                "price": price,
-            }
-        )
-        counts["dated_by_trade_date_plus_delay"] = len(frame)
-        rule = f"trade date + {delay_business_days} business days (no filing date in the file)"
-    if ticker_map:
-        frame["ticker"] = frame["ticker"].replace(dict(ticker_map))
-    # lots of one trade -> one event, share-weighted price
-    frame["pv"] = frame["shares"] * frame["price"].fillna(0.0)
-    frame["priced"] = np.where(frame["price"].notna(), frame["shares"], 0.0)
-    key = ["ticker", "who", "title", "trade", "published_at", "verb", "security"]
-    agg = (
-        frame.groupby(key, sort=False, dropna=False)
-        .agg(shares=("shares", "sum"), pv=("pv", "sum"), priced=("priced", "sum"))
-        .reset_index()
-    )
-    counts["lots_merged"] = len(frame) - len(agg)
-    avg = np.where(agg["priced"] > 0, agg["pv"] / agg["priced"].where(agg["priced"] > 0, 1.0), np.nan)
-    texts = []
-    for who, title, verb, sec, sh, px, day in zip(
-        agg["who"], agg["title"], agg["verb"], agg["security"], agg["shares"], avg, agg["trade"], strict=False
-    ):
-        role = f" ({title})" if title and title != "nan" else ""
-        at = f" at {px:,.2f}" if np.isfinite(px) and px > 0 else ""
-        texts.append(
-            f"{who}{role} {verb} {sh:,.0f} {sec if sec and sec != 'nan' else 'shares'}{at} on {day.date()}"
-        )
-    events = validate_events(
-        pd.DataFrame(
-            {
-                "ticker": agg["ticker"],
-                "published_at": agg["published_at"],
-                "kind": "insider",
-                "source": "Form 4" if rule == "filing date" else "insider trade",
-                "title": texts,
-                "value": agg["shares"] * np.where(agg["verb"] == "sold", -1, 1),
-            }
-        ),
-        source=path.name,
-    )
-    rep = EventsImport(events=events, source=path.name, rows_read=len(frame), counts=counts)
-    rep.notes.append(f"public time: {rule}")
-    return rep
-
-
-_INSIDER_TEXT = re.compile(
-    r"^(?P<who>.+?)(?: \([^)]*\))? (?:sold|acquired|bought|exercised options for|was awarded|withheld for tax|"
-    r"gifted|converted|disposed of|exercised|other transaction in|code \w+) .* on (?P<day>\d{4}-\d{2}-\d{2})$"
-)
-
-
-def insider_keys(events: pd.DataFrame) -> list[tuple[str, str, str] | None]:
-    """(ticker, insider name as sorted lower-case words, trade date) per insider event written by
-    `read_insider`; "KONDO, CHRIS" (Alpha Vantage) and "KONDO CHRIS" (Finnhub) give the same key."""
-    out: list[tuple[str, str, str] | None] = []
-    for t, title in zip(events["ticker"], events["title"], strict=False):
-        m = _INSIDER_TEXT.match(str(title))
-        who = " ".join(sorted(re.sub(r"[^a-z ]", " ", m["who"].lower()).split())) if m else ""
-        out.append((str(t), who, m["day"]) if m else None)
-    return out
-
-
-def drop_covered_insider(undated: EventsImport, dated: list[EventsImport]) -> None:
-    """Leave out of `undated` (a file without filing dates) the trades a filing-dated source also has:
-    the same trade twice in a prompt is noise, and the filing date is the better public time. Counted
-    as `also_in_a_filing_dated_source`."""
-    covered = {k for rep in dated for k in insider_keys(rep.events) if k is not None}
-    if not covered:
-        return
-    hit = np.array([k in covered for k in insider_keys(undated.events)], dtype=bool)
-    undated.counts["also_in_a_filing_dated_source"] = int(hit.sum())
-    undated.events = undated.events[~hit].reset_index(drop=True)
-
-
 # --- earnings -------------------------------------------------------------------------------------
 _REPORT_TIME = {"pre-market": pd.Timedelta(hours=8), "post-market": pd.Timedelta(hours=16, minutes=5)}
 
@@ -323,33 +70,75 @@ def read_earnings(
     path: str | Path,
     *,
     ticker: str | None = None,
-    pre_market: str = "trust",
+    pre_market: str = "next_day",
     release_times: pd.Series | None = None,
+    adjusted_as_of: str | pd.Timestamp | None = None,
 ) -> EventsImport:
     """Alpha Vantage earnings -> "fundamentals" events at the report time (module docstring).
 
     `release_times` (from `thesisgym.data.sec.earnings_release_times` of the company's submissions):
     when an 8-K item 2.02 was accepted on the report date, its acceptance time is used instead of the
-    label (counted as `timed_by_8k`). `pre_market="next_day"` distrusts a pre-market label that no 8-K
-    confirms and dates it 16:05 (counted as `pre_market_label_not_trusted`): the shared Alpha Vantage
-    files label several after-close reports of 2014 pre-market, which would leak them into the close.
+    label (counted as `timed_by_8k`). `pre_market="next_day"` (default) dates a pre-market label no
+    8-K confirms 16:05 (counted as `pre_market_label_not_trusted`); "trust" takes it at 08:00.
+    `adjusted_as_of`: the day the file's EPS are split-adjusted to (default its last report date).
     """
     if pre_market not in ("trust", "next_day"):
         raise ValueError(f"pre_market must be 'trust' or 'next_day', got {pre_market!r}")
     path = Path(path)
     raw, lines = read_table(path)
-    cols = _norm_cols(raw)
-    _need(
-        path,
-        cols,
-        ("fiscaldateending", "reporteddate", "reportedeps", "estimatedeps"),
-        "Alpha Vantage earnings",
-    )
+    cols = layout_columns(raw)
+    require_layout(path, cols, ("fiscaldateending", "reporteddate", "reportedeps", "estimatedeps"),
+                   "Alpha Vantage earnings")
     ticker = _ticker_from_name(path, ticker)
-    period = _dates(path, raw, lines, cols["fiscaldateending"])
-    reported = _dates(path, raw, lines, cols["reporteddate"])
-    eps = _numbers(path, raw, lines, cols["reportedeps"], allow_none=True)
-    est = _numbers(path, raw, lines, cols["estimatedeps"], allow_none=True)
+    period = date_column(path, raw, lines, cols["fiscaldateending"])
+    reported = date_column(path, raw, lines, cols["reporteddate"])
+    eps = number_column(path, raw, lines, cols["reportedeps"], allow_none=True)
+    est = number_column(path, raw, lines, cols["estimatedeps"], allow_none=True)
+    when = _report_times(path, raw, lines, cols)
+    when_used = when.where(when != "pre-market", "post-market") if pre_market == "next_day" else when
+    published, timed = _earnings_times(reported, when_used, release_times)
+    counts = {
+        "pre_market": int((when == "pre-market").sum()),
+        "post_market": int((when == "post-market").sum()),
+        "no_report_time_dated_23_59": int((~when.isin(list(_REPORT_TIME))).sum()),
+        "skipped_no_reported_eps": int(np.isnan(eps).sum()),
+        "timed_by_8k": int(timed.sum()),
+    }
+    if pre_market == "next_day":
+        counts["pre_market_label_not_trusted"] = int(((when == "pre-market").to_numpy() & ~timed).sum())
+    keep = ~np.isnan(eps)
+    local = pd.DatetimeIndex(published).tz_convert(NY).strftime("%H:%M")
+    labels = np.asarray([f"8-K {hm} ET" if t else w for t, w, hm in zip(timed, when_used, local, strict=True)],
+                        dtype=object)
+    texts = [
+        _earnings_text(ticker, p, r, e, x, w)
+        for p, r, e, x, w in zip(period[keep], reported[keep], eps[keep], est[keep], labels[keep], strict=True)
+    ]
+    basis = pd.Timestamp(adjusted_as_of) if adjusted_as_of is not None else reported.max()
+    events = validate_events(
+        pd.DataFrame(
+            {
+                "ticker": ticker,
+                "published_at": published[keep].reset_index(drop=True),
+                "kind": "fundamentals",
+                "source": "earnings",
+                "title": texts,
+                "value": eps[keep],
+                "basis_date": basis.normalize(),
+                "timing": np.where(timed[keep], "8-K acceptance", "report time"),
+            }
+        ),
+        source=path.name,
+    )
+    rep = EventsImport(events=events, source=path.name, rows_read=len(raw), counts=counts)
+    if counts["skipped_no_reported_eps"]:
+        rep.notes.append(
+            f"{counts['skipped_no_reported_eps']} rows without reportedEPS (upcoming quarters) not imported"
+        )
+    return rep
+
+
+def _report_times(path: Path, raw: pd.DataFrame, lines, cols: dict) -> pd.Series:
     when = (
         raw[cols["reporttime"]].astype(str).str.strip().str.lower()
         if "reporttime" in cols
@@ -362,62 +151,37 @@ def read_earnings(
         cols.get("reporttime", "reportTime"),
         lambda i: f"expected pre-market or post-market, got {when.iloc[i]!r}",
     )
-    when_used = when.where(when != "pre-market", "post-market") if pre_market == "next_day" else when
-    offset = np.array([_REPORT_TIME.get(w, END_OF_DAY) for w in when_used], dtype="timedelta64[ns]")
+    return when
+
+
+def _earnings_times(reported: pd.DatetimeIndex, when: pd.Series, release_times) -> tuple[pd.Series, np.ndarray]:
+    """(UTC publication per row, whether an 8-K acceptance time was used)."""
+    offset = np.array([_REPORT_TIME.get(w, END_OF_DAY) for w in when], dtype="timedelta64[ns]")
     published = local_instants(reported, offset)
-    timed = np.zeros(len(raw), dtype=bool)
+    timed = np.zeros(len(reported), dtype=bool)
     if release_times is not None and len(release_times):
         exact = pd.Series(release_times).reindex(reported).to_numpy()
         timed = ~pd.isna(exact)
         published = published.where(~timed, pd.Series(exact).astype("datetime64[ns, UTC]"))
-    counts = {
-        "pre_market": int((when == "pre-market").sum()),
-        "post_market": int((when == "post-market").sum()),
-        "no_report_time_dated_23_59": int((~when.isin(list(_REPORT_TIME))).sum()),
-        "skipped_no_reported_eps": int(np.isnan(eps).sum()),
-        "timed_by_8k": int(timed.sum()),
-    }
-    if pre_market == "next_day":
-        counts["pre_market_label_not_trusted"] = int(((when == "pre-market").to_numpy() & ~timed).sum())
-    keep = ~np.isnan(eps)
-    texts = []
-    local = pd.DatetimeIndex(published).tz_convert(NY).strftime("%H:%M")
-    labels = [f"8-K {hm} ET" if t else w for t, w, hm in zip(timed, when_used, local, strict=False)]
-    for p, r, e, x, w in zip(
-        period[keep],
-        reported[keep],
-        eps[keep],
-        est[keep],
-        np.asarray(labels, dtype=object)[keep],
-        strict=False,
-    ):
-        timing = f" ({w})" if w in _REPORT_TIME or w.startswith("8-K") else ""
-        if np.isfinite(x):
-            surprise = e - x
-            pct = f", {100 * surprise / abs(x):+.1f}%" if x != 0 else ""
-            body = f"EPS {e:g} vs {x:g} estimated (surprise {surprise:+.2f}{pct})"
-        else:
-            body = f"EPS {e:g} (no estimate)"
-        texts.append(f"{ticker} quarter ended {p.date()} reported {r.date()}{timing}: {body}")
-    events = validate_events(
-        pd.DataFrame(
-            {
-                "ticker": ticker,
-                "published_at": published[keep].reset_index(drop=True),
-                "kind": "fundamentals",
-                "source": "earnings (split-adjusted)",
-                "title": texts,
-                "value": eps[keep],
-            }
-        ),
-        source=path.name,
-    )
-    rep = EventsImport(events=events, source=path.name, rows_read=len(raw), counts=counts)
-    if counts["skipped_no_reported_eps"]:
-        rep.notes.append(
-            f"{counts['skipped_no_reported_eps']} rows without reportedEPS (upcoming quarters) not imported"
-        )
-    return rep
+    return published, timed
+
+
+def _earnings_text(ticker: str, period, reported, eps: float, est: float, label: str) -> str:
+    timing = f" ({label})" if label in _REPORT_TIME or label.startswith("8-K") else ""
+    if np.isfinite(est):
+        surprise = eps - est
+        pct = f", {100 * surprise / abs(est):+.1f}%" if est != 0 else ""
+        body = (f"EPS {per_share(eps, _decimals(eps))} vs {per_share(est, _decimals(est))} estimated "
+                f"(surprise {per_share(surprise, 2, sign=True)}{pct})")
+    else:
+        body = f"EPS {per_share(eps, _decimals(eps))} (no estimate)"
+    return f"{ticker} quarter ended {period.date()} reported {reported.date()}{timing}: {body}"
+
+
+def _decimals(v: float) -> int:
+    """Decimals to write a vendor's EPS with: at least 2, more when the vendor gave more (0.0775)."""
+    text = f"{v:.6f}".rstrip("0")
+    return max(2, len(text.split(".")[1]) if "." in text else 0)
 
 
 # --- analyst --------------------------------------------------------------------------------------
@@ -444,80 +208,14 @@ def read_analyst(
     path = Path(path)
     skipped: list[int] | None = [] if malformed == "skip" else None
     raw, lines = read_table(path, skipped)
-    cols = _norm_cols(raw)
+    cols = layout_columns(raw)
     counts: dict[str, int] = {"malformed_records_skipped": len(skipped)} if skipped else {}
     if "published_at" in cols:
-        _need(path, cols, ("ticker", "published_at", "action", "text"), "generic analyst")
-        frame = pd.DataFrame(
-            {
-                "ticker": raw[cols["ticker"]],
-                "published_at": raw[cols["published_at"]],
-                "kind": "analyst",
-                "source": raw[cols["source"]] if "source" in cols else "analyst",
-                "title": raw[cols["action"]].astype(str).str.strip(),
-                "text": raw[cols["text"]],
-                "value": raw[cols["price_target"]] if "price_target" in cols else np.nan,
-            }
-        )
-        fields = {
-            "published_at": cols["published_at"],
-            "title": cols["action"],
-            "value": cols.get("price_target", "price_target"),
-        }
-        events = validate_events(
-            frame, source=path.name, lines=lines, assume_timezone=assume_timezone, fields=fields
-        )
+        events = _generic_analyst(path, raw, lines, cols, assume_timezone)
     elif {"title", "date", "stock"} <= set(cols):
-        title = raw[cols["title"]].astype(str).str.strip()
-        rating = title.str.contains(_RATING).to_numpy()
-        counts["not_rating_actions"] = int((~rating).sum())
-        frame = pd.DataFrame(
-            {
-                "ticker": raw[cols["stock"]].astype(str).str.strip().str.upper(),
-                "published_at": raw[cols["date"]],
-                "kind": "analyst",
-                "source": "Benzinga",
-                "title": title,
-            }
-        )[rating].reset_index(drop=True)
-        events = validate_events(
-            frame,
-            source=path.name,
-            lines=None if lines is None else lines[rating],
-            assume_timezone=assume_timezone,
-            fields={"published_at": cols["date"], "title": cols["title"]},
-        )
+        events = _rating_headlines(path, raw, lines, cols, assume_timezone, counts)
     elif {"symbol", "period", "strongbuy", "buy", "hold", "sell", "strongsell"} <= set(cols):
-        period = _dates(path, raw, lines, cols["period"])
-        nums = {
-            k: _numbers(path, raw, lines, cols[k], allow_none=False)
-            for k in ("strongbuy", "buy", "hold", "sell", "strongsell")
-        }
-        month_end = pd.DatetimeIndex(period + pd.offsets.MonthEnd(0))
-        texts = [
-            f"analyst recommendations for {p:%Y-%m}: {a:.0f} strong buy, {b:.0f} buy, {h:.0f} hold, {s:.0f} sell, {ss:.0f} strong sell"
-            for p, a, b, h, s, ss in zip(period, *nums.values(), strict=False)
-        ]
-        total = sum(nums.values())
-        score = np.where(
-            total > 0,
-            (2 * nums["strongbuy"] + nums["buy"] - nums["sell"] - 2 * nums["strongsell"])
-            / np.maximum(total, 1),
-            np.nan,
-        )
-        events = validate_events(
-            pd.DataFrame(
-                {
-                    "ticker": raw[cols["symbol"]].astype(str).str.strip().str.upper(),
-                    "published_at": local_instants(month_end),
-                    "kind": "analyst",
-                    "source": "recommendation trends",
-                    "title": texts,
-                    "value": score,
-                }
-            ),
-            source=path.name,
-        )
+        events = _recommendation_trends(path, raw, lines, cols)
         counts["dated_end_of_month"] = len(events)
     else:
         raise ValueError(
@@ -530,10 +228,87 @@ def read_analyst(
     return EventsImport(events=events, source=path.name, rows_read=len(raw), counts=counts)
 
 
-def read_estimize_estimates(path: str | Path, *, flagged: str = "drop") -> EventsImport:
+def _generic_analyst(path: Path, raw: pd.DataFrame, lines, cols: dict, assume_timezone: str | None):
+    require_layout(path, cols, ("ticker", "published_at", "action", "text"), "generic analyst")
+    frame = pd.DataFrame(
+        {
+            "ticker": raw[cols["ticker"]],
+            "published_at": raw[cols["published_at"]],
+            "kind": "analyst",
+            "source": raw[cols["source"]] if "source" in cols else "analyst",
+            "title": raw[cols["action"]].astype(str).str.strip(),
+            "text": raw[cols["text"]],
+            "value": raw[cols["price_target"]] if "price_target" in cols else np.nan,
+        }
+    )
+    fields = {"published_at": cols["published_at"], "title": cols["action"],
+              "value": cols.get("price_target", "price_target")}
+    return validate_events(frame, source=path.name, lines=lines, assume_timezone=assume_timezone, fields=fields)
+
+
+def _rating_headlines(path: Path, raw: pd.DataFrame, lines, cols: dict, assume_timezone: str | None, counts: dict):
+    title = raw[cols["title"]].astype(str).str.strip()
+    rating = title.str.contains(_RATING).to_numpy()
+    counts["not_rating_actions"] = int((~rating).sum())
+    frame = pd.DataFrame(
+        {
+            "ticker": raw[cols["stock"]].astype(str).str.strip().str.upper(),
+            "published_at": raw[cols["date"]],
+            "kind": "analyst",
+            "source": "Benzinga",
+            "title": title,
+        }
+    )[rating].reset_index(drop=True)
+    return validate_events(
+        frame,
+        source=path.name,
+        lines=None if lines is None else lines[rating],
+        assume_timezone=assume_timezone,
+        fields={"published_at": cols["date"], "title": cols["title"]},
+    )
+
+
+def _recommendation_trends(path: Path, raw: pd.DataFrame, lines, cols: dict):
+    period = date_column(path, raw, lines, cols["period"])
+    nums = {
+        k: number_column(path, raw, lines, cols[k], allow_none=False)
+        for k in ("strongbuy", "buy", "hold", "sell", "strongsell")
+    }
+    month_end = pd.DatetimeIndex(period + pd.offsets.MonthEnd(0))
+    texts = [
+        f"analyst recommendations for {p:%Y-%m}: {a:.0f} strong buy, {b:.0f} buy, {h:.0f} hold, {s:.0f} sell, "
+        f"{ss:.0f} strong sell"
+        for p, a, b, h, s, ss in zip(period, *nums.values(), strict=False)
+    ]
+    total = sum(nums.values())
+    score = np.where(
+        total > 0,
+        (2 * nums["strongbuy"] + nums["buy"] - nums["sell"] - 2 * nums["strongsell"]) / np.maximum(total, 1),
+        np.nan,
+    )
+    return validate_events(
+        pd.DataFrame(
+            {
+                "ticker": raw[cols["symbol"]].astype(str).str.strip().str.upper(),
+                "published_at": local_instants(month_end),
+                "kind": "analyst",
+                "source": "recommendation trends",
+                "title": texts,
+                "value": score,
+                "timing": "end of month",
+            }
+        ),
+        source=path.name,
+    )
+
+
+def read_estimize_estimates(
+    path: str | Path, *, flagged: str = "drop", adjusted_as_of: str | pd.Timestamp | None = None
+) -> EventsImport:
     """Estimize analyst estimates (zip or JSON list) -> one "analyst" event per ticker, day and quarter.
 
     `flagged` estimates (Estimize's own outlier flag) are dropped and counted (`flagged="keep"` keeps them).
+    `adjusted_as_of`: the day the EPS figures are split-adjusted to (default the last estimate's day).
     """
     name, obj = read_json_records(path, "estimates")
     rows = []
@@ -576,10 +351,11 @@ def read_estimize_estimates(path: str | Path, *, flagged: str = "drop") -> Event
         .reset_index()
     )
     texts = [
-        f"Estimize: {n} new EPS estimate{'s' if n > 1 else ''} for FQ{q} {y}, mean {m:.2f}"
-        + (f" (range {lo:.2f} to {hi:.2f})" if n > 1 else "")
+        f"Estimize: {n} new EPS estimate{'s' if n > 1 else ''} for FQ{q} {y}, mean {per_share(m)}"
+        + (f" (range {per_share(lo)} to {per_share(hi)})" if n > 1 else "")
         for n, q, y, m, lo, hi in zip(g["n"], g["fq"], g["fy"], g["mean"], g["lo"], g["hi"], strict=False)
     ]
+    basis = pd.Timestamp(adjusted_as_of) if adjusted_as_of is not None else ts.max().tz_convert(NY).tz_localize(None)
     events = validate_events(
         pd.DataFrame(
             {
@@ -589,6 +365,8 @@ def read_estimize_estimates(path: str | Path, *, flagged: str = "drop") -> Event
                 "source": "Estimize",
                 "title": texts,
                 "value": g["mean"],
+                "basis_date": basis.normalize(),
+                "timing": "estimate",
             }
         ),
         source=name,

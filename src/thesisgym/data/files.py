@@ -12,21 +12,30 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from thesisgym.data.validate import DataValidationError, Problem
+from thesisgym.data.validate import DataValidationError, Problem, raise_rows, require_columns
 
 __all__ = [
     "EventsImport",
     "check_text_file",
-    "peek_columns", "read_json", "read_json_records", "read_table",
+    "date_column",
+    "layout_columns",
+    "number_column",
+    "peek_columns",
+    "read_json",
+    "read_json_records",
+    "read_table",
     "read_text",
     "read_zip_member",
+    "require_layout",
 ]
 
 _SNIFF = 8192
@@ -207,3 +216,49 @@ def peek_columns(path: Path) -> list[str]:
         raise ValueError(f"{path}: unsupported file type {path.suffix!r} (expected .csv or .parquet)")
     with io.StringIO(read_text(path), newline="") as fh:
         return next(csv.reader(fh), [])
+
+
+# --- columns of vendor layouts ----------------------------------------------------------------------
+def layout_columns(raw: pd.DataFrame) -> dict[str, str]:
+    """normalised name (lower, spaces -> _) -> the file's column name."""
+    return {re.sub(r"\s+", "_", str(c).strip().lower()): str(c) for c in raw.columns}
+
+
+def require_layout(path: Path, cols: Mapping[str, str], names: tuple[str, ...], layout: str) -> None:
+    """Raise naming every column of `names` missing from `cols` (a `layout_columns` mapping); the
+    message lists the file's own column names."""
+    have = [k if k in names else v for k, v in cols.items()]
+    require_columns(path.name, have, names, layout)
+
+
+def date_column(path: Path, raw: pd.DataFrame, lines, col: str) -> pd.DatetimeIndex:
+    """A YYYY-MM-DD column; a missing or malformed cell raises naming its line."""
+    text = raw[col].astype(str).str.strip()
+    parsed = pd.to_datetime(text, format="%Y-%m-%d", errors="coerce")
+    raise_rows(
+        path.name,
+        lines,
+        parsed.isna().to_numpy(),
+        col,
+        lambda i: (
+            "missing date" if text.iloc[i] in ("", "None", "nan") else f"not a YYYY-MM-DD date {text.iloc[i]!r}"
+        ),
+    )
+    return pd.DatetimeIndex(parsed)
+
+
+def number_column(path: Path, raw: pd.DataFrame, lines, col: str | None, *, allow_none: bool) -> np.ndarray:
+    """The column as floats ("None", "-", "" = missing); an optional column that is absent (`col`
+    None, with `allow_none`) is all NaN."""
+    if col is None and allow_none:
+        return np.full(len(raw), np.nan)
+    text = raw[col].astype(str).str.strip()
+    none = text.isin(["", "None", "nan", "NaN", "-"]).to_numpy()
+    vals = pd.to_numeric(text.where(~none, None), errors="coerce").to_numpy(dtype="float64")
+    bad = np.isnan(vals) & ~none
+    if not allow_none:
+        bad |= none
+    raise_rows(
+        path.name, lines, bad, col, lambda i: "missing value" if none[i] else f"not a number {text.iloc[i]!r}"
+    )
+    return vals

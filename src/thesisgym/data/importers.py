@@ -327,15 +327,17 @@ def import_store(
     assume_timezone: str | None = None,
     ticker_map: Mapping[str, str] | None = DEFAULT_TICKER_MAP,
     merge_window_days: float | None = 3.0,
+    content_dates: str = "quarantine",
 ) -> MarketStore:
     """Build a validated MarketStore from price files and optional event files.
 
     Events for tickers that have no bars raise (`unknown_tickers="error"`) or are dropped and counted
-    (`"drop"`); counts of everything dropped or duplicated are kept in `store.meta["imports"]`. Then
-    near-duplicate items within `merge_window_days` are merged (None: kept) and suspicious timestamps
-    flagged, both counted in `store.meta["quality"]` (thesisgym.data.quality.quality_pass).
+    (`"drop"`); counts of everything dropped or duplicated are kept in `store.meta["imports"]`; a row
+    published in the future raises. Then near-duplicate items within `merge_window_days` are merged
+    (None: kept) and the content-date check quarantines (or, `content_dates="keep"`, flags) rows whose
+    text names a later period, all counted in `store.meta["quality"]` (thesisgym.data.quality.quality_pass).
     """
-    from thesisgym.data.quality import quality_pass
+    from thesisgym.data.quality import future_rows, quality_pass
 
     if unknown_tickers not in ("error", "drop"):
         raise ValueError(f"unknown_tickers must be 'error' or 'drop', got {unknown_tickers!r}")
@@ -351,19 +353,22 @@ def import_store(
             assume_timezone=assume_timezone,
             ticker_map=ticker_map,
         )
+        future_rows(rep.events, rep.source)
         frames.append(rep.events)
         reports.append(rep)
         if rep.dropped_other_tickers or rep.duplicates:
             log.warning(rep.summary())
     ev = pd.concat(frames, ignore_index=True) if frames else empty_events()
-    ev, quality = quality_pass(ev, merge_window_days=merge_window_days)
+    ev, quarantine, quality = quality_pass(
+        ev, merge_window_days=merge_window_days, content_dates=content_dates, last_bar=bars["date"].max()
+    )
     meta = {
         "market": "real",
         "sources": {"prices": [str(Path(p)) for p in prices], "events": [str(Path(p)) for p in events]},
         "imports": [r.meta() for r in reports],
         "quality": quality,
     }
-    return MarketStore(bars=bars, events=ev, name=name, meta=meta)
+    return MarketStore(bars=bars, events=ev, name=name, meta=meta, quarantine=quarantine)
 
 
 # --- yfinance -------------------------------------------------------------------------------------

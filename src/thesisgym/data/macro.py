@@ -22,9 +22,10 @@ text holds only numbers from that vintage:
 - `read_release_calendar`: a release/event calendar (the QuantConnect Lean TradingEconomics JSON:
   `Date` in UTC, `Event`, `Actual`, `Forecast`, `Previous`), zip or JSON; each event at its time.
 - `read_series_csv`: a plain `date,value` series (FRED latest vintage, Lean rate-change files). With
-  `latest_vintage=True` (the default for FRED downloads) it warns that revised values leak hindsight
-  and dates each observation `release_lag_days` after its period ends (default: 0 for irregular
-  change-date series, else one period).
+  `latest_vintage=True` (the default for FRED downloads) it warns that revised values leak hindsight,
+  unless the series is one that is never revised (market rates such as FEDFUNDS or DGS10, whose
+  latest vintage is the first release: `NEVER_REVISED`), and dates each observation
+  `release_lag_days` after its period ends (default: 0 for irregular change-date series, else one period).
 
 Live loading: `fetch_alfred` calls the FRED API (`series/observations` with all real-time periods)
 with the user's API key and parses the JSON the same way; tests use recorded responses only.
@@ -54,6 +55,7 @@ from thesisgym.data.validate import (
 )
 
 __all__ = [
+    "NEVER_REVISED",
     "fetch_alfred",
     "parse_alfred_json",
     "read_alfred",
@@ -77,6 +79,14 @@ _NAMES = {
     "GDP": "nominal GDP (billions)",
     "PCREDIT8": "Fed primary credit rate %",
 }
+
+
+# Market rates are observed, not estimated: FRED never revises them, so their latest vintage is the
+# value as first published.
+NEVER_REVISED: frozenset[str] = frozenset(
+    {"FEDFUNDS", "DFF", "DGS1", "DGS2", "DGS5", "DGS10", "DGS30", "GS1", "GS2", "GS5", "GS10", "TB3MS", "DTB3",
+     "PCREDIT8", "DPCREDIT", "DFEDTARU", "DFEDTARL", "SP500"}
+)
 
 
 def _num(cell: str) -> float:
@@ -167,6 +177,7 @@ def read_rtdsm(path: str | Path, *, vintage_day: int | None = None) -> EventsImp
                 "published_at": local_instants([when]).iat[0],
                 "kind": "macro",
                 "source": "Philadelphia Fed RTDSM",
+                "timing": "vintage",
                 "title": _describe(name, labels[i], vals[i], prev, yoy) + f", vintage {c.strip()}",
                 "value": vals[i],
             }
@@ -240,6 +251,7 @@ def read_fredmd_vintage(
                 "published_at": local_instants([public]).iat[0],
                 "kind": "macro",
                 "source": f"FRED-MD {vintage}",
+                "timing": "vintage",
                 "title": _describe(
                     _NAMES.get(s, s),
                     f"{obs.iloc[i]:%Y-%m}",
@@ -295,6 +307,7 @@ def _alfred_events(df: pd.DataFrame, series: str, source: str, lines) -> EventsI
                 "published_at": local_instants([when]).iat[0],
                 "kind": "macro",
                 "source": f"ALFRED {series}",
+                "timing": "vintage",
                 "title": f"{name} for {o:%Y-%m-%d}: {v:g} ({note}, published {when.date()})",
                 "value": v,
             }
@@ -403,6 +416,7 @@ def read_release_calendar(path: str | Path) -> EventsImport:
                 "published_at": when,
                 "kind": "macro",
                 "source": str(e.get("Source") or "calendar"),
+                "timing": "release time",
                 "title": str(e["Event"]) + (f": {', '.join(figures)}" if figures else ""),
             }
         )
@@ -449,6 +463,7 @@ def read_series_csv(
     if release_lag_days is None:
         release_lag_days = int(step) if regular else 0
     notes, counts = [], {"missing_values": int(np.isnan(vals).sum())}
+    latest_vintage = latest_vintage and series.upper() not in NEVER_REVISED
     if latest_vintage:
         msg = (
             f"{path.name}: latest-vintage series {series}: revised values leak hindsight into earlier prompts; "
@@ -472,6 +487,7 @@ def read_series_csv(
                 "published_at": local_instants(d + pd.Timedelta(days=release_lag_days)),
                 "kind": "macro",
                 "source": f"{series} (latest vintage)" if latest_vintage else series,
+                "timing": "observation + release lag",
                 "title": titles,
                 "value": v,
             }

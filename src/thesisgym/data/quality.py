@@ -4,12 +4,10 @@
   `window_days` (a headline repeated by the collector, a title with a " - Source" or " | Source"
   suffix or a trailing "(AAPL)" tag, different case or punctuation), is kept once: the earliest copy, which is also the point-in-time-safe one.
   The number merged is returned and recorded, never silent.
-- `flag_suspicious_timestamps`: events whose text contradicts their publication time, e.g. a
-  headline naming a calendar quarter ("Q3 2020", "third quarter of 2020") whose results cannot exist
-  yet because the quarter ends after the publication time. Flagged and counted, not dropped: guidance
-  ("expects Q3 2020 revenue ...") is legitimate, so a human decides. Those naming a quarter that had
-  not even STARTED ("Q4 2020 Investor Letter" dated April 2020) are counted apart; `quality_pass(
-  suspicious="drop")` removes them (counted), as the Magnificent-7 preset does.
+- `quality_pass`: the above, then the content-date check (thesisgym.data.contentdates): events whose
+  text names a period that had not begun at their timestamp are quarantined (default) or kept and
+  flagged (`content_dates="keep"`), counted per rule with examples; and events dated after the last
+  price bar, which no prompt can show, are counted.
 - `coverage_table` / `coverage_warnings`: per ticker x split x section, the share of prompts that
   carry the section and the mean number of its items; a warning for every split or ticker that has
   none of a section, so an empty fundamentals or news section cannot go unnoticed.
@@ -24,12 +22,14 @@ import numpy as np
 import pandas as pd
 import pyarrow.compute as pc
 
-from thesisgym.schema import SECTIONS
+from thesisgym.data.contentdates import CONTENT_RULES, content_date_suspects
+from thesisgym.schema import DEFAULT_TIMEZONE, SECTIONS
 
 __all__ = [
     "coverage_table",
     "coverage_warnings",
-    "flag_suspicious_timestamps",
+    "future_rows",
+    "store_sections",
     "merge_near_duplicates",
     "normalised_title",
     "quality_pass",
@@ -74,76 +74,71 @@ def merge_near_duplicates(events: pd.DataFrame, *, window_days: float = 3.0) -> 
     return events[~drop].reset_index(drop=True), int(drop.sum())
 
 
-# Calendar quarters only: a fiscal label ("Q2 FY2025") says nothing about the calendar.
-_QUARTER = re.compile(
-    r"\b(?:Q([1-4])\s*'?((?:19|20)?\d{2})|(first|second|third|fourth)[- ]quarter(?:\s+of)?\s+((?:19|20)\d{2}))\b",
-    re.IGNORECASE,
-)
-_ORD = {"first": 1, "second": 2, "third": 3, "fourth": 4}
-
-
-def _quarter_checks(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list]:
-    """Per event: names a calendar quarter that ends after / starts after its publication; the match."""
-    n = len(events)
-    ends_after, starts_after, names = np.zeros(n, bool), np.zeros(n, bool), [None] * n
-    text = (events["title"].astype(str) + " " + events["text"].astype(str)).tolist()
-    pub = pd.DatetimeIndex(events["published_at"])
-    for i, s in enumerate(text):
-        m = _QUARTER.search(s)
-        if not m:
-            continue
-        q = int(m.group(1)) if m.group(1) else _ORD[m.group(3).lower()]
-        y = m.group(2) or m.group(4)
-        year = int(y) if len(y) == 4 else 2000 + int(y)
-        first = pd.Timestamp(year=year, month=3 * q - 2, day=1, tz="UTC")
-        ends_after[i] = first + pd.offsets.QuarterEnd(0) > pub[i]
-        starts_after[i] = first > pub[i]
-        names[i] = m.group(0)
-    return ends_after, starts_after, names
-
-
-def flag_suspicious_timestamps(events: pd.DataFrame, *, limit: int = 20) -> dict:
-    """Events naming a calendar quarter that ends after their publication time ("count"; results of
-    such a quarter cannot exist yet, though an outlook can), and among them those naming a quarter
-    that has not even started ("not_started": almost surely a wrong date), with examples."""
-    ends_after, starts_after, names = _quarter_checks(events)
-    pub = pd.DatetimeIndex(events["published_at"])
+def quality_pass(
+    events: pd.DataFrame,
+    *,
+    merge_window_days: float | None = 3.0,
+    content_dates: str = "quarantine",
+    last_bar: pd.Timestamp | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """Near-duplicates merged (unless `merge_window_days` is None), the content-date check, and the
+    count of events after `last_bar`: (events, quarantined events with a `reason` column, the
+    `store.meta["quality"]` entry)."""
+    if content_dates not in ("quarantine", "keep"):
+        raise ValueError(f"content_dates must be 'quarantine' or 'keep', got {content_dates!r}")
+    merged = 0
+    if merge_window_days is not None and len(events):
+        events, merged = merge_near_duplicates(events, window_days=merge_window_days)
+    suspects = content_date_suspects(events)
+    by_rule = {r: int((suspects["rule"] == r).sum()) for r in CONTENT_RULES}
     examples = [
         {
             "ticker": str(events["ticker"].iat[i]),
-            "published_at": str(pub[i]),
-            "names": names[i],
-            "not_started": bool(starts_after[i]),
+            "published_at": str(events["published_at"].iat[i]),
+            "rule": rule,
+            "names": named,
             "title": (str(events["title"].iat[i]) or str(events["text"].iat[i])).strip()[:120],
         }
-        for i in np.flatnonzero(ends_after)[:limit]
+        for i, rule, named in suspects.head(20).itertuples(index=False)
     ]
-    return {"count": int(ends_after.sum()), "not_started": int(starts_after.sum()), "examples": examples}
-
-
-def quality_pass(
-    events: pd.DataFrame, *, merge_window_days: float | None = 3.0, suspicious: str = "flag"
-) -> tuple[pd.DataFrame, dict]:
-    """Near-duplicates merged (unless `merge_window_days` is None) and timestamps flagged:
-    (events, the `store.meta["quality"]` entry with the counts). `suspicious="drop"` also removes the
-    events naming a quarter that had not started when they were published (counted)."""
-    if suspicious not in ("flag", "drop"):
-        raise ValueError(f"suspicious must be 'flag' or 'drop', got {suspicious!r}")
-    merged = dropped = 0
-    if merge_window_days is not None and len(events):
-        events, merged = merge_near_duplicates(events, window_days=merge_window_days)
-    flags = (
-        flag_suspicious_timestamps(events) if len(events) else {"count": 0, "not_started": 0, "examples": []}
-    )
-    if suspicious == "drop" and flags["not_started"]:
-        _, not_started, _ = _quarter_checks(events)
-        events, dropped = events[~not_started].reset_index(drop=True), int(not_started.sum())
-    return events, {
+    quarantine = events.iloc[0:0].assign(reason=pd.Series([], dtype=object))
+    if content_dates == "quarantine" and len(suspects):
+        idx = suspects["index"].to_numpy()
+        quarantine = events.iloc[idx].assign(
+            reason=("content date: " + suspects["rule"] + " " + suspects["named"]).to_numpy()
+        ).reset_index(drop=True)
+        events = events.drop(events.index[idx]).reset_index(drop=True)
+    after = 0
+    if last_bar is not None and len(events):
+        local = pd.DatetimeIndex(events["published_at"]).tz_convert(DEFAULT_TIMEZONE).tz_localize(None)
+        after = int((local.normalize() > pd.Timestamp(last_bar)).sum())
+    return events, quarantine, {
         "near_duplicates_merged": merged,
         "merge_window_days": merge_window_days,
-        "suspicious_timestamps": flags,
-        "dropped_not_started_quarter": dropped,
+        "content_dates": {
+            "mode": content_dates,
+            "suspects": int(len(suspects)),
+            "quarantined": int(len(quarantine)),
+            "by_rule": by_rule,
+            "examples": examples,
+        },
+        "after_last_bar": after,
     }
+
+
+def future_rows(events: pd.DataFrame, source: str, *, now: pd.Timestamp | None = None) -> None:
+    """Raise when `events` (one imported file) holds a row published after `now` (default: the wall
+    clock): no source can have published it yet, so its date is wrong (a 2030 row in a 2020 file)."""
+    if not len(events):
+        return
+    now = now if now is not None else pd.Timestamp.now(tz="UTC")
+    late = (events["published_at"] > now).to_numpy()
+    if late.any():
+        i = int(np.flatnonzero(late)[0])
+        raise ValueError(
+            f"{source}: {int(late.sum())} row(s) published in the future, first {events['published_at'].iat[i]} "
+            f"({str(events['title'].iat[i])[:80]!r}); fix or remove them"
+        )
 
 
 # --- coverage of built prompts ------------------------------------------------------------------
@@ -181,18 +176,36 @@ def coverage_table(splits: Mapping[str, object]) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["ticker", "split", "section", "prompts", "share", "mean_items"])
 
 
-def coverage_warnings(table: pd.DataFrame) -> list[str]:
-    """A line for every split, and every ticker, that has no item of a section in any prompt."""
+def store_sections(store) -> dict[str, set[str]]:
+    """The prompt sections each ticker's events could fill (ticker "" -> {"macro"}: market-wide ones)."""
+    ev = store.events
+    out: dict[str, set[str]] = {t: {"technical"} for t in store.tickers}
+    if len(ev):
+        sec = np.where(ev["ticker"].to_numpy() == "", "macro", ev["kind"].to_numpy())
+        for t, s in set(zip(ev["ticker"].tolist(), sec.tolist(), strict=True)):
+            out.setdefault(t, set()).add(s)
+    return out
+
+
+def coverage_warnings(table: pd.DataFrame, sections: Mapping[str, set[str]] | None = None) -> list[str]:
+    """A line for every split, and every ticker, that has no item of a section in any prompt, among
+    the sections the store could fill (`sections`, from `store_sections`; None: every section)."""
     if not len(table):
         return ["no prompts were built"]
+    market = sections.get("", set()) if sections is not None else set()
+
+    def could(ticker: str, section: str) -> bool:
+        if sections is None:
+            return True
+        return section in market if section == "macro" else section in sections.get(ticker, set())
+
+    table = table[table["section"] != "technical"]
+    table = table[[could(t, s) for t, s in zip(table["ticker"], table["section"], strict=True)]]
     warn = []
     for by in ("split", "ticker"):
         agg = table.groupby([by, "section"], sort=True)["mean_items"].max()
-        for (k, s), m in agg.items():
-            if s == "technical":
-                continue
-            if m == 0:
-                warn.append(f"{by} {k}: no {s} evidence in any prompt")
+        warn += [f"{by} {k}: no {s} evidence in any prompt, though the store has some" for (k, s), m in agg.items()
+                 if m == 0]
     return warn
 
 

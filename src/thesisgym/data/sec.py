@@ -14,10 +14,19 @@ it (`facts.us-gaap.TAG.units.UNIT[{start, end, val, accn, fy, fp, form, filed}]`
   that later filing's time lists the changes ("restated diluted EPS for the 12 months ended
   2020-09-26: 3.28, previously 13.00"). Nothing earlier is rewritten: the store holds both.
 - Time stamp: with the `submissions` JSON (or its `-submissions-NNN.json` pages), the filing's
-  `acceptanceDateTime`. EDGAR writes it with a "Z" but it is US Eastern time (the README of
-  ../shared/data shows why: filings accepted after 17:30 carry the next business day's filing date),
-  so it is read as America/New_York. Without it, the `filed` date, which only gives the day, is placed
-  at 23:59 Eastern (visible from the next trading day). The import report counts which was used.
+  `acceptanceDateTime`. It ends in "Z", but recorded files disagree on what the clock is: in some
+  (the shared AAPL file) it is US Eastern time, in others (MSFT, NVDA, TSLA) real UTC. EDGAR's own
+  rule tells them apart: a filing other than Forms 3/4/5 accepted after 17:30 Eastern carries the next
+  business day's filing date. `read_submissions` reads each file both ways and keeps the reading that
+  agrees with more filing dates (Eastern on a tie, the later and so safer instant), and says which.
+  Without submissions, the `filed` date, which only gives the day, is placed at 23:59 Eastern
+  (visible from the next trading day). The import report counts which was used.
+- Per-share numbers (diluted EPS) are written `{{ps:..}}` with the filing day as their basis, so a
+  prompt after a later split shows them on its own basis (thesisgym.data.asof); a comparative a later
+  filing changed only by a split in between is not reported as a restatement.
+- `form4_index`: the Form 4 filings of a submissions frame (accession, report date = the earliest
+  trade reported, acceptance time), which dates insider trades by their real filing
+  (thesisgym.data.corporate).
 
 Live loading (`fetch_sec_json`, `fetch_company`): the SEC asks for a descriptive User-Agent with a
 contact e-mail and at most 10 requests a second; both are enforced here. Tests never call them; they
@@ -38,14 +47,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from thesisgym.data.asof import SplitHistory, per_share
 from thesisgym.data.files import EventsImport, read_json
 from thesisgym.data.validate import validate_events
 
 __all__ = [
     "FACTS",
     "SecClient",
+    "acceptance_zone",
     "earnings_release_times",
     "fetch_company",
+    "form4_index",
     "read_companyfacts",
     "read_submissions",
 ]
@@ -88,12 +100,39 @@ def _submission_columns(obj: object, name: str) -> Mapping[str, list]:
     return obj
 
 
+_INSIDER_FORMS = ("3", "4", "5", "3/A", "4/A", "5/A")
+
+
+def _edgar_filing_day(local: pd.DatetimeIndex) -> np.ndarray:
+    """The filing date EDGAR gives a filing accepted at Eastern time `local`: that business day, or the
+    next one when accepted after 17:30."""
+    from pandas.tseries.holiday import USFederalHolidayCalendar
+
+    day = local.tz_localize(None).normalize().to_numpy().astype("datetime64[D]")
+    hol = USFederalHolidayCalendar().holidays(str(day.min() - 7), str(day.max() + 30)).to_numpy().astype("datetime64[D]")
+    late = np.asarray(local.hour * 60 + local.minute >= 17 * 60 + 30)
+    return np.busday_offset(day, np.where(late, 1, 0), roll="forward", holidays=hol)
+
+
+def acceptance_zone(naive: pd.DatetimeIndex, filing_date: Sequence[str], form: Sequence[str]) -> tuple[str, dict]:
+    """Which clock a file's `acceptanceDateTime` values are on ("America/New_York" or "UTC"), chosen
+    by EDGAR's 17:30 rule on the filings other than Forms 3/4/5, and the agreement counts."""
+    keep = ~pd.Series(list(form)).astype(str).isin(_INSIDER_FORMS).to_numpy() & ~naive.isna()
+    filed = pd.to_datetime(pd.Series(list(filing_date))[keep], errors="coerce").to_numpy().astype("datetime64[D]")
+    agree = {}
+    for zone in (EASTERN, "UTC"):
+        local = naive[keep].tz_localize(zone, ambiguous=False, nonexistent="shift_forward").tz_convert(EASTERN)
+        agree[zone] = int((_edgar_filing_day(local) == filed).sum()) if keep.any() else 0
+    zone = "UTC" if agree["UTC"] > agree[EASTERN] else EASTERN
+    return zone, {"filings_checked": int(keep.sum()), "agree_if_eastern": agree[EASTERN], "agree_if_utc": agree["UTC"]}
+
+
 def read_submissions(paths: str | Path | Sequence[str | Path]) -> pd.DataFrame:
     """Filings of one or more `submissions` files: accn, form, filing_date, accepted (UTC), report_date,
-    items (8-K item numbers, e.g. "2.02,9.01"; 2.02 = results of operations, i.e. an earnings release).
+    items (8-K item numbers, e.g. "2.02,9.01"; 2.02 = results of operations, i.e. an earnings release),
+    acceptance_zone (the clock the file's times were read on, module docstring).
 
-    `acceptanceDateTime` ends in "Z" but is Eastern time (module docstring); a value that does not
-    parse raises naming the file, the accession number and the field.
+    A value that does not parse raises naming the file, the accession number and the field.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -112,7 +151,8 @@ def read_submissions(paths: str | Path | Sequence[str | Path]) -> pd.DataFrame:
                 f"{p.name}, record {cols['accessionNumber'][i]}, field 'acceptanceDateTime': "
                 f"not a timestamp {raw.iloc[i]!r} ({int(bad.sum())} such records)"
             )
-        accepted = pd.DatetimeIndex(naive).tz_localize(EASTERN, ambiguous=False, nonexistent="shift_forward")
+        zone, _ = acceptance_zone(pd.DatetimeIndex(naive), cols["filingDate"], cols["form"])
+        accepted = pd.DatetimeIndex(naive).tz_localize(zone, ambiguous=False, nonexistent="shift_forward")
         frames.append(
             pd.DataFrame(
                 {
@@ -122,11 +162,29 @@ def read_submissions(paths: str | Path | Sequence[str | Path]) -> pd.DataFrame:
                     "accepted": accepted.tz_convert("UTC"),
                     "report_date": cols.get("reportDate", [""] * len(raw)),
                     "items": cols.get("items", [""] * len(raw)),
+                    "acceptance_zone": zone,
                 }
             )
         )
     out = pd.concat(frames, ignore_index=True)
     return out.drop_duplicates("accn", keep="first").reset_index(drop=True)
+
+
+def form4_index(submissions: pd.DataFrame, ticker: str) -> pd.DataFrame:
+    """The Form 4 filings of one issuer's submissions: ticker, accn, report_date (the earliest trade the
+    form reports), filing_date, accepted (UTC). Amendments (4/A) are left out: they restate a filing
+    already public."""
+    f4 = submissions[submissions["form"].astype(str) == "4"]
+    report = pd.to_datetime(f4["report_date"], errors="coerce")
+    return pd.DataFrame(
+        {
+            "ticker": ticker,
+            "accn": f4["accn"].to_numpy(),
+            "report_date": report.to_numpy(),
+            "filing_date": pd.to_datetime(f4["filing_date"], errors="coerce").to_numpy(),
+            "accepted": f4["accepted"].to_numpy(),
+        }
+    )[report.notna().to_numpy()].reset_index(drop=True)
 
 
 def earnings_release_times(submissions: pd.DataFrame) -> pd.Series:
@@ -218,17 +276,19 @@ def _facts(obj: object, name: str, counts: dict[str, int]) -> list[_Fact]:
 
 def _fmt(label: str, v: float) -> str:
     if label == "diluted EPS":
-        return f"{v:.2f}"
+        return per_share(v, 2)
     if abs(v) >= 1e6:
         return f"{v / 1e6:,.0f} million"
     return f"{v:,.0f}"
 
 
-def _change(v: float, prev: float | None) -> str:
+def _change(label: str, v: float, prev: float | None) -> str:
     if prev is None:
         return ""
     if prev > 0 and v > 0:
         return f" ({100 * (v / prev - 1):+.1f}% y/y)"
+    if label == "diluted EPS":
+        return f" (a year earlier {per_share(prev, 2)})"
     return f" (a year earlier {_fmt('', prev) if abs(prev) >= 1e6 else f'{prev:g}'})"
 
 
@@ -243,11 +303,14 @@ def read_companyfacts(
     *,
     submissions: str | Path | Sequence[str | Path] | pd.DataFrame | None = None,
     ticker: str | None = None,
+    splits: SplitHistory | None = None,
 ) -> EventsImport:
     """One fundamentals event per filing (+ restatement events), stamped as the module docstring says.
 
     `ticker`: default the `_TICKER` part of the file name (companyfacts_CIK..._AAPL.json) or the
     first ticker of the submissions file. Facts of forms other than 10-K/10-Q/20-F/40-F are ignored.
+    `splits`: the company's split history, so a comparative changed only by a split between two
+    filings is not called a restatement.
     """
     path = Path(path)
     obj = read_json(path)
@@ -265,7 +328,6 @@ def read_companyfacts(
         raise ValueError(f"{path.name}: cannot tell the ticker from the file name; pass ticker=")
     entity = str(obj.get("entityName") or ticker) if isinstance(obj, Mapping) else ticker
     accepted = dict(zip(subs["accn"], subs["accepted"], strict=False)) if subs is not None else {}
-
     by_accn: dict[str, list[_Fact]] = {}
     for f in facts:
         by_accn.setdefault(f.accn, []).append(f)
@@ -274,82 +336,14 @@ def read_companyfacts(
     rows = []
     for accn, fs in filings:
         filed = min(f.filed for f in fs)
-        form = fs[0].form
-        fy, fp = fs[0].fy, fs[0].fp
-        when = accepted.get(accn)
-        if when is not None:
-            counts["stamped_by_acceptance_time"] = counts.get("stamped_by_acceptance_time", 0) + 1
-            published = when
-        else:
-            counts["stamped_by_filing_date"] = counts.get("stamped_by_filing_date", 0) + 1
-            published = pd.Timestamp(filed + " 23:59").tz_localize(EASTERN).tz_convert("UTC")
-        end = max(f.end for f in fs)
-        want = 12 if fp == "FY" or form.startswith(("10-K", "20-F", "40-F")) else 3
-        parts, values = [], {}
-        for label in FACTS:
-            cur = [f for f in fs if f.label == label and f.end == end]
-            if not cur:
-                continue
-            top = min(f.prio for f in cur)  # a company may switch tags between filings, not within one
-            cur = [f for f in cur if f.prio == top]
-            exact = [f for f in cur if f.months in (want, 0)]
-            f = exact[0] if exact else max(cur, key=lambda x: x.months)
-            prior = [
-                g
-                for g in fs
-                if g.tag == f.tag and g.months == f.months and abs((f.end - g.end).days - 365) <= 20
-            ]
-            values[label] = f.val
-            span = "" if f.months in (want, 0) else f" ({f.months} months)"
-            parts.append(
-                f"{label} {_fmt(label, f.val)}{span}{_change(f.val, prior[0].val if prior else None)}"
-            )
-        if "revenue" in values and values["revenue"] > 0:
-            for label, name in (("gross profit", "gross margin"), ("operating income", "operating margin")):
-                if label in values:
-                    parts.append(f"{name} {100 * values[label] / values['revenue']:.1f}%")
-        if parts:
-            rows.append(
-                {
-                    "ticker": ticker,
-                    "published_at": published,
-                    "kind": "fundamentals",
-                    "source": f"SEC {form}",
-                    "title": f"{entity} {form} {_period_name(fy, fp)} (period ended {end.date()}, filed {filed})",
-                    "text": "; ".join(parts),
-                    "value": values.get("revenue", np.nan),
-                }
-            )
-        # restatements: a value for a period shown before, now different
-        changed = []
-        for f in fs:
-            key = (f.tag, f.start, f.end)
-            old = shown.get(key)
-            if (
-                old is not None
-                and old[1] < filed
-                and not np.isclose(f.val, old[0], rtol=_RESTATE_RTOL, atol=0)
-            ):
-                span = f"{f.months} months ended {f.end.date()}" if f.months else f"{f.end.date()}"
-                changed.append(
-                    f"{f.label} for the {span}: {_fmt(f.label, f.val)}, previously {_fmt(f.label, old[0])} (filed {old[1]})"
-                )
-            if old is None or old[1] < filed:
-                shown[key] = (f.val, filed)
+        published = _stamp(accepted.get(accn), filed, counts)
+        row = _filing_row(ticker, entity, fs, filed, published)
+        if row is not None:
+            rows.append(row)
+        changed = _restated(fs, filed, shown, ticker, splits)
         if changed:
             counts["restatements"] = counts.get("restatements", 0) + len(changed)
-            rows.append(
-                {
-                    "ticker": ticker,
-                    "published_at": published,
-                    "kind": "fundamentals",
-                    "source": f"SEC {form}",
-                    "title": f"{entity} {form} filed {filed} restates earlier periods",
-                    "text": "; ".join(sorted(set(changed))[:6])
-                    + (f"; and {len(set(changed)) - 6} more" if len(set(changed)) > 6 else ""),
-                    "value": np.nan,
-                }
-            )
+            rows.append(_restatement_row(ticker, entity, fs[0].form, filed, published, changed))
     if not rows:
         raise ValueError(f"{path.name}: no 10-K/10-Q facts for {', '.join(FACTS)}")
     events = validate_events(pd.DataFrame(rows), source=path.name)
@@ -359,6 +353,88 @@ def read_companyfacts(
             f"{counts['stamped_by_filing_date']} filings not in the submissions file: dated by filing date (23:59 ET)"
         )
     return rep
+
+
+def _stamp(accepted: pd.Timestamp | None, filed: str, counts: dict) -> tuple[pd.Timestamp, str]:
+    """(publication time, how it was dated): the acceptance time, else 23:59 Eastern of the filing date."""
+    if accepted is not None:
+        counts["stamped_by_acceptance_time"] = counts.get("stamped_by_acceptance_time", 0) + 1
+        return accepted, "accepted"
+    counts["stamped_by_filing_date"] = counts.get("stamped_by_filing_date", 0) + 1
+    return pd.Timestamp(filed + " 23:59").tz_localize(EASTERN).tz_convert("UTC"), "filing date"
+
+
+def _filing_row(ticker: str, entity: str, fs: list[_Fact], filed: str, published: tuple) -> dict | None:
+    """The event of one filing: the chosen facts of its own period, y/y changes, margins."""
+    form, fy, fp = fs[0].form, fs[0].fy, fs[0].fp
+    end = max(f.end for f in fs)
+    want = 12 if fp == "FY" or form.startswith(("10-K", "20-F", "40-F")) else 3
+    parts, values = [], {}
+    for label in FACTS:
+        cur = [f for f in fs if f.label == label and f.end == end]
+        if not cur:
+            continue
+        top = min(f.prio for f in cur)  # a company may switch tags between filings, not within one
+        cur = [f for f in cur if f.prio == top]
+        exact = [f for f in cur if f.months in (want, 0)]
+        f = exact[0] if exact else max(cur, key=lambda x: x.months)
+        prior = [g for g in fs if g.tag == f.tag and g.months == f.months and abs((f.end - g.end).days - 365) <= 20]
+        values[label] = f.val
+        span = "" if f.months in (want, 0) else f" ({f.months} months)"
+        parts.append(f"{label} {_fmt(label, f.val)}{span}{_change(label, f.val, prior[0].val if prior else None)}")
+    if "revenue" in values and values["revenue"] > 0:
+        for label, name in (("gross profit", "gross margin"), ("operating income", "operating margin")):
+            if label in values:
+                parts.append(f"{name} {100 * values[label] / values['revenue']:.1f}%")
+    if not parts:
+        return None
+    return {
+        "ticker": ticker,
+        "published_at": published[0],
+        "kind": "fundamentals",
+        "source": f"SEC {form}",
+        "title": f"{entity} {form} {_period_name(fy, fp)} (period ended {end.date()}, filed {filed})",
+        "text": "; ".join(parts),
+        "value": values.get("revenue", np.nan),
+        "basis_date": pd.Timestamp(filed),
+        "timing": published[1],
+    }
+
+
+def _restated(fs: list[_Fact], filed: str, shown: dict, ticker: str, splits: SplitHistory | None) -> list[str]:
+    """Values of this filing for periods shown before that differ from what was shown (a change a
+    split between the two filings explains exactly is a re-basing, not a restatement); updates `shown`."""
+    changed = []
+    for f in fs:
+        key = (f.tag, f.start, f.end)
+        old = shown.get(key)
+        if old is not None and old[1] < filed:
+            prev = old[0]
+            if f.label == "diluted EPS" and splits is not None:
+                # the earlier value on this filing's share basis
+                prev = prev * float(splits.level(ticker, [old[1]])[0] / splits.level(ticker, [filed])[0])
+            if not np.isclose(f.val, prev, rtol=_RESTATE_RTOL, atol=0):
+                span = f"{f.months} months ended {f.end.date()}" if f.months else f"{f.end.date()}"
+                changed.append(f"{f.label} for the {span}: {_fmt(f.label, f.val)}, previously {_fmt(f.label, prev)} "
+                               f"(filed {old[1]})")
+        if old is None or old[1] < filed:
+            shown[key] = (f.val, filed)
+    return changed
+
+
+def _restatement_row(ticker: str, entity: str, form: str, filed: str, published: tuple, changed: list) -> dict:
+    uniq = sorted(set(changed))
+    return {
+        "ticker": ticker,
+        "published_at": published[0],
+        "kind": "fundamentals",
+        "source": f"SEC {form}",
+        "title": f"{entity} {form} filed {filed} restates earlier periods",
+        "text": "; ".join(uniq[:6]) + (f"; and {len(uniq) - 6} more" if len(uniq) > 6 else ""),
+        "value": np.nan,
+        "basis_date": pd.Timestamp(filed),
+        "timing": published[1],
+    }
 
 
 # --- live loading ---------------------------------------------------------------------------------

@@ -1,22 +1,26 @@
 """Every source family into one MarketStore, and the Magnificent-7 preset over ../shared/data.
 
-`import_sources` reads prices plus any of: headline/event files, SEC companyfacts (+ submissions),
-insider, earnings, analyst, macro and feed files, each through its family's reader, then
+`import_sources` reads prices plus any of: a split history, headline/event files, SEC companyfacts
+(+ submissions), insider, earnings, analyst, macro and feed files, each through its family's reader,
+then
 - keeps only events of tickers that have bars (the others are dropped and counted per file),
+- dates insider trades by their Form 4 (the issuers' submissions give the Form 4 index), else by
+  the availability rule, whose miss share on the trades with both dates is measured and recorded,
 - drops insider trades of a file without filing dates that a filing-dated file also has (counted),
-- merges near-duplicate items (thesisgym.data.quality.merge_near_duplicates, counted),
-- flags suspicious timestamps (counted, examples kept),
-and records all counts in `store.meta["imports"]` and `store.meta["quality"]`.
+- refuses rows published in the future (a 2030 row in a 2020 file) and counts rows after the last bar,
+- merges near-duplicate items and runs the content-date check (thesisgym.data.quality.quality_pass),
+and records all counts in `store.meta["imports"]`, `store.meta["insider"]` and `store.meta["quality"]`.
 
 `import_shared(root)` is the one-command real-data example: the 7 price files of
-../shared/data/prices (2013-2023) with every family that covers them (see that folder's README):
+../shared/data/prices (2013-2023, split-adjusted as of their 2024-04 download; the split history is
+`thesisgym.data.actions.MAG7_SPLITS`) with every family that covers them (see that folder's README):
 ticker and market headlines, the BBC RSS dump, SEC companyfacts + submissions (AAPL, NVDA, GOOGL,
-TSLA), Alpha Vantage insider (dated trade date + 2 business days) and Finnhub insider (filing
-dates), Alpha Vantage earnings, Benzinga rating headlines, Finnhub recommendation trends and
-Estimize estimates (analyst; earnings timed by 8-K item 2.02 where submissions exist, unconfirmed
-"pre-market" labels distrusted), Philadelphia Fed RTDSM CPI and unemployment vintages, FRED-MD
-vintages, the Fed calendar, the primary credit rate and the (latest-vintage, unrevised) fed funds
-rate. GOOG files are mapped to GOOGL and FB to META.
+TSLA; MSFT submissions too), Alpha Vantage insider (no filing dates: Form 4 index or availability
+rule) and Finnhub insider (filing dates), Alpha Vantage earnings, Benzinga rating headlines, Finnhub
+recommendation trends and Estimize estimates (analyst; earnings timed by 8-K item 2.02 where
+submissions exist, unconfirmed "pre-market" labels distrusted), Philadelphia Fed RTDSM CPI and
+unemployment vintages, FRED-MD vintages, the Fed calendar, the primary credit rate and the
+(latest-vintage, never revised) fed funds rate. GOOG files are mapped to GOOGL and FB to META.
 """
 
 from __future__ import annotations
@@ -29,15 +33,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from thesisgym.data.corporate import (
-    drop_covered_insider,
-    read_analyst,
-    read_earnings,
-    read_estimize_estimates,
-    read_insider,
-)
+from thesisgym.data.actions import MAG7_SPLITS, read_actions, split_actions
+from thesisgym.data.asof import SplitHistory
+from thesisgym.data.corporate import read_analyst, read_earnings, read_estimize_estimates
 from thesisgym.data.feeds import read_feed
 from thesisgym.data.importers import DEFAULT_TICKER_MAP, EventsImport, import_prices, read_events
+from thesisgym.data.insider import (
+    DEFAULT_AVAILABILITY_DAYS,
+    availability_misses,
+    drop_covered_insider,
+    read_insider,
+)
 from thesisgym.data.macro import (
     read_alfred,
     read_fredmd_vintage,
@@ -45,9 +51,9 @@ from thesisgym.data.macro import (
     read_rtdsm,
     read_series_csv,
 )
-from thesisgym.data.quality import quality_pass
-from thesisgym.data.sec import earnings_release_times, read_companyfacts, read_submissions
-from thesisgym.data.store import MarketStore, empty_events
+from thesisgym.data.quality import future_rows, quality_pass
+from thesisgym.data.sec import earnings_release_times, form4_index, read_companyfacts, read_submissions
+from thesisgym.data.store import MarketStore, empty_actions, empty_events
 from thesisgym.data.validate import validate_events
 
 __all__ = ["MAG7", "import_shared", "import_sources", "read_macro"]
@@ -86,6 +92,11 @@ def _cik(path: Path) -> str | None:
     return m.group(1) if m else None
 
 
+def _submissions_ticker(path: Path, tmap: Mapping[str, str]) -> str | None:
+    m = re.search(r"_([A-Z]{1,6})\.json$", path.name)
+    return tmap.get(m.group(1), m.group(1)) if m else None
+
+
 def import_sources(
     *,
     prices: Sequence[str | Path],
@@ -97,43 +108,44 @@ def import_sources(
     analyst: Sequence[str | Path] = (),
     macro: Sequence[str | Path] = (),
     feeds: Sequence[str | Path] = (),
+    actions: Sequence[str | Path] | pd.DataFrame = (),
+    bars_adjusted_as_of: str | None = None,
+    bars_adjusted_for: str = "splits",
     name: str = "real",
     ticker_map: Mapping[str, str] | None = DEFAULT_TICKER_MAP,
-    insider_delay_days: int = 2,
+    insider_availability_days: int = DEFAULT_AVAILABILITY_DAYS,
     merge_window_days: float | None = 3.0,
     assume_timezone: str | None = None,
-    earnings_pre_market: str = "trust",
-    suspicious: str = "flag",
+    earnings_pre_market: str = "next_day",
+    content_dates: str = "quarantine",
 ) -> MarketStore:
     """A validated MarketStore from prices and any source families (module docstring).
 
-    `submissions` files are matched to companyfacts files by the CIK in their names
-    (`..._CIK0000320193_...`); those named `..._<TICKER>.json` also time that ticker's earnings files
-    by its 8-K item 2.02 releases. `earnings_pre_market`: see `read_earnings(pre_market=)`;
-    `suspicious`: see `thesisgym.data.quality.quality_pass`. Events of
-    tickers without bars are dropped and counted per file.
+    `actions`: split-history files (thesisgym.data.actions.read_actions) or a frame of them;
+    `bars_adjusted_as_of`: the day the price files are split-adjusted to (default each ticker's last
+    bar); `bars_adjusted_for`: "splits" (the Yahoo default, the shared files) or "splits+dividends"
+    (auto-adjusted downloads; the dividends of `actions` are then undone per as-of day too). `submissions` files are matched to companyfacts files by the CIK in their names
+    (`..._CIK0000320193_...`); those named `..._<TICKER>.json` also give that ticker's Form 4 index
+    (insider filing times) and time its earnings files by its 8-K item 2.02 releases.
+    `earnings_pre_market`: see `read_earnings(pre_market=)`; `content_dates`: see
+    `thesisgym.data.quality.quality_pass`. Events of tickers without bars are dropped and counted per file.
     """
     bars = import_prices(prices)
     tickers = set(bars["ticker"])
     tmap = dict(ticker_map or {})
+    acts = actions if isinstance(actions, pd.DataFrame) else _read_actions(actions)
+    splits = SplitHistory(acts)
+    subs = {p: read_submissions(p) for p in map(Path, submissions)}
     reports: list[EventsImport] = []
     for p in events:
         reports.append(
-            read_events(
-                p, keep_tickers=tickers, duplicates="keep", assume_timezone=assume_timezone, ticker_map=tmap
-            )
+            read_events(p, keep_tickers=tickers, duplicates="keep", assume_timezone=assume_timezone, ticker_map=tmap)
         )
-    subs_by_cik: dict[str, list[Path]] = {}
-    for p in map(Path, submissions):
-        cik = _cik(p)
-        if cik is None:
-            raise ValueError(f"{p.name}: submissions file name must contain CIK##########")
-        subs_by_cik.setdefault(cik, []).append(p)
-    for p in map(Path, fundamentals):
-        rep = read_companyfacts(p, submissions=subs_by_cik.get(_cik(p) or "") or None)
-        reports.append(rep)
+    reports += _fundamentals(fundamentals, subs, splits)
+    filings = _form4_filings(subs, tmap)
     insider_reps = [
-        read_insider(p, delay_business_days=insider_delay_days, ticker_map=tmap, missing_dates="skip")
+        read_insider(p, filings=filings, availability_days=insider_availability_days, ticker_map=tmap,
+                     missing_dates="skip")
         for p in insider
     ]
     dated = [r for r in insider_reps if "dated_by_filing_date" in r.counts]
@@ -141,36 +153,102 @@ def import_sources(
         if "dated_by_filing_date" not in rep.counts:
             drop_covered_insider(rep, dated)
     reports += insider_reps
+    reports += _earnings(earnings, subs, tmap, earnings_pre_market)
+    reports += _analyst(analyst, tmap, assume_timezone)
+    reports += _macro_and_feeds(macro, feeds)
+    measured = _availability_measured(insider_reps, filings, insider_availability_days)
+    ev = _merge_reports(reports, tickers, name)
+    ev, quarantine, quality = quality_pass(
+        ev, merge_window_days=merge_window_days, content_dates=content_dates, last_bar=bars["date"].max()
+    )
+    meta = {
+        "market": "real",
+        "sources": {"prices": [str(Path(p)) for p in prices]},
+        "imports": [r.meta() for r in reports],
+        "insider": _insider_meta(ev, measured) if insider_reps else {},
+        "quality": quality,
+    }
+    if bars_adjusted_for not in ("splits", "splits+dividends"):
+        raise ValueError(f"bars_adjusted_for must be 'splits' or 'splits+dividends', got {bars_adjusted_for!r}")
+    meta["bars_adjusted_for"] = bars_adjusted_for
+    if bars_adjusted_as_of is not None:
+        meta["bars_adjusted_as_of"] = str(pd.Timestamp(bars_adjusted_as_of).date())
+    acts = acts[acts["ticker"].isin(tickers)].reset_index(drop=True)
+    return MarketStore(bars=bars, events=ev, name=name, meta=meta, actions=acts, quarantine=quarantine,
+                       filings=None if filings is None else filings[filings["ticker"].isin(tickers)].reset_index(drop=True))
+
+
+def _read_actions(paths: Sequence[str | Path]) -> pd.DataFrame:
+    frames = [read_actions(p) for p in paths]
+    return pd.concat(frames, ignore_index=True) if frames else empty_actions()
+
+
+def _fundamentals(paths, subs: dict[Path, pd.DataFrame], splits: SplitHistory) -> list[EventsImport]:
+    by_cik: dict[str, list[pd.DataFrame]] = {}
+    for p, frame in subs.items():
+        cik = _cik(p)
+        if cik is None:
+            raise ValueError(f"{p.name}: submissions file name must contain CIK##########")
+        by_cik.setdefault(cik, []).append(frame)
+    out = []
+    for p in map(Path, paths):
+        mine = by_cik.get(_cik(p) or "")
+        out.append(read_companyfacts(p, submissions=pd.concat(mine, ignore_index=True) if mine else None, splits=splits))
+    return out
+
+
+def _form4_filings(subs: dict[Path, pd.DataFrame], tmap: Mapping[str, str]) -> pd.DataFrame | None:
+    frames = [form4_index(f, t) for p, f in subs.items() if (t := _submissions_ticker(p, tmap))]
+    if not frames:
+        return None
+    return pd.concat(frames, ignore_index=True).drop_duplicates("accn").reset_index(drop=True)
+
+
+def _earnings(paths, subs: dict[Path, pd.DataFrame], tmap: Mapping[str, str], pre_market: str) -> list[EventsImport]:
     releases: dict[str, list[pd.DataFrame]] = {}
-    for p in map(Path, submissions):
-        m = re.search(r"_([A-Z]{1,6})\.json$", p.name)
-        if m:
-            releases.setdefault(tmap.get(m.group(1), m.group(1)), []).append(read_submissions(p))
-    for p in map(Path, earnings):
+    for p, frame in subs.items():
+        t = _submissions_ticker(p, tmap)
+        if t:
+            releases.setdefault(t, []).append(frame)
+    out = []
+    for p in map(Path, paths):
         m = re.search(r"_([A-Z]{1,6})(?:_[^/]*)?\.csv$", p.name)
         t = tmap.get(m.group(1), m.group(1)) if m else None
         rel = earnings_release_times(pd.concat(releases[t], ignore_index=True)) if t in releases else None
-        rep = read_earnings(p, pre_market=earnings_pre_market, release_times=rel)
+        rep = read_earnings(p, pre_market=pre_market, release_times=rel)
         rep.events["ticker"] = rep.events["ticker"].replace(tmap)
-        reports.append(rep)
-    for p in analyst:
-        p = Path(p)
+        out.append(rep)
+    return out
+
+
+def _analyst(paths, tmap: Mapping[str, str], assume_timezone: str | None) -> list[EventsImport]:
+    out = []
+    for p in map(Path, paths):
         if p.suffix.lower() in (".zip", ".json"):
-            reports.append(read_estimize_estimates(p))
+            out.append(read_estimize_estimates(p))
         else:
-            reports.append(
-                read_analyst(p, ticker_map=tmap, malformed="skip", assume_timezone=assume_timezone)
-            )
+            out.append(read_analyst(p, ticker_map=tmap, malformed="skip", assume_timezone=assume_timezone))
+    return out
+
+
+def _macro_and_feeds(macro, feeds) -> list[EventsImport]:
+    out = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for p in macro:
-            reports.append(read_macro(p))
+            out.append(read_macro(p))
     for w in caught:
         log.warning(str(w.message))
     for p in feeds:
-        reports.append(read_feed(p))
+        out.append(read_feed(p))
+    return out
+
+
+def _merge_reports(reports: list[EventsImport], tickers: set[str], name: str) -> pd.DataFrame:
+    """Every report's events for known tickers (others dropped and counted) in one validated frame."""
     frames = []
     for rep in reports:
+        future_rows(rep.events, rep.source)
         ev = rep.events
         other = (ev["ticker"] != "") & ~ev["ticker"].isin(tickers)
         rep.dropped_other_tickers += int(other.sum())
@@ -178,18 +256,34 @@ def import_sources(
         frames.append(rep.events)
         log.info(rep.summary())
     ev = pd.concat(frames, ignore_index=True) if frames else empty_events()
-    ev = validate_events(ev, source=f"{name}/events", tickers=sorted(tickers)) if len(ev) else ev
-    ev, quality = quality_pass(ev, merge_window_days=merge_window_days, suspicious=suspicious)
-    meta = {
-        "market": "real",
-        "sources": {"prices": [str(Path(p)) for p in prices]},
-        "imports": [r.meta() for r in reports],
-        "quality": quality,
-    }
-    return MarketStore(bars=bars, events=ev, name=name, meta=meta)
+    return validate_events(ev, source=f"{name}/events", tickers=sorted(tickers)) if len(ev) else ev
 
 
-def import_shared(root: str | Path, *, tickers: Sequence[str] = MAG7, name: str = "mag7") -> MarketStore:
+def _availability_measured(reps: list[EventsImport], filings: pd.DataFrame | None, days: int) -> dict | None:
+    """The availability rule's miss share on every trade with both a trade (or report) date and a
+    filing date: the filing-dated files (all their tickers) and the Form 4 index."""
+    if not reps:
+        return None
+    trade, filed = [], []
+    for rep in reps:
+        both = rep.events[rep.events["timing"] == "filed"]
+        trade += list(both["basis_date"])
+        filed += list(pd.DatetimeIndex(both["published_at"]).tz_convert("America/New_York").tz_localize(None).normalize())
+    if filings is not None:
+        trade += list(filings["report_date"])
+        filed += list(filings["filing_date"])
+    return availability_misses(trade, filed, days)
+
+
+def _insider_meta(events: pd.DataFrame, measured: dict | None) -> dict:
+    """How the store's insider events were dated, and the availability rule's measured miss share."""
+    timing = events.loc[events["kind"] == "insider", "timing"].value_counts().to_dict()
+    return {"events_by_timing": {k: int(v) for k, v in timing.items()}, "availability_rule": measured}
+
+
+def import_shared(
+    root: str | Path, *, tickers: Sequence[str] = MAG7, name: str = "mag7", content_dates: str = "quarantine"
+) -> MarketStore:
     """The Magnificent-7 store from ../shared/data with every family (module docstring)."""
     root = Path(root)
     if not (root / "prices").is_dir():
@@ -221,8 +315,9 @@ def import_shared(root: str | Path, *, tickers: Sequence[str] = MAG7, name: str 
             "macro/lean_usa_interest-rate_*.csv",
             "macro/fred_latest_FEDFUNDS.csv",
         ),
+        actions=split_actions(MAG7_SPLITS),
+        bars_adjusted_as_of="2024-04-02",  # the price files' download (README): NVDA's 2024 split is not in them
         name=name,
         ticker_map=SHARED_TICKER_MAP,
-        earnings_pre_market="next_day",  # the 2014 "pre-market" labels of AMZN, META, NVDA, TSLA are after-close
-        suspicious="drop",  # market headlines dated months before the quarter they name
+        content_dates=content_dates,
     )

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from thesisgym.data.store import BAR_COLUMNS, EVENT_COLUMNS, TRUTH_COLUMNS, MarketStore
-from thesisgym.schema import DEFAULT_TIMEZONE, EVENT_KINDS
+from thesisgym.schema import DEFAULT_TIMEZONE, EVENT_KINDS, ArgumentError
 
 __all__ = [
     "END_OF_DAY",
@@ -364,18 +364,7 @@ def validate_events(
     loc.add_many(
         ((title == "") & (text == "")).to_numpy(), "title", lambda i: "event has neither title nor text"
     )
-    value = (
-        _numeric(df[cols["value"]], loc, "value", allow_missing=True)
-        if "value" in cols
-        else np.full(n, np.nan)
-    )
-    sent = (
-        _numeric(df[cols["sentiment"]], loc, "sentiment", allow_missing=True)
-        if "sentiment" in cols
-        else np.full(n, np.nan)
-    )
-    with np.errstate(invalid="ignore"):
-        loc.add_many(np.abs(sent) > 1, "sentiment", lambda i: f"sentiment {sent[i]:g} outside [-1, 1]")
+    value, sent, basis = _event_numbers(df, cols, loc)
     loc.raise_if_any()
     frame = pd.DataFrame(
         {
@@ -387,10 +376,42 @@ def validate_events(
             "text": text.to_numpy(dtype=object),
             "value": value,
             "sentiment": sent,
+            "basis_date": pd.Series(basis, dtype="datetime64[ns]"),
+            "timing": text_col("timing").to_numpy(dtype=object),
         }
     )
     frame["published_at"] = frame["published_at"].astype("datetime64[ns, UTC]")
     return frame[list(EVENT_COLUMNS)]
+
+
+def _event_numbers(df: pd.DataFrame, cols: Mapping[str, str], loc: _Locator) -> tuple:
+    """The optional value, sentiment (in [-1, 1]) and basis_date columns, NaN/NaT where absent."""
+    n = len(df)
+    value = _numeric(df[cols["value"]], loc, "value", allow_missing=True) if "value" in cols else np.full(n, np.nan)
+    sent = (
+        _numeric(df[cols["sentiment"]], loc, "sentiment", allow_missing=True)
+        if "sentiment" in cols
+        else np.full(n, np.nan)
+    )
+    with np.errstate(invalid="ignore"):
+        loc.add_many(np.abs(sent) > 1, "sentiment", lambda i: f"sentiment {sent[i]:g} outside [-1, 1]")
+    basis = (
+        _basis_dates(df[cols["basis_date"]], loc) if "basis_date" in cols else np.full(n, np.datetime64("NaT", "ns"))
+    )
+    return value, sent, basis
+
+
+def _basis_dates(raw: pd.Series, loc: _Locator) -> np.ndarray:
+    """The optional `basis_date` column: a calendar day or empty (NaT)."""
+    if isinstance(raw.dtype, pd.DatetimeTZDtype):
+        raw = raw.dt.tz_convert(DEFAULT_TIMEZONE).dt.tz_localize(None)
+    if pd.api.types.is_datetime64_any_dtype(raw.dtype):
+        return pd.DatetimeIndex(raw).normalize().to_numpy()
+    text = _strings(raw)
+    parsed = pd.to_datetime(text.where(~text.isin(["", "NaT", "nan", "None"]), None), format="ISO8601", errors="coerce")
+    bad = (parsed.isna() & ~text.isin(["", "NaT", "nan", "None"])).to_numpy()
+    loc.add_many(bad, "basis_date", lambda i: f"not an ISO date {text.iloc[i]!r}")
+    return pd.DatetimeIndex(parsed).normalize().to_numpy()
 
 
 def parse_timestamps(
@@ -425,13 +446,7 @@ def parse_timestamps(
     elif pd.api.types.is_datetime64_any_dtype(raw.dtype):
         naive = raw.reset_index(drop=True)
         if assume_timezone is None:
-            loc.add_many(
-                naive.notna().to_numpy(),
-                column,
-                lambda i: f"naive timestamp {naive.iloc[i]} (no timezone); pass assume_timezone= to localise",
-                limit=1,
-            )
-            loc.raise_if_any()
+            _raise_naive(loc, column, naive.notna().to_numpy(), lambda i: str(naive.iloc[i]))
         out = _localise(_end_of_date_only(naive, date_only), assume_timezone)
         loc.add_many(out.isna().to_numpy(), column, lambda i: "missing timestamp")
     else:
@@ -447,14 +462,7 @@ def parse_timestamps(
         naive = ~has_tz & ~empty
         if naive.any():
             if assume_timezone is None:
-                loc.add_many(
-                    naive,
-                    column,
-                    lambda i: (
-                        f"naive timestamp {text.iloc[i]!r} (no timezone); use ISO-8601 with an offset "
-                        "(e.g. 2020-04-06T09:30:00-04:00) or pass assume_timezone="
-                    ),
-                )
+                _raise_naive(loc, column, naive, lambda i: repr(text.iloc[i]))
             else:
                 sub = text[naive]
                 parsed = pd.to_datetime(sub, format="ISO8601", errors="coerce")
@@ -468,6 +476,23 @@ def parse_timestamps(
     if own:
         loc.raise_if_any()
     return out.reset_index(drop=True)
+
+
+def _raise_naive(loc: _Locator, column: str, mask: np.ndarray, show) -> None:
+    """One error for every naive timestamp of a column: the count, the first one and where it is, and
+    the argument that fixes it (an ArgumentError, so the CLI names its option instead)."""
+    hits = np.flatnonzero(mask)
+    if not len(hits):
+        return
+    i = int(hits[0])
+    where = f"line {loc.row(i)} (header = line 1)" if loc.lines is not None else f"row {loc.row(i)} (1-based data row)"
+    raise ArgumentError(
+        "{source}, {where}, field '{field}': {n} naive timestamp{s} (no timezone), the first {first}; write "
+        "ISO-8601 with an offset (2020-04-06T09:30:00-04:00) or pass {arg} with the zone they are in "
+        "(a date-only value then counts as 23:59 that day)",
+        argument="assume_timezone", source=loc.source, field=loc.fields.get(column, column), n=len(hits),
+        s="" if len(hits) == 1 else "s", first=show(i), where=where,
+    )
 
 
 def local_instants(days, offset=END_OF_DAY, tz: str = DEFAULT_TIMEZONE) -> pd.Series:
