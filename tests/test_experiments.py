@@ -79,8 +79,7 @@ def test_trade_r1_runs_end_to_end_at_a_reduced_size_and_resumes(tmp_path):
 
     cfg = TradeR1Config(out=str(tmp_path / "x"), arms=["market-only", "dsr"], seeds=[0], grpo_steps=1, eval_rows=4,
                         demo=dict(tickers=4, days=200, stride=6, heldout_tickers=1, distill_n=2, sft_steps=2,
-                                  num_generations=2, max_completion_length=24, copy_warmup_steps=2,
-                                  copy_warmup_batch_size=4))
+                                  num_generations=2, max_completion_length=24))
     summary = run_trade_r1(cfg, progress=False)
     assert [r["arm"] for r in summary["table"]] == ["market-only", "dsr"]
     assert (tmp_path / "x" / "table.md").exists() and (tmp_path / "x" / "trade_r1.png").exists()

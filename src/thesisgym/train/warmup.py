@@ -17,8 +17,8 @@ texts.
 Measured so far (docs/training.md, section 4): with a fixed sequence length a small model reaches
 copy accuracy 0.5-0.75 within 300-500 steps of 32, but by a positional shortcut ("the token `length`
 back") that fails on other lengths and never quotes; with random lengths (the texts here) a 2-layer,
-128-wide, 8-head model had not formed the circuit after 800 steps. The demo therefore runs no warm-up
-by default (`DemoConfig.copy_warmup_steps`).
+128-wide, 8-head model had not formed the circuit after 800 steps. The demo runs no warm-up: its
+default base is a pretrained model, which copies from its prompt already.
 """
 
 from __future__ import annotations
