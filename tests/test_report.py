@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from thesisgym.data.store import MarketStore
-from thesisgym.evaluate import CallablePolicy, EvalResult, JsonlPolicy, evaluate
+from thesisgym.evaluate import CallablePolicy, EvalConfig, EvalResult, JsonlPolicy, evaluate
 from thesisgym.schema import LABELS, SYSTEM_PROMPT
 from thesisgym.thesis import extract_numbers
 
@@ -116,15 +116,8 @@ def _stub_scorer(completion, row):
 def result(market, tmp_path_factory) -> tuple[EvalResult, object]:
     store, rows = market
     out = tmp_path_factory.mktemp("eval")
-    res = evaluate(
-        CallablePolicy(_momentum_writer, name="momo-writer"),
-        rows,
-        store,
-        out_dir=out,
-        scorer=_stub_scorer,
-        progress=False,
-        cost_bps=5,
-    )
+    res = evaluate(CallablePolicy(_momentum_writer, name="momo-writer"), rows, store,
+                   EvalConfig(out_dir=out, progress=False, cost_bps=5), scorer=_stub_scorer)
     return res, out
 
 
@@ -175,9 +168,8 @@ def test_outputs_are_written_and_replayable(result, market):
     )
     # completions.jsonl replays the same evaluation, probes included
     store, rows = market
-    again = evaluate(
-        JsonlPolicy(out / "completions.jsonl"), rows, store, scorer=_stub_scorer, progress=False, cost_bps=5
-    )
+    again = evaluate(JsonlPolicy(out / "completions.jsonl"), rows, store, EvalConfig(progress=False, cost_bps=5),
+                     scorer=_stub_scorer)
     pd.testing.assert_series_equal(
         again.backtests["completions"].returns, res.backtests["momo-writer"].returns, check_names=False
     )
@@ -289,7 +281,7 @@ def test_end_to_end_on_the_synthetic_market_with_the_real_pipeline(tmp_path):
     dd = splits.build_splits(store, splits.SplitConfig(stride=2, variations=2), show_progress=False)
     teacher = template.TemplateTeacher()
     policy = CallablePolicy(lambda row: teacher.write(row, n=1, seed=0)[0], name="template")
-    res = evaluate(policy, dd["test"], store, out_dir=tmp_path, progress=False)
+    res = evaluate(policy, dd["test"], store, EvalConfig(out_dir=tmp_path, progress=False))
     assert "truth_oracle" in res.metrics.index and res.reasoning["invalid_decision_rate"] == 0.0
     assert res.reasoning["hallucination_rate"] == 0.0  # the template teacher quotes verbatim
     # probed rows are still verifiable: the teacher re-writes from them without hallucinating
@@ -299,15 +291,8 @@ def test_end_to_end_on_the_synthetic_market_with_the_real_pipeline(tmp_path):
 
 def test_max_rows_keeps_every_ticker_on_whole_consecutive_dates(market):
     store, rows = market  # sorted by ticker: the first 24 rows are one ticker's first 12 days
-    res = evaluate(
-        CallablePolicy(_momentum_writer, name="momo-writer"),
-        rows,
-        store,
-        probes=(),
-        max_rows=24,
-        scorer=_stub_scorer,
-        progress=False,
-    )
+    res = evaluate(CallablePolicy(_momentum_writer, name="momo-writer"), rows, store,
+                   EvalConfig(probes=[], max_rows=24, progress=False), scorer=_stub_scorer)
     traded = res.backtests["momo-writer"].positions
     assert res.config["rows"] == 24 and res.config["backtest_rows"] == 12
     assert set(traded.columns) == set(TICKERS)
@@ -335,8 +320,8 @@ def test_verdict_says_where_the_policy_stands(result, market):
     assert not any("no valid decision" in ln for ln in lines)
     # a policy that never commits is called out, not dressed up
     store, rows = market
-    mute = evaluate(CallablePolicy(lambda row: "no idea", name="mute"), rows[:20], store, probes=(),
-                    scorer=_stub_scorer, progress=False)
+    mute = evaluate(CallablePolicy(lambda row: "no idea", name="mute"), rows[:20], store,
+                    EvalConfig(probes=[], progress=False), scorer=_stub_scorer)
     said = " ".join(verdict(mute))
     assert "no valid decision on 100%" in said and "no Sharpe ratio" in said
 
@@ -362,7 +347,8 @@ class _Coin:
 
 def test_probes_come_with_a_resampling_noise_baseline(market):
     store, rows = market
-    res = evaluate(_Coin(), rows, store, probes=("anon",), scorer=_stub_scorer, progress=False, bootstrap_reps=100)
+    res = evaluate(_Coin(), rows, store, EvalConfig(probes=["anon"], progress=False, bootstrap_reps=100),
+                   scorer=_stub_scorer)
     # same seed on the rewritten prompts: nothing flips; a new seed on the same prompts: ~80 % flip
     assert res.probes["anon"]["flip_rate"] == 0.0
     assert 0.65 < res.probes["noise"]["flip_rate"] < 0.95 and res.probes["noise"]["meaningful"]
@@ -374,7 +360,7 @@ def test_probes_come_with_a_resampling_noise_baseline(market):
 
 def test_baselines_only_mode(market, tmp_path):
     store, rows = market
-    res = evaluate(None, rows, store, out_dir=tmp_path, progress=False, bootstrap_reps=100, min_dates=50)
+    res = evaluate(None, rows, store, EvalConfig(out_dir=tmp_path, progress=False, bootstrap_reps=100, min_dates=50))
     assert not res.has_policy and res.policy == "baselines" and "buy_and_hold" in res.metrics.index
     assert res.probes == {} and res.reasoning == {}
     from thesisgym.evaluate.report import verdict
@@ -410,9 +396,11 @@ def test_bullets_are_marked_verified_hallucinated_or_misfiled():
         "<conclusion>ok</conclusion>\n<decision>BUY</decision>"
     )
     marks = bullet_marks(thesis, row)
-    assert [m[2] for m in marks] == ["verified", "misfiled", "hallucinated"]
-    assert "cites N1 from news, filed under technical" in marks[1][3]
-    assert marks[2][3]  # the verifier's reason
+    assert [m["verdict"] for m in marks] == ["verified", "misfiled", "hallucinated"]
+    # the reasons are the reward stack's own (rewards.evidence), not a second check
+    assert marks[1]["why"] == "misfiled: cites N1 (news) under <technical>"
+    assert marks[2]["why"] == "quote not in the evidence"
+    assert marks[0]["quote"] == "close 10.5 up 2%" and marks[0]["ids"] == ["T1"] and marks[0]["section"] == "technical"
 
 
 def test_training_curves_are_read_from_the_model_dir(market, tmp_path):
@@ -423,10 +411,11 @@ def test_training_curves_are_read_from_the_model_dir(market, tmp_path):
     (tmp_path / "run" / "log_history.json").write_text(json.dumps(log))
     pol = CallablePolicy(_momentum_writer, name="momo-writer")
     pol.model_path = str(model_dir)
-    res = evaluate(pol, rows[:60], store, probes=(), out_dir=tmp_path / "ev", scorer=_stub_scorer,
-                   progress=False, bootstrap_reps=100)
+    res = evaluate(pol, rows[:60], store, EvalConfig(probes=[], out_dir=tmp_path / "ev", progress=False,
+                                                     bootstrap_reps=100), scorer=_stub_scorer)
     html = (tmp_path / "ev" / "report.html").read_text()
     assert "id='training'" in html and (tmp_path / "ev" / "training.png").exists()
     assert res.config["model_dir"] == str(model_dir)
     # the run settings are a table, not a Python dict
-    assert "<table class='settings'>" in html and "{'" not in html.split("<section id='verdict'>")[0]
+    assert "<summary>Run settings</summary><table class='kv'>" in html
+    assert "{'" not in html.split("<section id='verdict'>")[0]

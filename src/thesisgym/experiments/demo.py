@@ -103,8 +103,7 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
     """Run every stage; returns a summary dict (also written to `<out>/summary.json`)."""
     import datasets
 
-    from thesisgym.evaluate import HFPolicy, evaluate
-    from thesisgym.evaluate.report import verdict
+    from thesisgym.evaluate import EvalConfig, HFPolicy, evaluate, verdict
     from thesisgym.experiments import change_table, format_change_table, score_with_s
     from thesisgym.train import (
         CompactProgress,
@@ -123,7 +122,7 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
 
     @contextmanager
     def stage(name: str) -> Iterator[None]:
-        log(f"[bold cyan]==> {name}[/]")
+        log(f"==> {name}")  # plain text: log=print must not show markup
         t0 = time.perf_counter()
         yield
         timings[name] = round(time.perf_counter() - t0, 1)
@@ -157,8 +156,10 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
         policy = HFPolicy(grpo_model, max_new_tokens=config.max_completion_length, batch_size=16, name="tiny-grpo",
                           temperature=config.eval_temperature, seed=config.seed)
         probes = [p for p in config.probes.split(",") if p]
-        res = evaluate(policy, splits["test"], store, probes=probes, out_dir=out / "report",
-                       max_rows=config.eval_rows, seed=config.seed, progress=True, train=splits["train"])
+        eval_cfg = EvalConfig(probes=probes, out_dir=out / "report", max_rows=config.eval_rows, seed=config.seed,
+                              smoke=config.sft_steps < DemoConfig().sft_steps, title="thesisgym demo: tiny-grpo",
+                              sections=report_sections(out, changes, len(eval_rows)))
+        res = evaluate(policy, splits["test"], store, eval_cfg, train=splits["train"])
 
     summary = {
         "out": str(out.resolve()),
@@ -181,6 +182,25 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
     # the evaluation itself (not JSON): the CLI prints it the way `thesisgym evaluate` does
     summary["evaluation"] = res
     return summary
+
+
+def report_sections(out: Path, changes: list[dict], rows: int) -> list:
+    """The demo's own material for the report (EvalConfig.sections): the SFT-vs-GRPO change table and
+    the learning curves."""
+    from thesisgym.evaluate import ReportSection
+
+    curves = out / "curves" / "training.png"
+    return [
+        ReportSection(title="SFT vs GRPO on the same held-out prompts", table=changes,
+                      text=f"Both checkpoints wrote theses for the same {rows} held-out test prompts with the same "
+                           "decoding: before = SFT, after = GRPO.",
+                      caption="change = GRPO minus SFT per reward component; lo and hi bound its 95% paired bootstrap "
+                              "interval; total is the weighted reward GRPO trained on. An interval containing 0 is no "
+                              "evidence that GRPO changed anything."),
+        ReportSection(title="Learning curves", images=[curves] if curves.exists() else [],
+                      caption="Left: held-out validation grounding and valid-decision rate as SFT sees more examples. "
+                              "Right: GRPO's mean reward on its training prompts per step."),
+    ]
 
 
 # the reward stack GRPO trains on in the demo (name -> weight); also the `total` row of the change table
