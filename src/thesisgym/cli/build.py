@@ -13,6 +13,8 @@ from pathlib import Path
 
 import typer
 
+from thesisgym.cli.common import fail
+
 
 def register(app: typer.Typer) -> None:
     """Attach this stage's commands to the root app."""
@@ -20,12 +22,8 @@ def register(app: typer.Typer) -> None:
     app.command("show-prompt")(show_prompt)
 
 
-def _fail(message: str) -> None:
-    from rich.console import Console
-    from rich.text import Text
-
-    Console(stderr=True, soft_wrap=True).print(Text("error: ", style="red") + Text(message), highlight=False)
-    raise typer.Exit(code=2)
+def _fail(problem: str | Exception) -> None:
+    fail(problem)  # the one CLI error printer: "error: ...", exit 2, option names for an ArgumentError
 
 
 def _period_end(value: str | None, flag: str) -> str | float | None:
@@ -105,7 +103,7 @@ def build(
         else:
             cfg = SplitConfig.model_validate({k: v for k, v in overrides.items() if v is not None})
     except (ValueError, OSError) as exc:
-        _fail(str(exc))
+        _fail(exc)
     import datasets
 
     datasets.disable_progress_bars()  # our own rich bar tracks the build; save_to_disk's tqdm is noise
@@ -122,7 +120,7 @@ def build(
         meta = splits.meta
         sample = splits["train"][0] if len(splits["train"]) else None  # read before the cache goes
     except ValueError as exc:
-        _fail(str(exc))
+        _fail(exc)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
 
@@ -210,7 +208,7 @@ def show_prompt(
     try:
         splits = load_splits(path)
     except ValueError as exc:
-        _fail(str(exc))
+        _fail(exc)
     if split not in splits:
         _fail(f"{path}: no split {split!r} (have {', '.join(splits)})")
     ds = splits[split]

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from thesisgym.cli.common import fail
+
 if TYPE_CHECKING:
     from thesisgym.data.store import MarketStore
 
@@ -25,13 +27,8 @@ def register(app: typer.Typer) -> None:
     app.add_typer(data_app, name="data")
 
 
-def _fail(message: str) -> None:
-    from rich.console import Console
-    from rich.text import Text
-
-    # plain Text, not markup: messages contain brackets ("[-1, 1]") that markup would eat
-    Console(stderr=True, soft_wrap=True).print(Text("error: ", style="red") + Text(message), highlight=False)
-    raise typer.Exit(code=2)
+def _fail(problem: str | Exception) -> None:
+    fail(problem)  # the one CLI error printer: "error: ...", exit 2, option names for an ArgumentError
 
 
 def print_summary(store: MarketStore, *, path: Path | None = None) -> None:
@@ -115,7 +112,7 @@ def synth(
         else:
             cfg = SynthConfig(**{k: v for k, v in overrides.items() if v is not None})
     except (ValueError, OSError) as exc:
-        _fail(str(exc))
+        _fail(exc)
     with Console().status(f"generating {cfg.n_tickers} tickers x {cfg.n_days} days (market {cfg.market})"):
         store = generate_market(cfg)
         store.save(out)
@@ -189,7 +186,7 @@ def import_(
                 [t.strip() for t in yfinance.split(",") if t.strip()], start, end, name=name
             )
         except (ValueError, OSError, ImportError, TypeError) as exc:
-            _fail(str(exc))
+            _fail(exc)
         store.save(out)
         print_summary(store, path=out)
         return
@@ -216,7 +213,7 @@ def import_(
                 merge_window_days=merge_days or None,
             )
         except (ValueError, OSError) as exc:
-            _fail(str(exc))
+            _fail(exc)
         store.save(out)
         print_summary(store, path=out)
         return
@@ -249,7 +246,7 @@ def import_shared_(
     try:
         store = import_shared(root)
     except (ValueError, OSError) as exc:
-        _fail(str(exc))
+        _fail(exc)
     store.save(out)
     print_summary(store, path=out)
 
@@ -269,7 +266,7 @@ def fetch_sec(
     try:
         facts, subs = fetch_company(cik, out, user_agent=user_agent, ticker=ticker)
     except (ValueError, OSError) as exc:
-        _fail(str(exc))
+        _fail(exc)
     print(
         f"wrote {facts} and {len(subs)} submissions file(s); import with --fundamentals {facts} "
         + " ".join(f"--submissions {p}" for p in subs)
@@ -291,7 +288,7 @@ def info(
     try:
         store = load_store(path, validate=not no_validate)
     except (ValueError, OSError) as exc:
-        _fail(str(exc))
+        _fail(exc)
     print_summary(store, path=path)
     if coverage:
         from rich.console import Console
@@ -305,5 +302,5 @@ def info(
             cfg = cfg.model_copy(update={"variations": 1, "eval_variations": 1})
             splits = build_splits(store, cfg, show_progress=False)
         except (ValueError, OSError) as exc:
-            _fail(str(exc))
+            _fail(exc)
         print_coverage(Console(), splits.meta)
