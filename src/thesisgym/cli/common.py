@@ -85,7 +85,7 @@ def validation_message(exc: Any, flags: dict[str, str] | None = None) -> str:
         bounds = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}
         if kind in bounds:
             bound = next(iter(ctx.values()), "?")
-            what = f"must be {bounds[kind]} {bound}"
+            what = f"must be {bounds[kind]} {bound:g}" if isinstance(bound, (int, float)) else f"must be {bounds[kind]} {bound}"
         elif kind == "extra_forbidden":
             what = "unknown setting"
         elif kind == "missing":

@@ -238,8 +238,7 @@ def decide(policy: Policy, rows: list[dict], *, label: str, config: EvalConfig) 
     """(completions, transport error or None per row), `config.chunk` rows per call, with progress."""
     out: list[str] = []
     errors: list[str | None] = []
-    show = config.progress and len(rows) > config.chunk
-    with Ticker(len(rows), label, enabled=show, unit="rows") as ticker:
+    with Ticker(len(rows), label, enabled=config.progress, unit="rows") as ticker:
         for lo in range(0, len(rows), config.chunk):
             batch = rows[lo : lo + config.chunk]
             comps = list(policy.decide(batch))
