@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from thesisgym.data.store import MarketStore
-from thesisgym.evaluate import CallablePolicy, EvalConfig, EvalResult, JsonlPolicy, evaluate
+from thesisgym.evaluate import CallablePolicy, EvalConfig, EvalResult, JsonlPolicy, ReportSection, evaluate
 from thesisgym.schema import LABELS, SYSTEM_PROMPT
 from thesisgym.thesis import extract_numbers
 
@@ -103,6 +103,20 @@ def _momentum_writer(row: dict) -> str:
     return f'<technical>\n- The recent move matters for the coming week and it is a clear signal "{quote}" [T1]\n</technical>\n<conclusion>Trend.</conclusion>\n<decision>{dec}</decision>'
 
 
+def _thesis_of(decision: str, row: dict) -> str:
+    quote = row["evidence"][0]["text"]
+    return (f'<technical>\n- The recent move matters for the coming week and it is a clear signal "{quote}" [T1]\n'
+            f"</technical>\n<conclusion>Trend.</conclusion>\n<decision>{decision}</decision>")
+
+
+# the rows of the demo's SFT-vs-GRPO change table (experiments.change_table), nan included
+CHANGE_ROWS = [
+    {"component": "grounding", "before": 0.1, "after": 0.2, "change": 0.1, "lo": 0.02, "hi": 0.18, "n": 16},
+    {"component": "hallucination_rate", "before": float("nan"), "after": float("nan"), "change": float("nan"),
+     "lo": float("nan"), "hi": float("nan"), "n": 0},
+]
+
+
 def _stub_scorer(completion, row):
     return {
         "structure": 0.5 + 0.5 * ("<technical>" in completion),
@@ -187,43 +201,57 @@ def test_report_html_is_self_contained(result):
     assert 'src="http' not in html and "<script" not in html  # nothing to fetch
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed")
-def test_report_renders_in_headless_chromium(result, tmp_path):
-    _, out = result
-    url = (out / "report.html").resolve().as_uri()
-    base = [
-        "chromium",
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        f"--user-data-dir={tmp_path / 'profile'}",
-    ]
-    dom = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=90)
+CHROMIUM = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+# injected into a copy of the report (the report itself has no script): where does content overflow?
+_OVERFLOW_PROBE = """<script>window.addEventListener('load',()=>{const w=document.documentElement.clientWidth;
+const bad=[];document.querySelectorAll('table,img,pre,h1,p,li,figure').forEach(e=>{const r=e.getBoundingClientRect();
+if(r.width>0&&r.right>w+1)bad.push(e.tagName+' in #'+((e.closest('section')||{}).id||'top'))});
+const o=document.createElement('div');o.id='overflow';o.textContent=JSON.stringify(bad);document.body.appendChild(o);});
+</script>"""
+
+
+def render(report, tmp_path, widths=(900, 1400), name="report"):
+    """(DOM text, {width: overflowing elements}) of a report in headless Chromium; screenshots beside."""
+    url = report.resolve().as_uri()
+    base = [*CHROMIUM, f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
-    for text in (
-        "Headline metrics",
-        "Net asset value",
-        "Drawdown",
-        "Reasoning quality",
-        "Per-ticker results",
-        "Memorisation probes",
-        "momo-writer",
-        "truth_oracle",
-    ):
-        assert text in dom.stdout
-    assert dom.stdout.count("<img") == 5
-    for text in ("Decision accuracy vs baselines", "Example theses", "equal_weight_long", "Run settings"):
-        assert text in dom.stdout
-    for width in (900, 1400):  # a laptop half-screen and a desktop
-        shot = tmp_path / f"shot{width}.png"
-        run = subprocess.run(
-            [*base, f"--screenshot={shot}", f"--window-size={width},3000", url],
-            capture_output=True,
-            text=True,
-            timeout=90,
-        )
-        assert run.returncode == 0 and shot.exists() and shot.stat().st_size > 20_000  # a real page, not blank
+    probe = tmp_path / f"{name}-probe.html"
+    probe.write_text(report.read_text().replace("</body>", _OVERFLOW_PROBE + "</body>"))
+    overflow = {}
+    for width in widths:
+        run = subprocess.run([*base, f"--window-size={width},2000", "--dump-dom", probe.as_uri()],
+                             capture_output=True, text=True, timeout=120)
+        overflow[width] = json.loads(re.search(r'<div id="overflow">(.*?)</div>', run.stdout).group(1))
+        shot = tmp_path / f"{name}{width}.png"
+        subprocess.run([*base, f"--screenshot={shot}", f"--window-size={width},3000", url], capture_output=True,
+                       timeout=120)
+        assert shot.exists() and shot.stat().st_size > 20_000  # a real page, not blank
+    return dom.stdout, overflow
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed")
+def test_report_renders_in_headless_chromium_and_fits_900_px(result, market, tmp_path):
+    _, out = result
+    dom, overflow = render(out / "report.html", tmp_path)
+    for text in ("Model card", "Headline metrics", "Net asset value", "Drawdown", "Reasoning quality",
+                 "Per-ticker results", "Memorisation probes", "momo-writer", "truth_oracle",
+                 "Decision accuracy vs baselines", "Example theses", "equal_weight_long", "Run settings"):
+        assert text in dom
+    assert dom.count("<img") == 5
+    # the bottom line comes before any table or figure
+    assert dom.index("id=\"bottom-line\"") < dom.index("<table") and dom.index("bottom-line") < dom.index("<img")
+    # nothing scrolls sideways on a laptop half-screen or a desktop
+    assert overflow == {900: [], 1400: []}
+    # a smoke run of a constant policy, with the demo's extra sections: same checks
+    store, rows = market
+    smoke = evaluate(CallablePolicy(lambda row: _thesis_of("BUY", row), name="always-buy"), rows, store,
+                     EvalConfig(out_dir=tmp_path / "smoke", progress=False, probes=["digits"], smoke=True,
+                                bootstrap_reps=50, sections=[ReportSection(title="SFT vs GRPO", table=CHANGE_ROWS,
+                                                                           images=[out / "nav.png"])]),
+                     scorer=_stub_scorer)
+    dom, overflow = render(smoke.report_path, tmp_path, name="smoke")
+    assert "Smoke run." in dom and "SFT vs GRPO" in dom and overflow == {900: [], 1400: []}
 
 
 def test_cli_evaluate_with_completions(result, market, tmp_path):
@@ -419,3 +447,98 @@ def test_training_curves_are_read_from_the_model_dir(market, tmp_path):
     # the run settings are a table, not a Python dict
     assert "<summary>Run settings</summary><table class='kv'>" in html
     assert "{'" not in html.split("<section id='verdict'>")[0]
+
+
+# --- the bottom line, the model card, meaningless figures ---------------------------------------------
+def test_the_bottom_line_names_a_constant_policy_before_any_metric(market, tmp_path):
+    from thesisgym.evaluate import bottom_line, verdict
+
+    store, rows = market
+    res = evaluate(CallablePolicy(lambda row: _thesis_of("BUY", row), name="always-buy"), rows, store,
+                   EvalConfig(out_dir=tmp_path, progress=False, probes=["anon"], bootstrap_reps=50),
+                   scorer=_stub_scorer)
+    line = ("always-buy is degenerate: it decided BUY on 240 of 240 rows, so it is the always-BUY baseline, "
+            "not an analyst.")
+    assert bottom_line(res) == line
+    html = (tmp_path / "report.html").read_text()
+    assert html.index(line) < html.index("<table")
+    # its 0 % flips under a probe say nothing: marked, in the verdict too
+    assert res.probes["anon"]["meaningful"] is False
+    assert ("Probe anon: not meaningful: the policy decided BUY on every valid row of both runs (a constant policy "
+            "ignores what a probe changes).") in verdict(res)
+
+
+def test_bottom_line_rules(market):
+    from thesisgym.evaluate import bottom_line
+
+    store, rows = market
+    cfg = EvalConfig(probes=[], progress=False, bootstrap_reps=50)
+    mute = evaluate(CallablePolicy(lambda row: "no idea", name="mute"), rows[:60], store, cfg, scorer=_stub_scorer)
+    assert bottom_line(mute) == ("mute is degenerate: 60 of 60 theses (100%) have no valid decision, so its backtest "
+                                 "measures a format failure, not judgement.")
+    first3 = sorted({r["asof"] for r in rows})[:3]
+    few = evaluate(CallablePolicy(_momentum_writer, name="momo-writer"), [r for r in rows if r["asof"] in first3],
+                   store, cfg, scorer=_stub_scorer)
+    assert bottom_line(few) == ("momo-writer cannot be told from the baselines: 3 decision dates, 9 ticker-days are "
+                                "too few for an interval on its Sharpe ratio.")
+    full = evaluate(CallablePolicy(_momentum_writer, name="momo-writer"), rows, store, cfg, scorer=_stub_scorer)
+    c = full.comparisons
+    same = [k for k in ("buy_and_hold", "equal_weight_long", "random", "momentum_20d") if c[k]["lo"] <= 0 <= c[k]["hi"]]
+    assert bottom_line(full).startswith("momo-writer is ") and "on Sharpe at 95% (40 decision dates" in bottom_line(full)
+    if same:
+        assert "indistinguishable from" in bottom_line(full)
+    baselines = evaluate(None, rows, store, cfg)
+    assert bottom_line(baselines) == "Baselines only: no policy was evaluated (40 decision dates, 120 ticker-days)."
+
+
+def test_meaningless_figures_are_marked_not_shown(market, tmp_path):
+    store, rows = market
+    res = evaluate(CallablePolicy(_momentum_writer, name="momo-writer"), rows, store,
+                   EvalConfig(out_dir=tmp_path, progress=False, probes=[], bootstrap_reps=50, max_rows=24),
+                   scorer=_stub_scorer)
+    # 4 decision dates held 7 days: about 11 trading days, far too few to annualise
+    assert res.metrics["annualized_return"].isna().all() and res.metrics["calmar"].isna().all()
+    html = (tmp_path / "report.html").read_text()
+    text = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", html)
+    assert "Annualised return is n/a:" in text
+    assert not re.search(r"\bnan\b", text, re.I) and "–" not in text  # one symbol for n/a
+    assert "[CI]" not in text and "No intervals: 4 decision dates are too few for a bootstrap." in text
+
+
+def test_the_heldout_run_honours_what_was_asked(market):
+    store, rows = market
+    main = [r for r in rows if r["ticker"] != "CCC"]
+    held = [r for r in rows if r["ticker"] == "CCC"]
+    teacher = CallablePolicy(lambda row: _thesis_of("SELL", row), name="teacher")
+    keyed = {(r["ticker"], r["asof"], r["variation"]): "HOLD" for r in rows}
+    cfg = EvalConfig(probes=["anon"], progress=False, bootstrap_reps=50, noise_seed=11, log_nav=True, cost_bps=9)
+    res = evaluate(_Coin(), main, store, cfg, heldout=held, accuracy_policies={"teacher": teacher},
+                   accuracy_baselines={"always HOLD": keyed}, scorer=_stub_scorer)
+    h = res.heldout
+    assert {"teacher", "always HOLD"} <= set(res.accuracy.index) and {"teacher", "always HOLD"} <= set(h.accuracy.index)
+    assert h.accuracy.loc["teacher", "rows"] == len(held)
+    for key in ("noise_seed", "log_nav", "cost_bps", "bootstrap_reps"):
+        assert h.config[key] == res.config[key], key
+    assert h.config["role"] == "heldout" and h.probes == {}  # the held-out run has no probes
+    # decisions for other rows only: an error on the main split, left out (and said) on the held-out one
+    with pytest.raises(ValueError, match=r"accuracy_baselines\['partial'\]: no decision for 80 of 160 rows"):
+        evaluate(_Coin(), main, store, cfg, accuracy_baselines={"partial": {k: v for k, v in keyed.items()
+                                                                            if k[0] == "AAA"}}, scorer=_stub_scorer)
+    res = evaluate(_Coin(), main, store, cfg, heldout=held, scorer=_stub_scorer,
+                   accuracy_baselines={"main only": {k: v for k, v in keyed.items() if k[0] != "CCC"}})
+    assert "main only" not in res.heldout.accuracy.index
+    assert any("left out of the held-out table" in w for w in res.heldout.warnings)
+
+
+def test_extra_sections_are_rendered_with_tables_and_images(market, tmp_path):
+    store, rows = market
+    with pytest.raises(ValueError, match="no such image file"):
+        ReportSection(title="curves", images=[tmp_path / "missing.png"])
+    res = evaluate(CallablePolicy(_momentum_writer, name="momo-writer"), rows[:60], store,
+                   EvalConfig(out_dir=tmp_path, progress=False, probes=[], bootstrap_reps=50,
+                              sections=[ReportSection(title="SFT vs GRPO", text="same prompts", table=CHANGE_ROWS,
+                                                      caption="change = after - before")]), scorer=_stub_scorer)
+    html = res.report_path.read_text()
+    assert "<h2>Training and extra material</h2><h3>SFT vs GRPO</h3><p>same prompts</p>" in html
+    assert "<td>grounding</td><td>0.100</td><td>0.200</td><td>0.100</td><td>0.020</td><td>0.180</td><td>16</td>" in html
+    assert "<td>hallucination_rate</td><td>n/a</td>" in html and "How to read this: change = after - before" in html

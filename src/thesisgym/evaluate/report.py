@@ -64,6 +64,8 @@ def _fmt(metric: str, v: Any) -> str:
         return v
     if isinstance(v, (bool, np.bool_)):
         return "yes" if v else "no"
+    if isinstance(v, (int, np.integer)):
+        return str(v)
     if metric in PCT_METRICS:
         return f"{100 * float(v):.1f}%"
     if metric in COUNT_METRICS:
