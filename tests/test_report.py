@@ -542,3 +542,80 @@ def test_extra_sections_are_rendered_with_tables_and_images(market, tmp_path):
     assert "<h2>Training and extra material</h2><h3>SFT vs GRPO</h3><p>same prompts</p>" in html
     assert "<td>grounding</td><td>0.100</td><td>0.200</td><td>0.100</td><td>0.020</td><td>0.180</td><td>16</td>" in html
     assert "<td>hallucination_rate</td><td>n/a</td>" in html and "How to read this: change = after - before" in html
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A one-step SFT then a one-step GRPO run of a minimal tiny model (the run cards are what matters)."""
+    import torch
+
+    from thesisgym.teachers import TemplateTeacher
+    from thesisgym.teachers.distill import distill
+    from thesisgym.train.config import build_config
+    from thesisgym.train.grpo import run_grpo
+    from thesisgym.train.sft import run_sft
+    from thesisgym.train.toy import toy_dataset
+
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("card")
+    ctx = toy_dataset(8, seed=0, items_per_section=2, sections=("technical", "news"))
+    from datasets import DatasetDict
+
+    DatasetDict({"train": ctx}).save_to_disk(str(root / "contexts"))
+    distill(ctx, TemplateTeacher(bullets=(1, 2)), n=2, decision_tolerance=1, min_grounding=0.0).save(
+        root / "distilled", split="train")
+    tiny = {"vocab_size": 600, "hidden_size": 32, "layers": 1, "heads": 2, "kv_heads": 1}
+    common = {"max_steps": 1, "save_steps": 1000, "report_to": "none", "seed": 5}
+    sft = run_sft(build_config({"output_dir": str(root / "sft"), "model": {"name_or_path": "tiny", "tiny": tiny},
+                                "data": {"dataset": str(root / "distilled")}, "per_device_train_batch_size": 2,
+                                "learning_rate": 1e-3, "max_length": 1024, **common}, kind="sft"))
+    grpo = run_grpo(build_config({"output_dir": str(root / "grpo"), "model": {"name_or_path": str(sft)},
+                                  "data": {"dataset": str(root / "contexts")}, "per_device_train_batch_size": 2,
+                                  "num_generations": 2, "max_completion_length": 8, "learning_rate": 1e-4,
+                                  "rewards": {"funcs": ["structure", "evidence"], "weights": [0.5, 1.0]}, **common},
+                                 kind="grpo"))
+    return sft, grpo
+
+
+def test_run_cards_record_what_training_did(trained):
+    from thesisgym.train.card import CARD_FILE, read_card
+
+    sft, grpo = trained
+    card = read_card(grpo)
+    assert (grpo / CARD_FILE).is_file() and card is not None
+    first, second = card.chain()
+    assert (first.kind, second.kind) == ("sft", "grpo") and second.previous == read_card(sft)
+    assert first.base_model.endswith("tiny-base") and second.base_model == str(sft)
+    assert first.steps == 1 and first.batch_size == 2 and first.train_rows > 0 and first.seed == 5
+    assert second.rewards == {"structure": 0.5, "evidence": 1.0} and second.settings["num_generations"] == 2
+    assert second.parameters > 0 and "1 layers, hidden 32" in second.architecture
+    assert second.wall_seconds > 0 and second.machine["cpus"] and second.versions["trl"]
+    with pytest.raises(ValueError, match="not a thesisgym run card"):
+        (sft / CARD_FILE).write_text('{"kind": "sft"}')
+        read_card(sft)
+
+
+def test_the_report_opens_with_the_model_card(trained, market, tmp_path):
+    from thesisgym.evaluate.report import card_rows
+
+    _, grpo = trained
+    store, rows = market
+    pol = CallablePolicy(_momentum_writer, name="momo-writer")
+    pol.model_path = str(grpo)
+    res = evaluate(pol, rows[:60], store, EvalConfig(out_dir=tmp_path, progress=False, probes=[], bootstrap_reps=50),
+                   scorer=_stub_scorer)
+    card = dict(card_rows(res))
+    assert card["policy"] == f"momo-writer: model {grpo}"
+    assert card["base model"].startswith(str(grpo.parent.parent / "sft" / "tiny-base"))
+    assert card["SFT"].startswith("1 steps x 2 examples, lr 0.001, seed 5,")
+    assert card["GRPO"].startswith("1 steps x 2 completions, lr 0.0001, seed 5,")
+    assert card["GRPO"].endswith("; rewards structure 0.5, evidence 1")
+    assert card["SFT data"].endswith("distilled [train], 7 rows") and card["GRPO data"].endswith("contexts [train], 8 rows")
+    assert card["training wall time"].endswith(" s") and card["machine"].startswith("cpu, ")
+    assert card["decisions"].endswith("(of 60 theses)") and card["evaluated on"].startswith("store handmade: 60 rows")
+    html = res.report_path.read_text()
+    assert html.index("<h2>Model card</h2>") < html.index("<h2>Headline metrics</h2>")
+    # a model without a card says so instead of guessing
+    pol.model_path = str(tmp_path)
+    res = evaluate(pol, rows[:60], store, EvalConfig(progress=False, probes=[], bootstrap_reps=50), scorer=_stub_scorer)
+    assert dict(card_rows(res))["training"].startswith(f"no training record (thesisgym_run.json) in {tmp_path}")
