@@ -192,3 +192,34 @@ def test_threads_default_to_one_on_cpu_for_small_models_and_are_overridable(tmp_
     monkeypatch.delenv("OMP_NUM_THREADS")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert choose_threads(None) is None
+
+
+def test_train_prints_through_our_progress_not_trl(tmp_path, monkeypatch):
+    from datasets import DatasetDict
+
+    from thesisgym.teachers import TemplateTeacher
+    from thesisgym.teachers.distill import distill
+    from thesisgym.train.toy import toy_dataset
+
+    ctx = toy_dataset(8, seed=0, items_per_section=2, sections=("technical", "news"))
+    DatasetDict({"train": ctx}).save_to_disk(str(tmp_path / "contexts"))
+    distill(ctx, TemplateTeacher(bullets=(1, 2)), n=2, decision_tolerance=1, min_grounding=0.0).save(
+        tmp_path / "distilled", split="train")
+    cfg = tmp_path / "sft.yaml"
+    cfg.write_text(
+        "kind: sft\noutput_dir: " + str(tmp_path / "run") + "\n"
+        "model: {name_or_path: tiny, tiny: {vocab_size: 600, hidden_size: 32, layers: 1, heads: 2, kv_heads: 1}}\n"
+        "data: {dataset: " + str(tmp_path / "distilled") + "}\n"
+        "max_steps: 4\nlogging_steps: 2\nper_device_train_batch_size: 2\nlearning_rate: 0.001\nsave_steps: 1000\n"
+        "report_to: none\nmax_length: 1024\n")
+    res = run("train", "sft", "--config", cfg, "--threads", 1)
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert lines[0] == "    SFT: started, 4 steps to do" and lines[1].startswith("    step 2/4  loss ")
+    assert lines[-2].startswith("    SFT: 4/4 steps done in ")
+    assert lines[-1] == f"done: final model in {tmp_path / 'run' / 'final'}"
+    assert "{'loss'" not in res.output and "it/s" not in res.output  # no TRL dicts, no tqdm
+    assert (tmp_path / "run" / "final" / "thesisgym_run.json").is_file()
+    res = run("train", "sft", "--config", tmp_path / "missing.yaml")
+    assert res.exit_code == 2 and len(res.output.splitlines()) == 1
+    assert res.output.startswith(f"error: config {tmp_path / 'missing.yaml'} is neither a file nor a shipped recipe (")

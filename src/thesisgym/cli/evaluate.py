@@ -43,14 +43,14 @@ _DATASET = typer.Option(..., "--dataset", help="split directory written by `thes
 _OUT = typer.Option(..., "--out", help="directory for report.html, PNGs, metrics.json, completions.jsonl")
 _SPLIT = typer.Option("test", "--split", help="which split to evaluate")
 _STORE = typer.Option(None, "--store", show_default="from the dataset's build_meta.json", help="MarketStore directory")
-_CONFIG = typer.Option(None, "--config", help="YAML of EvalConfig settings; options given here override it")
+_CONFIG = typer.Option(None, "--config", show_default="none", help="YAML of EvalConfig settings; options given here override it")
 _MODEL = typer.Option(None, "--model", rich_help_panel=SOURCE, help="HF model path or id to generate with")
 _COMPLETIONS = typer.Option(None, "--completions", rich_help_panel=SOURCE,
                             help="JSONL of precomputed completions (keyed by split row 'index' or ticker+asof+variation)")
 _OPENAI_MODEL = typer.Option(None, "--openai-model", rich_help_panel=SOURCE, help="model name on an OpenAI-compatible server")
-_BASELINES = typer.Option(False, "--baselines-only", rich_help_panel=SOURCE,
+_BASELINES = typer.Option(False, "--baselines-only", show_default="off", rich_help_panel=SOURCE,
                           help="no policy: backtest the baselines and oracles alone")
-_TEACHER = typer.Option(None, "--teacher-completions",
+_TEACHER = typer.Option(None, "--teacher-completions", show_default="none",
                         help="JSONL of the teacher's theses on the split: its accuracy becomes a baseline")
 _BASE_URL = typer.Option(None, "--base-url", rich_help_panel=LLM, help="--openai-model: base URL, e.g. http://localhost:8000/v1")
 _API_KEY_ENV = typer.Option("OPENAI_API_KEY", "--api-key-env", rich_help_panel=LLM, help="env var holding the API key")
@@ -67,11 +67,11 @@ _PROBES = typer.Option("anon,shift,digits", "--probes", rich_help_panel=EVAL, he
 _MAX_ROWS = typer.Option(None, "--max-rows", min=1, rich_help_panel=EVAL, show_default="every row",
                          help="at most N rows: whole consecutive as-of dates (every ticker) from the start of the split")
 _COST = typer.Option(5.0, "--cost-bps", min=0.0, rich_help_panel=EVAL, help="trading cost per unit of position change, bps")
-_LONG_ONLY = typer.Option(False, "--long-only", rich_help_panel=EVAL, help="map short decisions to flat")
+_LONG_ONLY = typer.Option(False, "--long-only", show_default="off", rich_help_panel=EVAL, help="map short decisions to flat")
 _HOLD = typer.Option(None, "--hold-days", min=1, rich_help_panel=EVAL, show_default="the label horizon, 7",
                      help="close positions after N trading days or at the next decision")
 _HELDOUT = typer.Option(True, "--heldout/--no-heldout", help="also evaluate the held-out-ticker split when there is one")
-_LOG_NAV = typer.Option(False, "--log-nav", rich_help_panel=EVAL, help="NAV plot on a log scale")
+_LOG_NAV = typer.Option(False, "--log-nav", show_default="off", rich_help_panel=EVAL, help="NAV plot on a log scale")
 _REPS = typer.Option(1000, "--bootstrap-reps", min=10, rich_help_panel=EVAL, help="bootstrap resamples per interval")
 _MAX_NEW = typer.Option(1024, "--max-new-tokens", min=1, rich_help_panel=GEN, help="tokens per thesis at most")
 _BATCH = typer.Option(8, "--batch-size", min=1, rich_help_panel=GEN, help="--model: prompts per generate() call")
