@@ -8,11 +8,12 @@ input (an endpoint down, a check that did not pass). `ThesisgymGroup` gives clic
 commands in pipeline order.
 
 Threads: torch uses one intra-op thread per core by default. For the small models this project
-trains on CPU that is a bad trade on a shared machine: measured on 2 cores with another process
-busy on one (bench/bench_threads.py, docs/report.md), generation with 2 threads ran many times
-slower than with 1, and on the idle machine 2 threads gained little. So the commands that run a
-model default to 1 thread on CPU for small models, leave torch alone on a GPU, for large models or
-when OMP_NUM_THREADS is set, and take `--threads N` (0 = torch's default).
+trains on CPU that is a bad trade on a shared machine: measured on 2 shared cores
+(bench/bench_threads.py, docs/report.md), generation with 2 threads ran 4-18x slower than with 1
+for 2.4M and 28M parameter models, an SFT step 2.3-2.4x slower. So the commands that run a model
+default to 1 thread on CPU for models up to SMALL_MODEL_PARAMS, leave torch alone on a GPU, for
+larger or unknown models (not measured here) or when OMP_NUM_THREADS is set, and take
+`--threads N` (0 = torch's default).
 """
 
 from __future__ import annotations
@@ -42,9 +43,9 @@ PIPELINE_ORDER = ("data", "build", "show-prompt", "score", "audit", "distill", "
 
 # models up to this many parameters count as small: on CPU they run on one thread by default
 SMALL_MODEL_PARAMS = 200_000_000
-THREADS_HELP = ("torch CPU threads. Default: 1 on CPU for models up to 200M parameters (measured: on 2 "
-                "cores with another process busy, 2 threads generated ~10x slower than 1; idle, 2 threads "
-                "gained under 1.3x); torch's own default on a GPU, for larger models, or when "
+THREADS_HELP = ("torch CPU threads. Default: 1 on CPU for models up to 200M parameters (measured on a shared "
+                "2-core machine, bench/bench_threads.py: 2 threads generated 4-18x slower than 1 for 2.4M and 28M "
+                "parameter models); torch's own default on a GPU, for larger or unknown models, or when "
                 "OMP_NUM_THREADS is set. 0 = torch's default (one per core).")
 
 

@@ -43,7 +43,8 @@ def demo(
     from rich.console import Console
     from rich.text import Text
 
-    from thesisgym.cli.evaluate import print_summary
+    from thesisgym.cli.evaluate import NAN, print_summary
+    from thesisgym.evaluate.stats import fmt_interval
     from thesisgym.experiments.demo import DemoConfig, run_demo
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -69,9 +70,8 @@ def demo(
     # the same tables (with intervals) and verdict as `thesisgym evaluate`
     print_summary(summary["evaluation"], title="held-out test period: policy vs baselines vs oracle", console=console)
     r = summary["reasoning"]
-    console.print("reasoning: " + ", ".join(
-        f"{k} {v:.3f}" for k, v in r.items() if isinstance(v, float)
-        and k in ("hallucination_rate", "grounding", "decision_accuracy", "invalid_decision_rate", "loop_rate")),
-        markup=False, highlight=False)
+    shown = ("hallucination_rate", "grounding", "decision_accuracy", "invalid_decision_rate", "loop_rate")
+    console.print("reasoning: " + ", ".join(f"{k} {fmt_interval(v, NAN, NAN, digits=3)}" for k, v in r.items()
+                                            if isinstance(v, float) and k in shown), markup=False, highlight=False)
     console.print(f"total {summary['seconds']['total']:.0f} s; report: {summary['report']}", markup=False, highlight=False,
                   soft_wrap=True)

@@ -19,8 +19,16 @@ import pandas as pd
 
 from thesisgym.evaluate.result import EvalResult
 
-# colour-blind-safe palette (Okabe-Ito) for the baselines and oracles; black is the policy's alone
-COLORS = ("#E69F00", "#56B4E9", "#009E73", "#CC79A7", "#0072B2", "#D55E00", "#999999")
+# colour-blind-safe (Okabe-Ito) colours and distinct dash patterns per strategy; black is the policy's alone
+STYLES = {
+    "buy_and_hold": {"color": "#E69F00", "ls": "--"},
+    "equal_weight_long": {"color": "#56B4E9", "ls": "-."},
+    "random": {"color": "#999999", "ls": (0, (6, 2))},
+    "label_oracle": {"color": "#CC79A7", "ls": ":"},
+    "truth_oracle": {"color": "#D55E00", "ls": ":"},
+}
+MOMENTUM = {"color": "#009E73", "ls": (0, (3, 1, 1, 1, 1, 1))}
+OTHER = ("#0072B2", "#F0E442", "#000080")
 REWARD_FIRST = ("structure", "evidence", "decision_reward", "market", "s", "consistency", "loop_penalty",
                 "hallucination_rate", "citation_precision", "grounding", "fsr", "dsr", "weighted")
 SCORE_SKIP = {"ticker", "asof", "variation", "decision", "label", "transport_error", "s_is_placeholder"}
@@ -35,10 +43,14 @@ class Plot:
 
 
 def style(name: str, i: int, policy: str) -> dict[str, Any]:
-    """Line style of a strategy: the policy thick solid black, oracles dotted, baselines dashed."""
+    """Line style of a strategy: the policy thick solid black; every baseline its own colour and dash
+    pattern (dashed kinds for baselines, dotted for the oracles, which see the future)."""
     if name == policy:
         return {"lw": 2.6, "color": "black", "ls": "-", "zorder": 5}
-    return {"lw": 1.3, "color": COLORS[i % len(COLORS)], "ls": ":" if "oracle" in name else "--"}
+    fixed = STYLES.get(name) or (MOMENTUM if name.startswith("momentum_") else None)
+    if fixed is None:
+        fixed = {"color": OTHER[i % len(OTHER)], "ls": ":" if "oracle" in name else "--"}
+    return {"lw": 1.4, **fixed}
 
 
 def _save(fig: Any, path: Path) -> Path:
@@ -59,7 +71,7 @@ def _save(fig: Any, path: Path) -> Path:
 def _legend_words(result: EvalResult) -> str:
     oracles = [k for k in result.backtests if "oracle" in k]
     who = f"The thick black line is {result.policy}; " if result.has_policy else ""
-    return (who + "coloured dashed lines are the baselines"
+    return (who + "coloured dashed lines (one colour and dash pattern each) are the baselines"
             + (f"; dotted lines are oracles that see the future ({', '.join(oracles)}: a ceiling, not a target)"
                if oracles else "") + ".")
 

@@ -3,9 +3,10 @@
 Written for a person deciding whether a trained analyst is any good, in the order they need it:
 a smoke-run banner when it is one, the bottom line (one sentence that names degenerate behaviour
 before any metric, `verdict.bottom_line`), the model card (what was trained, on what, for how long,
-where), the verdict, then the evidence: headline table next to the baselines and oracles, NAV and
-drawdown, decision accuracy, held-out tickers, reasoning quality, example theses, training material
-(the caller's `ReportSection`s and the trainer log), probes, per-ticker results and the settings.
+where; the run settings fold out below it), the verdict, then the evidence: headline table next to
+the baselines and oracles, NAV and drawdown, decision accuracy, held-out tickers, reasoning quality,
+example theses, training material (the caller's `ReportSection`s and the trainer log), probes and
+per-ticker results. docs/report.md describes each part.
 
 Figures that mean nothing on the sample are not shown as if they did: an annualised return over
 fewer than `min_annualize_days` days is n/a, a "[CI]" header appears only over intervals, a probe on
@@ -132,7 +133,7 @@ def card_rows(result: EvalResult) -> list[tuple[str, str]]:
         rows.append(("decoding", decoding))
     if result.has_policy:
         n, invalid, valid = decision_mix(result)
-        mix = ", ".join(f"{k} {v}" for k, v in valid.most_common()) + (f", INVALID {invalid}" if invalid else "")
+        mix = ", ".join([f"{k} {v}" for k, v in valid.most_common()] + ([f"INVALID {invalid}"] if invalid else []))
         rows.append(("decisions", f"{mix} (of {n} theses)"))
     rows.append(("evaluated on", f"store {cfg.get('store')}: {cfg.get('rows')} rows, {cfg.get('backtest_rows')} "
                                  f"ticker-days on {cfg.get('decision_dates')} dates, {cfg.get('start')} to "
