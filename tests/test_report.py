@@ -335,7 +335,7 @@ def test_max_rows_keeps_every_ticker_on_whole_consecutive_dates(market):
 
 
 def test_verdict_says_where_the_policy_stands(result, market):
-    from thesisgym.evaluate.report import verdict
+    from thesisgym.evaluate import verdict
 
     res, _ = result
     lines = verdict(res)
@@ -380,7 +380,7 @@ def test_probes_come_with_a_resampling_noise_baseline(market):
     # same seed on the rewritten prompts: nothing flips; a new seed on the same prompts: ~80 % flip
     assert res.probes["anon"]["flip_rate"] == 0.0
     assert 0.65 < res.probes["noise"]["flip_rate"] < 0.95 and res.probes["noise"]["meaningful"]
-    from thesisgym.evaluate.report import verdict
+    from thesisgym.evaluate import verdict
 
     assert any("Probe anon flips 0% of the valid decisions vs" in ln and "from resampling alone" in ln
                for ln in verdict(res))
@@ -391,7 +391,7 @@ def test_baselines_only_mode(market, tmp_path):
     res = evaluate(None, rows, store, EvalConfig(out_dir=tmp_path, progress=False, bootstrap_reps=100, min_dates=50))
     assert not res.has_policy and res.policy == "baselines" and "buy_and_hold" in res.metrics.index
     assert res.probes == {} and res.reasoning == {}
-    from thesisgym.evaluate.report import verdict
+    from thesisgym.evaluate import verdict
 
     lines = verdict(res)
     assert lines[0].startswith("every backtest figure rests on 40 decision date(s)")  # under min_dates

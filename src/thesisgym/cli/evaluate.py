@@ -18,7 +18,7 @@ from typing import Any
 
 import typer
 
-from thesisgym.cli.common import EXIT_FAILURE, THREADS_OPTION, fail, message_of, set_threads
+from thesisgym.cli.common import EXIT_FAILURE, THREADS_OPTION, fail, message_of, quiet_libraries, set_threads
 from thesisgym.llm import DEFAULT_CACHE_PATH
 
 
@@ -104,6 +104,7 @@ def evaluate_cmd(
     cfg = eval_config(ctx, config, options)
     data, held, train = load_splits(dataset, split, heldout=heldout)
     if model is not None:
+        quiet_libraries()  # no weight-loading bars: the evaluation prints its own progress
         set_threads(threads, model=model)
     try:
         result = run(options, cfg, dataset, store, data, held, train)

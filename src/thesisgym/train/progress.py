@@ -28,7 +28,7 @@ SHOWN: tuple[tuple[str, str], ...] = (
     ("reward", "reward"),
     ("rewards/structure_reward/mean", "structure"),
     ("rewards/evidence_reward/mean", "evidence"),
-    ("rewards/decision_reward/mean", "decision"),
+    ("rewards/decision_reward/mean", "decision_reward"),
     ("decision/valid", "valid"),
     ("diag/hallucination_rate", "halluc"),
     ("frac_reward_zero_std", "zero_std"),
