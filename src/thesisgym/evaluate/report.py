@@ -43,7 +43,8 @@ body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:12
  padding:0 1em;line-height:1.4}
 h1{margin-bottom:.2em;overflow-wrap:anywhere} h2{margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
 table{border-collapse:collapse;margin:.6em 0;font-size:.92em;max-width:100%}
-th,td{border:1px solid #ddd;padding:.3em .5em;text-align:right;vertical-align:top;overflow-wrap:anywhere}
+th,td{border:1px solid #ddd;padding:.3em .5em;text-align:right;vertical-align:top;overflow-wrap:break-word}
+table.kv td,td.txt{overflow-wrap:anywhere} td.mark{white-space:nowrap}
 th:first-child,td:first-child{text-align:left} th{background:#f6f6f6;font-weight:600}
 tr.policy td{font-weight:600;background:#eef5ff} .ci{color:#666;font-size:.85em;white-space:nowrap}
 table.kv th{text-align:left;font-weight:500;color:#444;background:none;width:14em} table.kv td{text-align:left}
@@ -316,7 +317,7 @@ def _examples(result: EvalResult, k: int = 3) -> str:
         comp = comps.get((row["ticker"], str(row["asof"])[:10], 0), "")
         items = "".join(
             f"<tr class='{_e(m['verdict'])}'><td>{_e(m['section'])}</td><td class='txt'>{_e(m['text'])}</td>"
-            f"<td>{_e(m['verdict'])}</td><td class='txt'>{_e(m['why'])}</td></tr>"
+            f"<td class='mark'>{_e(m['verdict'])}</td><td class='txt'>{_e(m['why'])}</td></tr>"
             for m in bullet_marks(comp, row)
         ) or "<tr><td colspan='4'>no bullets</td></tr>"
         parts.append(
