@@ -234,10 +234,20 @@ def test_momentum_baseline_uses_only_past_closes():
 
 
 def test_other_baselines():
-    from thesisgym.evaluate.baselines import buy_and_hold, label_oracle, random_decisions, truth_oracle
+    from thesisgym.evaluate.baselines import (
+        buy_and_hold,
+        equal_weight_long,
+        label_oracle,
+        random_decisions,
+        truth_oracle,
+    )
 
     keys = pd.DataFrame({"ticker": ["A", "A", "B"], "date": DATES[:3].tolist()[:2] + [DATES[0]]})
-    assert buy_and_hold(keys)["decision"].eq("STRONG_BUY").all()
+    assert equal_weight_long(keys)["decision"].eq("STRONG_BUY").all() and len(equal_weight_long(keys)) == 3
+    # the true buy-and-hold buys each ticker once, at its first date
+    once = buy_and_hold(keys)
+    assert once["decision"].eq("STRONG_BUY").all() and once["ticker"].tolist() == ["A", "B"]
+    assert once["date"].tolist() == [DATES[0], DATES[0]]
     r1, r2 = random_decisions(keys, seed=3), random_decisions(keys, seed=3)
     assert r1.equals(r2) and set(r1["decision"]) <= set(DEFAULT_POSITIONS)
     assert label_oracle(keys, ["BUY", None, "SELL"])["decision"].tolist() == ["BUY", "HOLD", "SELL"]

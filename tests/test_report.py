@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from thesisgym.data.store import MarketStore
-from thesisgym.evaluate import CallablePolicy, EvalResult, JsonlPolicy, evaluate
+from thesisgym.evaluate import CallablePolicy, EvalConfig, EvalResult, JsonlPolicy, ReportSection, evaluate
 from thesisgym.schema import LABELS, SYSTEM_PROMPT
 from thesisgym.thesis import extract_numbers
 
@@ -103,6 +103,20 @@ def _momentum_writer(row: dict) -> str:
     return f'<technical>\n- The recent move matters for the coming week and it is a clear signal "{quote}" [T1]\n</technical>\n<conclusion>Trend.</conclusion>\n<decision>{dec}</decision>'
 
 
+def _thesis_of(decision: str, row: dict) -> str:
+    quote = row["evidence"][0]["text"]
+    return (f'<technical>\n- The recent move matters for the coming week and it is a clear signal "{quote}" [T1]\n'
+            f"</technical>\n<conclusion>Trend.</conclusion>\n<decision>{decision}</decision>")
+
+
+# the rows of the demo's SFT-vs-GRPO change table (experiments.change_table), nan included
+CHANGE_ROWS = [
+    {"component": "grounding", "before": 0.1, "after": 0.2, "change": 0.1, "lo": 0.02, "hi": 0.18, "n": 16},
+    {"component": "hallucination_rate", "before": float("nan"), "after": float("nan"), "change": float("nan"),
+     "lo": float("nan"), "hi": float("nan"), "n": 0},
+]
+
+
 def _stub_scorer(completion, row):
     return {
         "structure": 0.5 + 0.5 * ("<technical>" in completion),
@@ -116,15 +130,8 @@ def _stub_scorer(completion, row):
 def result(market, tmp_path_factory) -> tuple[EvalResult, object]:
     store, rows = market
     out = tmp_path_factory.mktemp("eval")
-    res = evaluate(
-        CallablePolicy(_momentum_writer, name="momo-writer"),
-        rows,
-        store,
-        out_dir=out,
-        scorer=_stub_scorer,
-        progress=False,
-        cost_bps=5,
-    )
+    res = evaluate(CallablePolicy(_momentum_writer, name="momo-writer"), rows, store,
+                   EvalConfig(out_dir=out, progress=False, cost_bps=5), scorer=_stub_scorer)
     return res, out
 
 
@@ -175,9 +182,8 @@ def test_outputs_are_written_and_replayable(result, market):
     )
     # completions.jsonl replays the same evaluation, probes included
     store, rows = market
-    again = evaluate(
-        JsonlPolicy(out / "completions.jsonl"), rows, store, scorer=_stub_scorer, progress=False, cost_bps=5
-    )
+    again = evaluate(JsonlPolicy(out / "completions.jsonl"), rows, store, EvalConfig(progress=False, cost_bps=5),
+                     scorer=_stub_scorer)
     pd.testing.assert_series_equal(
         again.backtests["completions"].returns, res.backtests["momo-writer"].returns, check_names=False
     )
@@ -195,43 +201,57 @@ def test_report_html_is_self_contained(result):
     assert 'src="http' not in html and "<script" not in html  # nothing to fetch
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed")
-def test_report_renders_in_headless_chromium(result, tmp_path):
-    _, out = result
-    url = (out / "report.html").resolve().as_uri()
-    base = [
-        "chromium",
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        f"--user-data-dir={tmp_path / 'profile'}",
-    ]
-    dom = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=90)
+CHROMIUM = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+# injected into a copy of the report (the report itself has no script): where does content overflow?
+_OVERFLOW_PROBE = """<script>window.addEventListener('load',()=>{const w=document.documentElement.clientWidth;
+const bad=[];document.querySelectorAll('table,img,pre,h1,p,li,figure').forEach(e=>{const r=e.getBoundingClientRect();
+if(r.width>0&&r.right>w+1)bad.push(e.tagName+' in #'+((e.closest('section')||{}).id||'top'))});
+const o=document.createElement('div');o.id='overflow';o.textContent=JSON.stringify(bad);document.body.appendChild(o);});
+</script>"""
+
+
+def render(report, tmp_path, widths=(900, 1400), name="report"):
+    """(DOM text, {width: overflowing elements}) of a report in headless Chromium; screenshots beside."""
+    url = report.resolve().as_uri()
+    base = [*CHROMIUM, f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
-    for text in (
-        "Headline metrics",
-        "Net asset value",
-        "Drawdown",
-        "Reasoning quality",
-        "Per-ticker results",
-        "Memorisation probes",
-        "momo-writer",
-        "truth_oracle",
-    ):
-        assert text in dom.stdout
-    assert dom.stdout.count("<img") == 5
-    for text in ("Decision accuracy vs baselines", "Example theses", "equal_weight_long", "Run settings"):
-        assert text in dom.stdout
-    for width in (900, 1400):  # a laptop half-screen and a desktop
-        shot = tmp_path / f"shot{width}.png"
-        run = subprocess.run(
-            [*base, f"--screenshot={shot}", f"--window-size={width},3000", url],
-            capture_output=True,
-            text=True,
-            timeout=90,
-        )
-        assert run.returncode == 0 and shot.exists() and shot.stat().st_size > 20_000  # a real page, not blank
+    probe = tmp_path / f"{name}-probe.html"
+    probe.write_text(report.read_text().replace("</body>", _OVERFLOW_PROBE + "</body>"))
+    overflow = {}
+    for width in widths:
+        run = subprocess.run([*base, f"--window-size={width},2000", "--dump-dom", probe.as_uri()],
+                             capture_output=True, text=True, timeout=120)
+        overflow[width] = json.loads(re.search(r'<div id="overflow">(.*?)</div>', run.stdout).group(1))
+        shot = tmp_path / f"{name}{width}.png"
+        subprocess.run([*base, f"--screenshot={shot}", f"--window-size={width},3000", url], capture_output=True,
+                       timeout=120)
+        assert shot.exists() and shot.stat().st_size > 20_000  # a real page, not blank
+    return dom.stdout, overflow
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed")
+def test_report_renders_in_headless_chromium_and_fits_900_px(result, market, tmp_path):
+    _, out = result
+    dom, overflow = render(out / "report.html", tmp_path)
+    for text in ("Model card", "Headline metrics", "Net asset value", "Drawdown", "Reasoning quality",
+                 "Per-ticker results", "Memorisation probes", "momo-writer", "truth_oracle",
+                 "Decision accuracy vs baselines", "Example theses", "equal_weight_long", "Run settings"):
+        assert text in dom
+    assert dom.count("<img") == 5
+    # the bottom line comes before any table or figure
+    assert dom.index("id=\"bottom-line\"") < dom.index("<table") and dom.index("bottom-line") < dom.index("<img")
+    # nothing scrolls sideways on a laptop half-screen or a desktop
+    assert overflow == {900: [], 1400: []}
+    # a smoke run of a constant policy, with the demo's extra sections: same checks
+    store, rows = market
+    smoke = evaluate(CallablePolicy(lambda row: _thesis_of("BUY", row), name="always-buy"), rows, store,
+                     EvalConfig(out_dir=tmp_path / "smoke", progress=False, probes=["digits"], smoke=True,
+                                bootstrap_reps=50, sections=[ReportSection(title="SFT vs GRPO", table=CHANGE_ROWS,
+                                                                           images=[out / "nav.png"])]),
+                     scorer=_stub_scorer)
+    dom, overflow = render(smoke.report_path, tmp_path, name="smoke")
+    assert "Smoke run." in dom and "SFT vs GRPO" in dom and overflow == {900: [], 1400: []}
 
 
 def test_cli_evaluate_with_completions(result, market, tmp_path):
@@ -289,7 +309,7 @@ def test_end_to_end_on_the_synthetic_market_with_the_real_pipeline(tmp_path):
     dd = splits.build_splits(store, splits.SplitConfig(stride=2, variations=2), show_progress=False)
     teacher = template.TemplateTeacher()
     policy = CallablePolicy(lambda row: teacher.write(row, n=1, seed=0)[0], name="template")
-    res = evaluate(policy, dd["test"], store, out_dir=tmp_path, progress=False)
+    res = evaluate(policy, dd["test"], store, EvalConfig(out_dir=tmp_path, progress=False))
     assert "truth_oracle" in res.metrics.index and res.reasoning["invalid_decision_rate"] == 0.0
     assert res.reasoning["hallucination_rate"] == 0.0  # the template teacher quotes verbatim
     # probed rows are still verifiable: the teacher re-writes from them without hallucinating
@@ -299,15 +319,8 @@ def test_end_to_end_on_the_synthetic_market_with_the_real_pipeline(tmp_path):
 
 def test_max_rows_keeps_every_ticker_on_whole_consecutive_dates(market):
     store, rows = market  # sorted by ticker: the first 24 rows are one ticker's first 12 days
-    res = evaluate(
-        CallablePolicy(_momentum_writer, name="momo-writer"),
-        rows,
-        store,
-        probes=(),
-        max_rows=24,
-        scorer=_stub_scorer,
-        progress=False,
-    )
+    res = evaluate(CallablePolicy(_momentum_writer, name="momo-writer"), rows, store,
+                   EvalConfig(probes=[], max_rows=24, progress=False), scorer=_stub_scorer)
     traded = res.backtests["momo-writer"].positions
     assert res.config["rows"] == 24 and res.config["backtest_rows"] == 12
     assert set(traded.columns) == set(TICKERS)
@@ -322,7 +335,7 @@ def test_max_rows_keeps_every_ticker_on_whole_consecutive_dates(market):
 
 
 def test_verdict_says_where_the_policy_stands(result, market):
-    from thesisgym.evaluate.report import verdict
+    from thesisgym.evaluate import verdict
 
     res, _ = result
     lines = verdict(res)
@@ -335,8 +348,8 @@ def test_verdict_says_where_the_policy_stands(result, market):
     assert not any("no valid decision" in ln for ln in lines)
     # a policy that never commits is called out, not dressed up
     store, rows = market
-    mute = evaluate(CallablePolicy(lambda row: "no idea", name="mute"), rows[:20], store, probes=(),
-                    scorer=_stub_scorer, progress=False)
+    mute = evaluate(CallablePolicy(lambda row: "no idea", name="mute"), rows[:20], store,
+                    EvalConfig(probes=[], progress=False), scorer=_stub_scorer)
     said = " ".join(verdict(mute))
     assert "no valid decision on 100%" in said and "no Sharpe ratio" in said
 
@@ -362,11 +375,12 @@ class _Coin:
 
 def test_probes_come_with_a_resampling_noise_baseline(market):
     store, rows = market
-    res = evaluate(_Coin(), rows, store, probes=("anon",), scorer=_stub_scorer, progress=False, bootstrap_reps=100)
+    res = evaluate(_Coin(), rows, store, EvalConfig(probes=["anon"], progress=False, bootstrap_reps=100),
+                   scorer=_stub_scorer)
     # same seed on the rewritten prompts: nothing flips; a new seed on the same prompts: ~80 % flip
     assert res.probes["anon"]["flip_rate"] == 0.0
     assert 0.65 < res.probes["noise"]["flip_rate"] < 0.95 and res.probes["noise"]["meaningful"]
-    from thesisgym.evaluate.report import verdict
+    from thesisgym.evaluate import verdict
 
     assert any("Probe anon flips 0% of the valid decisions vs" in ln and "from resampling alone" in ln
                for ln in verdict(res))
@@ -374,10 +388,10 @@ def test_probes_come_with_a_resampling_noise_baseline(market):
 
 def test_baselines_only_mode(market, tmp_path):
     store, rows = market
-    res = evaluate(None, rows, store, out_dir=tmp_path, progress=False, bootstrap_reps=100, min_dates=50)
+    res = evaluate(None, rows, store, EvalConfig(out_dir=tmp_path, progress=False, bootstrap_reps=100, min_dates=50))
     assert not res.has_policy and res.policy == "baselines" and "buy_and_hold" in res.metrics.index
     assert res.probes == {} and res.reasoning == {}
-    from thesisgym.evaluate.report import verdict
+    from thesisgym.evaluate import verdict
 
     lines = verdict(res)
     assert lines[0].startswith("every backtest figure rests on 40 decision date(s)")  # under min_dates
@@ -410,9 +424,11 @@ def test_bullets_are_marked_verified_hallucinated_or_misfiled():
         "<conclusion>ok</conclusion>\n<decision>BUY</decision>"
     )
     marks = bullet_marks(thesis, row)
-    assert [m[2] for m in marks] == ["verified", "misfiled", "hallucinated"]
-    assert "cites N1 from news, filed under technical" in marks[1][3]
-    assert marks[2][3]  # the verifier's reason
+    assert [m["verdict"] for m in marks] == ["verified", "misfiled", "hallucinated"]
+    # the reasons are the reward stack's own (rewards.evidence), not a second check
+    assert marks[1]["why"] == "misfiled: cites N1 (news) under <technical>"
+    assert marks[2]["why"] == "quote not in the evidence"
+    assert marks[0]["quote"] == "close 10.5 up 2%" and marks[0]["ids"] == ["T1"] and marks[0]["section"] == "technical"
 
 
 def test_training_curves_are_read_from_the_model_dir(market, tmp_path):
@@ -423,10 +439,183 @@ def test_training_curves_are_read_from_the_model_dir(market, tmp_path):
     (tmp_path / "run" / "log_history.json").write_text(json.dumps(log))
     pol = CallablePolicy(_momentum_writer, name="momo-writer")
     pol.model_path = str(model_dir)
-    res = evaluate(pol, rows[:60], store, probes=(), out_dir=tmp_path / "ev", scorer=_stub_scorer,
-                   progress=False, bootstrap_reps=100)
+    res = evaluate(pol, rows[:60], store, EvalConfig(probes=[], out_dir=tmp_path / "ev", progress=False,
+                                                     bootstrap_reps=100), scorer=_stub_scorer)
     html = (tmp_path / "ev" / "report.html").read_text()
     assert "id='training'" in html and (tmp_path / "ev" / "training.png").exists()
     assert res.config["model_dir"] == str(model_dir)
     # the run settings are a table, not a Python dict
-    assert "<table class='settings'>" in html and "{'" not in html.split("<section id='verdict'>")[0]
+    assert "<summary>Run settings</summary><table class='kv'>" in html
+    assert "{'" not in html.split("<section id='verdict'>")[0]
+
+
+# --- the bottom line, the model card, meaningless figures ---------------------------------------------
+def test_the_bottom_line_names_a_constant_policy_before_any_metric(market, tmp_path):
+    from thesisgym.evaluate import bottom_line, verdict
+
+    store, rows = market
+    res = evaluate(CallablePolicy(lambda row: _thesis_of("BUY", row), name="always-buy"), rows, store,
+                   EvalConfig(out_dir=tmp_path, progress=False, probes=["anon"], bootstrap_reps=50),
+                   scorer=_stub_scorer)
+    line = ("always-buy is degenerate: it decided BUY on 240 of 240 rows, so it is the always-BUY baseline, "
+            "not an analyst.")
+    assert bottom_line(res) == line
+    html = (tmp_path / "report.html").read_text()
+    assert html.index(line) < html.index("<table")
+    # its 0 % flips under a probe say nothing: marked, in the verdict too
+    assert res.probes["anon"]["meaningful"] is False
+    assert ("Probe anon: not meaningful: the policy decided BUY on every valid row of both runs (a constant policy "
+            "ignores what a probe changes).") in verdict(res)
+
+
+def test_bottom_line_rules(market):
+    from thesisgym.evaluate import bottom_line
+
+    store, rows = market
+    cfg = EvalConfig(probes=[], progress=False, bootstrap_reps=50)
+    mute = evaluate(CallablePolicy(lambda row: "no idea", name="mute"), rows[:60], store, cfg, scorer=_stub_scorer)
+    assert bottom_line(mute) == ("mute is degenerate: 60 of 60 theses (100%) have no valid decision, so its backtest "
+                                 "measures a format failure, not judgement.")
+    first3 = sorted({r["asof"] for r in rows})[:3]
+    few = evaluate(CallablePolicy(_momentum_writer, name="momo-writer"), [r for r in rows if r["asof"] in first3],
+                   store, cfg, scorer=_stub_scorer)
+    assert bottom_line(few) == ("momo-writer cannot be told from the baselines: 3 decision dates, 9 ticker-days are "
+                                "too few for an interval on its Sharpe ratio.")
+    full = evaluate(CallablePolicy(_momentum_writer, name="momo-writer"), rows, store, cfg, scorer=_stub_scorer)
+    c = full.comparisons
+    same = [k for k in ("buy_and_hold", "equal_weight_long", "random", "momentum_20d") if c[k]["lo"] <= 0 <= c[k]["hi"]]
+    assert bottom_line(full).startswith("momo-writer is ") and "on Sharpe at 95% (40 decision dates" in bottom_line(full)
+    if same:
+        assert "indistinguishable from" in bottom_line(full)
+    baselines = evaluate(None, rows, store, cfg)
+    assert bottom_line(baselines) == "Baselines only: no policy was evaluated (40 decision dates, 120 ticker-days)."
+
+
+def test_meaningless_figures_are_marked_not_shown(market, tmp_path):
+    store, rows = market
+    res = evaluate(CallablePolicy(_momentum_writer, name="momo-writer"), rows, store,
+                   EvalConfig(out_dir=tmp_path, progress=False, probes=[], bootstrap_reps=50, max_rows=24),
+                   scorer=_stub_scorer)
+    # 4 decision dates held 7 days: about 11 trading days, far too few to annualise
+    assert res.metrics["annualized_return"].isna().all() and res.metrics["calmar"].isna().all()
+    html = (tmp_path / "report.html").read_text()
+    text = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", html)
+    assert "Annualised return is n/a:" in text
+    assert not re.search(r"\bnan\b", text, re.I) and "–" not in text  # one symbol for n/a
+    assert "[CI]" not in text and "No intervals: 4 decision dates are too few for a bootstrap." in text
+
+
+def test_the_heldout_run_honours_what_was_asked(market):
+    store, rows = market
+    main = [r for r in rows if r["ticker"] != "CCC"]
+    held = [r for r in rows if r["ticker"] == "CCC"]
+    teacher = CallablePolicy(lambda row: _thesis_of("SELL", row), name="teacher")
+    keyed = {(r["ticker"], r["asof"], r["variation"]): "HOLD" for r in rows}
+    cfg = EvalConfig(probes=["anon"], progress=False, bootstrap_reps=50, noise_seed=11, log_nav=True, cost_bps=9)
+    res = evaluate(_Coin(), main, store, cfg, heldout=held, accuracy_policies={"teacher": teacher},
+                   accuracy_baselines={"always HOLD": keyed}, scorer=_stub_scorer)
+    h = res.heldout
+    assert {"teacher", "always HOLD"} <= set(res.accuracy.index) and {"teacher", "always HOLD"} <= set(h.accuracy.index)
+    assert h.accuracy.loc["teacher", "rows"] == len(held)
+    for key in ("noise_seed", "log_nav", "cost_bps", "bootstrap_reps"):
+        assert h.config[key] == res.config[key], key
+    assert h.config["role"] == "heldout" and h.probes == {}  # the held-out run has no probes
+    # decisions for other rows only: an error on the main split, left out (and said) on the held-out one
+    with pytest.raises(ValueError, match=r"accuracy_baselines\['partial'\]: no decision for 80 of 160 rows"):
+        evaluate(_Coin(), main, store, cfg, accuracy_baselines={"partial": {k: v for k, v in keyed.items()
+                                                                            if k[0] == "AAA"}}, scorer=_stub_scorer)
+    res = evaluate(_Coin(), main, store, cfg, heldout=held, scorer=_stub_scorer,
+                   accuracy_baselines={"main only": {k: v for k, v in keyed.items() if k[0] != "CCC"}})
+    assert "main only" not in res.heldout.accuracy.index
+    assert any("left out of the held-out table" in w for w in res.heldout.warnings)
+
+
+def test_extra_sections_are_rendered_with_tables_and_images(market, tmp_path):
+    store, rows = market
+    with pytest.raises(ValueError, match="no such image file"):
+        ReportSection(title="curves", images=[tmp_path / "missing.png"])
+    res = evaluate(CallablePolicy(_momentum_writer, name="momo-writer"), rows[:60], store,
+                   EvalConfig(out_dir=tmp_path, progress=False, probes=[], bootstrap_reps=50,
+                              sections=[ReportSection(title="SFT vs GRPO", text="same prompts", table=CHANGE_ROWS,
+                                                      caption="change = after - before")]), scorer=_stub_scorer)
+    html = res.report_path.read_text()
+    assert "<h2>Training and extra material</h2><h3>SFT vs GRPO</h3><p>same prompts</p>" in html
+    assert "<td>grounding</td><td>0.100</td><td>0.200</td><td>0.100</td><td>0.020</td><td>0.180</td><td>16</td>" in html
+    assert "<td>hallucination_rate</td><td>n/a</td>" in html and "How to read this: change = after - before" in html
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A one-step SFT then a one-step GRPO run of a minimal tiny model (the run cards are what matters)."""
+    import torch
+
+    from thesisgym.teachers import TemplateTeacher
+    from thesisgym.teachers.distill import distill
+    from thesisgym.train.config import build_config
+    from thesisgym.train.grpo import run_grpo
+    from thesisgym.train.sft import run_sft
+    from thesisgym.train.toy import toy_dataset
+
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("card")
+    ctx = toy_dataset(8, seed=0, items_per_section=2, sections=("technical", "news"))
+    from datasets import DatasetDict
+
+    DatasetDict({"train": ctx}).save_to_disk(str(root / "contexts"))
+    distill(ctx, TemplateTeacher(bullets=(1, 2)), n=2, decision_tolerance=1, min_grounding=0.0).save(
+        root / "distilled", split="train")
+    tiny = {"vocab_size": 600, "hidden_size": 32, "layers": 1, "heads": 2, "kv_heads": 1}
+    common = {"max_steps": 1, "save_steps": 1000, "report_to": "none", "seed": 5}
+    sft = run_sft(build_config({"output_dir": str(root / "sft"), "model": {"name_or_path": "tiny", "tiny": tiny},
+                                "data": {"dataset": str(root / "distilled")}, "per_device_train_batch_size": 2,
+                                "learning_rate": 1e-3, "max_length": 1024, **common}, kind="sft"))
+    grpo = run_grpo(build_config({"output_dir": str(root / "grpo"), "model": {"name_or_path": str(sft)},
+                                  "data": {"dataset": str(root / "contexts")}, "per_device_train_batch_size": 2,
+                                  "num_generations": 2, "max_completion_length": 8, "learning_rate": 1e-4,
+                                  "rewards": {"funcs": ["structure", "evidence"], "weights": [0.5, 1.0]}, **common},
+                                 kind="grpo"))
+    return sft, grpo
+
+
+def test_run_cards_record_what_training_did(trained):
+    from thesisgym.train.card import CARD_FILE, read_card
+
+    sft, grpo = trained
+    card = read_card(grpo)
+    assert (grpo / CARD_FILE).is_file() and card is not None
+    first, second = card.chain()
+    assert (first.kind, second.kind) == ("sft", "grpo") and second.previous == read_card(sft)
+    assert first.base_model.endswith("tiny-base") and second.base_model == str(sft)
+    assert first.steps == 1 and first.batch_size == 2 and first.train_rows > 0 and first.seed == 5
+    assert second.rewards == {"structure": 0.5, "evidence": 1.0} and second.settings["num_generations"] == 2
+    assert second.parameters > 0 and "1 layers, hidden 32" in second.architecture
+    assert second.wall_seconds > 0 and second.machine["cpus"] and second.versions["trl"]
+    with pytest.raises(ValueError, match="not a thesisgym run card"):
+        (sft / CARD_FILE).write_text('{"kind": "sft"}')
+        read_card(sft)
+
+
+def test_the_report_opens_with_the_model_card(trained, market, tmp_path):
+    from thesisgym.evaluate.report import card_rows
+
+    _, grpo = trained
+    store, rows = market
+    pol = CallablePolicy(_momentum_writer, name="momo-writer")
+    pol.model_path = str(grpo)
+    res = evaluate(pol, rows[:60], store, EvalConfig(out_dir=tmp_path, progress=False, probes=[], bootstrap_reps=50),
+                   scorer=_stub_scorer)
+    card = dict(card_rows(res))
+    assert card["policy"] == f"momo-writer: model {grpo}"
+    assert card["base model"].startswith(str(grpo.parent.parent / "sft" / "tiny-base"))
+    assert card["SFT"].startswith("1 steps x 2 examples, lr 0.001, seed 5,")
+    assert card["GRPO"].startswith("1 steps x 2 completions, lr 0.0001, seed 5,")
+    assert card["GRPO"].endswith("; rewards structure 0.5, evidence 1")
+    assert card["SFT data"].endswith("distilled [train], 7 rows") and card["GRPO data"].endswith("contexts [train], 8 rows")
+    assert card["training wall time"].endswith(" s") and card["machine"].startswith("cpu, ")
+    assert card["decisions"].endswith("(of 60 theses)") and card["evaluated on"].startswith("store handmade: 60 rows")
+    html = res.report_path.read_text()
+    assert html.index("<h2>Model card</h2>") < html.index("<h2>Headline metrics</h2>")
+    # a model without a card says so instead of guessing
+    pol.model_path = str(tmp_path)
+    res = evaluate(pol, rows[:60], store, EvalConfig(progress=False, probes=[], bootstrap_reps=50), scorer=_stub_scorer)
+    assert dict(card_rows(res))["training"].startswith(f"no training record (thesisgym_run.json) in {tmp_path}")

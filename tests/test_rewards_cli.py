@@ -56,7 +56,7 @@ def test_score_json_by_index_and_by_keys(dataset_dir, tmp_path):
     )
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
-    assert report["n"] == 3 and report["means"]["decision"] == 1.0
+    assert report["n"] == 3 and report["means"]["decision_reward"] == 1.0
     assert report["means"]["hallucination_rate"] == pytest.approx(1 / 24 / 3)
     assert report["worst"][0]["line"] == 3 and "unknown id T9" in report["worst"][0]["reason"]
     assert len(out.read_text().splitlines()) == 3

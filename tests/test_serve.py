@@ -136,15 +136,20 @@ def test_openrlhf_route_rejects_bad_labels(client):
 def test_slow_scoring_times_out_with_504(monkeypatch):
     import thesisgym.integrations.serve as serve
 
-    def slow(*args, **kwargs):
-        time.sleep(0.5)
+    release = threading.Event()
+
+    def stuck(*args, **kwargs):  # scoring that never finishes on its own: no sleep, no race
+        release.wait(60)
         return []
 
-    monkeypatch.setattr(serve, "score_batch", slow)
-    with TestClient(create_app(ServeConfig(recipe="dsr", timeout_s=0.05))) as c:
-        r = c.post("/score", json={"items": [_item(row=RECORD)]})
-        assert r.status_code == 504 and r.json()["error"]["type"] == "timeout"
-        assert c.get("/healthz").status_code == 200
+    monkeypatch.setattr(serve, "score_batch", stuck)
+    try:
+        with TestClient(create_app(ServeConfig(recipe="dsr", timeout_s=0.05))) as c:
+            r = c.post("/score", json={"items": [_item(row=RECORD)]})
+            assert r.status_code == 504 and r.json()["error"]["type"] == "timeout"
+            assert c.get("/healthz").status_code == 200
+    finally:
+        release.set()
 
 
 def test_config_and_cli_errors(tmp_path):
@@ -214,6 +219,7 @@ def test_a_kill_under_load_never_yields_a_partial_response(server, sig):
     proc, port, url = server
     body = {"items": [_item(index=i % 2) for i in range(32)]}
     outcomes: list[str] = []
+    flowing = threading.Event()
 
     def worker() -> None:
         with httpx.Client(timeout=60) as c:
@@ -228,14 +234,13 @@ def test_a_kill_under_load_never_yields_a_partial_response(server, sig):
                 data = r.json()  # a truncated body would fail to parse here
                 assert r.status_code == 200 and data["n"] == 32 and len(data["results"]) == 32
                 outcomes.append("ok")
+                if outcomes.count("ok") >= 4:
+                    flowing.set()
 
     threads = [threading.Thread(target=worker) for _ in range(4)]
     for t in threads:
         t.start()
-    deadline = time.time() + 60
-    while "ok" not in outcomes and time.time() < deadline:  # kill once the load is flowing
-        time.sleep(0.1)
-    time.sleep(0.3)
+    flowing.wait(60)  # kill once the load is flowing (4 answers in); a hang guard, not a timing assertion
     proc.send_signal(sig)
     for t in threads:
         t.join(90)

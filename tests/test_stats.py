@@ -53,7 +53,7 @@ def test_rate_interval_counts_rows_and_dates():
 def test_fmt_interval():
     assert fmt_interval(1.234, -0.5, 2.0) == "1.23 [-0.50, 2.00]"
     assert fmt_interval(0.52, 0.471, 0.569, pct=True) == "52.0% [47.1%, 56.9%]"
-    assert fmt_interval(float("nan"), 0, 1) == "-"
+    assert fmt_interval(float("nan"), 0, 1) == "n/a" and fmt_interval(None, 0, 1) == "n/a"
     assert fmt_interval(0.3, float("nan"), float("nan")) == "0.30"
     with pytest.raises(ValueError, match="confidence"):
         block_bootstrap(np.mean, np.ones(10), block=1, confidence=95)

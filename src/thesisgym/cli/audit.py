@@ -15,6 +15,8 @@ from pathlib import Path
 
 import typer
 
+from thesisgym.cli.common import fail
+
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.0f}%"
@@ -57,8 +59,7 @@ def register(app: typer.Typer) -> None:
             names = [f.strip() for f in families.split(",") if f.strip()] if families else None
             result = run_audit(picked, families=names, seed=seed, workers=workers)
         except ValueError as exc:
-            typer.echo(f"Error: {exc}", err=True)
-            raise typer.Exit(2) from exc
+            fail(exc)
 
         report = result.as_dict(threshold)
         report.update(dataset=str(dataset), split=split)

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import typer
 
+from thesisgym.cli.common import fail
+
 
 def register(app: typer.Typer) -> None:
     """Attach this stage's commands to the root app."""
@@ -20,12 +22,8 @@ def register(app: typer.Typer) -> None:
     app.command("show-prompt")(show_prompt)
 
 
-def _fail(message: str) -> None:
-    from rich.console import Console
-    from rich.text import Text
-
-    Console(stderr=True, soft_wrap=True).print(Text("error: ", style="red") + Text(message), highlight=False)
-    raise typer.Exit(code=2)
+def _fail(problem: str | Exception) -> None:
+    fail(problem)  # the one CLI error printer: "error: ...", exit 2, option names for an ArgumentError
 
 
 def _period_end(value: str | None, flag: str) -> str | float | None:
@@ -113,7 +111,7 @@ def _split_config(config: str | None, overrides: dict):
             return SplitConfig.from_yaml(config, **overrides)
         return SplitConfig.model_validate({k: v for k, v in overrides.items() if v is not None})
     except (ValueError, OSError) as exc:
-        _fail(str(exc))
+        _fail(exc)
 
 
 def _run_build(store: Path, out: Path, cfg) -> tuple[dict, dict | None]:
@@ -136,7 +134,7 @@ def _run_build(store: Path, out: Path, cfg) -> tuple[dict, dict | None]:
         splits = build_splits(market, cfg, out=out, store_path=store, cache_dir=cache, show_progress=True)
         return splits.meta, (splits["train"][0] if len(splits["train"]) else None)  # read before the cache goes
     except ValueError as exc:
-        _fail(str(exc))
+        _fail(exc)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
 
@@ -223,7 +221,7 @@ def show_prompt(
     try:
         splits = load_splits(path)
     except ValueError as exc:
-        _fail(str(exc))
+        _fail(exc)
     if split not in splits:
         _fail(f"{path}: no split {split!r} (have {', '.join(splits)})")
     ds = splits[split]

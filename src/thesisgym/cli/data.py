@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from thesisgym.cli.common import fail
+
 if TYPE_CHECKING:
     from thesisgym.data.store import MarketStore
 
@@ -28,17 +30,8 @@ def register(app: typer.Typer) -> None:
     app.add_typer(data_app, name="data")
 
 
-def _fail(message: str | BaseException) -> None:
-    from rich.console import Console
-    from rich.text import Text
-
-    from thesisgym.schema import ArgumentError
-
-    if isinstance(message, ArgumentError):
-        message = message.for_cli()  # names --assume-timezone, not the Python argument
-    # plain Text, not markup: messages contain brackets ("[-1, 1]") that markup would eat
-    Console(stderr=True, soft_wrap=True).print(Text("error: ", style="red") + Text(str(message)), highlight=False)
-    raise typer.Exit(code=2)
+def _fail(problem: str | Exception) -> None:
+    fail(problem)  # the one CLI error printer: "error: ...", exit 2, option names for an ArgumentError
 
 
 def print_summary(store: MarketStore, *, path: Path | None = None, verbose: bool = False) -> None:

@@ -11,11 +11,24 @@ acceptance rate and the rejects by reason.
 from __future__ import annotations
 
 import inspect
+from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import typer
 
+from thesisgym.cli.common import EXIT_FAILURE, fail
 from thesisgym.llm import DEFAULT_CACHE_PATH
+
+
+class Teacher(str, Enum):
+    template = "template"
+    openai = "openai"
+
+
+class Mode(str, Enum):
+    forward = "forward"
+    reverse = "reverse"
 
 
 def build_teacher(kind: str, *, mode: str, seed: int, noise: float, wrong_decision_rate: float,
@@ -39,94 +52,100 @@ def build_teacher(kind: str, *, mode: str, seed: int, noise: float, wrong_decisi
         if cache_path is not None:
             kwargs["cache_path"] = cache_path or None  # "" turns the cache off
         return OpenAITeacher(**kwargs)
-    raise typer.BadParameter(f"unknown teacher {kind!r}; expected template or openai", param_hint="--teacher")
+    raise ValueError(f"--teacher {kind!r}: expected template or openai")
 
 
 def register(app: typer.Typer) -> None:
     """Attach this stage's commands to the root app."""
+    app.command("distill")(distill_cmd)
 
-    @app.command("distill")
-    def distill_cmd(
-        dataset: Path = typer.Option(..., "--dataset", help="Built contexts (save_to_disk directory)."),
-        out: Path = typer.Option(..., "--out", help="Output directory for the distilled DatasetDict."),
-        split: str = typer.Option("train", "--split", help="Split to distill."),
-        teacher: str = typer.Option("template", "--teacher", help="template | openai"),
-        mode: str = typer.Option("forward", "--mode", help="forward (teacher decides) | reverse (teacher explains the label)"),
-        n: int = typer.Option(4, "--n", min=1, help="Samples per prompt."),
-        min_grounding: float = typer.Option(0.8, "--min-grounding", min=0.0, max=1.0, help="Minimum evidence score."),
-        max_hallucination: float = typer.Option(0.0, "--max-hallucination", min=0.0, max=1.0,
-                                                help="Maximum hallucination rate of a kept thesis."),
-        decision_tolerance: int = typer.Option(0, "--decision-tolerance", min=0, max=4,
-                                               help="0: decision must equal the label; 1: within one class."),
-        keep_per_prompt: int = typer.Option(1, "--keep-per-prompt", min=1, help="Accepted samples kept per prompt."),
-        seed: int = typer.Option(0, "--seed"),
-        max_rows: int | None = typer.Option(None, "--max-rows", min=1, help="Distill only the first rows."),
-        workers: int = typer.Option(1, "--workers", min=1, help="Rows sampled concurrently (LLM teachers)."),
-        noise: float = typer.Option(0.0, "--noise", min=0.0, max=1.0, help="template teacher: bullet corruption rate."),
-        wrong_decision_rate: float = typer.Option(0.0, "--wrong-decision-rate", min=0.0, max=1.0),
-        drop_section_rate: float = typer.Option(0.0, "--drop-section-rate", min=0.0, max=1.0),
-        base_url: str | None = typer.Option(None, "--base-url", help="openai teacher: OpenAI-compatible endpoint."),
-        model: str | None = typer.Option(None, "--model", help="openai teacher: model name."),
-        concurrency: int = typer.Option(8, "--concurrency", min=1, help="openai teacher: requests in flight per row."),
-        timeout: float = typer.Option(120.0, "--timeout", min=0.001, help="openai teacher: seconds per request attempt."),
-        retries: int = typer.Option(4, "--retries", min=0, help="openai teacher: retries on 429/5xx/timeouts/connection errors."),
-        cache: str = typer.Option(DEFAULT_CACHE_PATH, "--cache",
-                                  help="openai teacher: sqlite response cache ('' = off)."),
-        max_error_rate: float = typer.Option(0.02, "--max-error-rate", min=0.0, max=1.0,
-                                             help="fail (exit 1) when more than this share of teacher requests fail in transport."),
-        calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate",
-                                       help="template teacher: fit decision cut points to the label mix on these rows' evidence."),
-    ) -> None:
-        """Distill teacher theses into an SFT set with rejection sampling (decision + grounding filter)."""
-        from rich.console import Console
-        from rich.table import Table
 
-        from thesisgym.teachers.distill import distill
-        from thesisgym.train.common import load_split
+def distill_cmd(
+    dataset: Path = typer.Option(..., "--dataset", help="Built contexts (save_to_disk directory)."),
+    out: Path = typer.Option(..., "--out", help="Output directory for the distilled DatasetDict."),
+    split: str = typer.Option("train", "--split", help="Split to distill."),
+    teacher: Teacher = typer.Option(Teacher.template, "--teacher", help="Who writes the theses."),
+    mode: Mode = typer.Option(Mode.forward, "--mode", help="forward (teacher decides) | reverse (teacher explains the label)"),
+    n: int = typer.Option(4, "--n", min=1, help="Samples per prompt."),
+    min_grounding: float = typer.Option(0.8, "--min-grounding", min=0.0, max=1.0, help="Minimum evidence score."),
+    max_hallucination: float = typer.Option(0.0, "--max-hallucination", min=0.0, max=1.0,
+                                            help="Maximum hallucination rate of a kept thesis."),
+    decision_tolerance: int = typer.Option(0, "--decision-tolerance", min=0, max=4,
+                                           help="0: decision must equal the label; 1: within one class."),
+    keep_per_prompt: int = typer.Option(1, "--keep-per-prompt", min=1, help="Accepted samples kept per prompt."),
+    seed: int = typer.Option(0, "--seed", help="Teacher and sampling seed."),
+    max_rows: int | None = typer.Option(None, "--max-rows", min=1, show_default="every row",
+                                        help="Distill only the first rows."),
+    workers: int = typer.Option(1, "--workers", min=1, help="Rows sampled concurrently (LLM teachers)."),
+    noise: float = typer.Option(0.0, "--noise", min=0.0, max=1.0, help="template teacher: bullet corruption rate."),
+    wrong_decision_rate: float = typer.Option(0.0, "--wrong-decision-rate", min=0.0, max=1.0,
+                                              help="template teacher: share of samples with a wrong decision."),
+    drop_section_rate: float = typer.Option(0.0, "--drop-section-rate", min=0.0, max=1.0,
+                                            help="template teacher: share of sections left out."),
+    base_url: str | None = typer.Option(None, "--base-url", help="openai teacher: OpenAI-compatible endpoint."),
+    model: str | None = typer.Option(None, "--model", help="openai teacher: model name."),
+    concurrency: int = typer.Option(8, "--concurrency", min=1, help="openai teacher: requests in flight per row."),
+    timeout: float = typer.Option(120.0, "--timeout", min=0.001, help="openai teacher: seconds per request attempt."),
+    retries: int = typer.Option(4, "--retries", min=0, help="openai teacher: retries on 429/5xx/timeouts/connection errors."),
+    cache: str = typer.Option(DEFAULT_CACHE_PATH, "--cache", help="openai teacher: sqlite response cache ('' = off)."),
+    max_error_rate: float = typer.Option(0.02, "--max-error-rate", min=0.0, max=1.0,
+                                         help="fail (exit 1) when more than this share of teacher requests fail in transport."),
+    calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate",
+                                   help="template teacher: fit decision cut points to the label mix on these rows' evidence."),
+) -> None:
+    """Distill teacher theses into an SFT set with rejection sampling (decision + grounding filter)."""
+    from thesisgym.teachers.distill import distill
+    from thesisgym.train.common import load_split
 
-        if mode not in ("forward", "reverse"):
-            raise typer.BadParameter("expected forward or reverse", param_hint="--mode")
-        console = Console()
-        try:
-            rows = load_split(dataset, split, max_rows=max_rows, what="--dataset")
-            t = build_teacher(teacher, mode=mode, seed=seed, noise=noise, wrong_decision_rate=wrong_decision_rate,
-                              drop_section_rate=drop_section_rate, base_url=base_url, model=model,
-                              timeout=timeout, max_retries=retries, concurrency=concurrency, cache_path=cache)
-            if calibrate and hasattr(t, "calibrate") and len(rows) >= 10:
-                t.calibrate(rows)
-            result = distill(rows, t, n=n, min_grounding=min_grounding, max_hallucination_rate=max_hallucination,
-                             decision_tolerance=decision_tolerance, keep_per_prompt=keep_per_prompt, seed=seed,
-                             workers=workers, progress=True)
-        except (ValueError, TypeError) as exc:
-            console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
-            raise typer.Exit(2) from None
-        usage = getattr(getattr(t, "client", None), "usage", None)
-        failed = int(usage.failures) if usage is not None else 0
-        result.stats["teacher_transport_errors"] = failed
-        samples = int(result.stats["samples"]) or 1
-        if usage is not None and failed / samples > max_error_rate:
-            endpoint = t.client.config.base_url or "https://api.openai.com/v1"
-            from rich.markup import escape
+    try:
+        rows = load_split(dataset, split, max_rows=max_rows, what="--dataset")
+        t = build_teacher(teacher.value, mode=mode.value, seed=seed, noise=noise, wrong_decision_rate=wrong_decision_rate,
+                          drop_section_rate=drop_section_rate, base_url=base_url, model=model, timeout=timeout,
+                          max_retries=retries, concurrency=concurrency, cache_path=cache)
+        if calibrate and hasattr(t, "calibrate") and len(rows) >= 10:
+            t.calibrate(rows)
+        result = distill(rows, t, n=n, min_grounding=min_grounding, max_hallucination_rate=max_hallucination,
+                         decision_tolerance=decision_tolerance, keep_per_prompt=keep_per_prompt, seed=seed,
+                         workers=workers, progress=True)
+    except (ValueError, TypeError) as exc:
+        fail(exc)
+    result.stats["teacher_transport_errors"] = check_transport(t, result.stats, max_error_rate)
+    result.save(out, split=split)
+    print_stats(result.stats, f"distill {dataset} [{split}] -> {out}", llm=getattr(t, "client", None) is not None)
 
-            console.print(f"[red]error:[/red] {failed} of {samples} teacher requests to {endpoint} failed in transport "
-                          f"({failed / samples:.0%} > --max-error-rate {max_error_rate:.0%}); "
-                          f"last error: {escape(usage.last_error)}", soft_wrap=True, highlight=False)
-            raise typer.Exit(1)
-        result.save(out, split=split)
-        s = result.stats
-        table = Table(title=f"distill {dataset} [{split}] -> {out}")
-        table.add_column("metric")
-        table.add_column("value", justify="right")
-        for key in ("rows", "rows_without_label", "samples", "accepted_samples", "kept_rows"):
-            table.add_row(key, str(s[key]))
-        table.add_row("acceptance_rate", f"{s['acceptance_rate']:.1%}")
-        table.add_row("row_coverage", f"{s['row_coverage']:.1%}")
-        for reason, count in s["rejects"].items():
-            if count:
-                table.add_row(f"rejected: {reason}", str(count))
-        if usage is not None:
-            # a failed request is an empty sample, so it is also among the "empty" rejects above
-            table.add_row("teacher transport errors", str(failed))
-        console.print(table)
-        if s["kept_rows"] == 0:
-            console.print("[yellow]warning:[/yellow] no sample passed the filter; loosen --min-grounding or check the teacher")
+
+def check_transport(teacher: Any, stats: dict[str, Any], max_error_rate: float) -> int:
+    """Teacher requests that failed in transport; exit 1 above `max_error_rate` (a dead endpoint is not a
+    teacher that writes badly)."""
+    usage = getattr(getattr(teacher, "client", None), "usage", None)
+    failed = int(usage.failures) if usage is not None else 0
+    samples = int(stats["samples"]) or 1
+    if usage is not None and failed / samples > max_error_rate:
+        endpoint = teacher.client.config.base_url or "https://api.openai.com/v1"
+        fail(f"{failed} of {samples} teacher requests to {endpoint} failed in transport ({failed / samples:.0%} > "
+             f"--max-error-rate {max_error_rate:.0%}); last error: {usage.last_error}", code=EXIT_FAILURE)
+    return failed
+
+
+def print_stats(s: dict[str, Any], title: str, *, llm: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from thesisgym.cli.common import warn
+
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key in ("rows", "rows_without_label", "samples", "accepted_samples", "kept_rows"):
+        table.add_row(key, str(s[key]))
+    table.add_row("acceptance_rate", f"{s['acceptance_rate']:.1%}")
+    table.add_row("row_coverage", f"{s['row_coverage']:.1%}")
+    for reason, count in s["rejects"].items():
+        if count:
+            table.add_row(f"rejected: {reason}", str(count))
+    if llm:
+        # a failed request is an empty sample, so it is also among the "empty" rejects above
+        table.add_row("teacher transport errors", str(s["teacher_transport_errors"]))
+    Console().print(table)
+    if s["kept_rows"] == 0:
+        warn(["no sample passed the filter; loosen --min-grounding or check the teacher"])

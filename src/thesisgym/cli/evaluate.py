@@ -1,217 +1,301 @@
 """CLI: `thesisgym evaluate` — run a policy on a built split, backtest it against baselines, write a report.
 
 Exactly one policy source: `--model PATH` (transformers / vLLM), `--completions FILE.jsonl`
-(precomputed; e.g. the completions.jsonl of an earlier run) or `--openai-model NAME --base-url URL`
-(any OpenAI-compatible server). The market store defaults to the one recorded in the dataset's
-build_meta.json ("store": path, or {"path": ...}).
+(precomputed; e.g. the completions.jsonl of an earlier run), `--openai-model NAME --base-url URL`
+(any OpenAI-compatible server) or `--baselines-only`. The market store defaults to the one recorded
+in the dataset's build_meta.json ("store": path, or {"path": ...}).
+
+The evaluation settings are an `EvalConfig`: from the options, or from a YAML file (`--config`,
+its keys are EvalConfig's fields) with the options given on the command line overriding it.
 """
 
 from __future__ import annotations
 
 import json
+from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import typer
 
+from thesisgym.cli.common import EXIT_FAILURE, THREADS_OPTION, fail, message_of, quiet_libraries, set_threads
 from thesisgym.llm import DEFAULT_CACHE_PATH
 
 
-def _store_path(dataset_dir: Path, store: Path | None) -> Path:
-    if store is not None:
-        return store
-    meta_path = dataset_dir / "build_meta.json"
-    if not meta_path.exists():
-        raise typer.BadParameter(f"{meta_path} does not exist; pass --store DIR", param_hint="--store")
-    entry = json.loads(meta_path.read_text()).get("store")
-    path = entry.get("path") if isinstance(entry, dict) else entry
-    if not path:
-        raise typer.BadParameter(f"{meta_path} records no store path; pass --store DIR", param_hint="--store")
-    p = Path(path)
-    return p if p.is_absolute() or p.exists() else dataset_dir / p
+class Judge(str, Enum):
+    local = "local"
+    llm = "llm"
+    none = "none"
 
 
-def _load_split(dataset: Path, split: str, *, required: bool = True):
-    """`splits.load_split` with its ValueError shown as a --dataset usage error."""
-    from thesisgym.build.splits import load_split
+# option name -> EvalConfig field; an option given on the command line overrides --config
+CONFIG_OPTIONS = {"out": "out_dir", "max_rows": "max_rows", "probes": "probes", "cost_bps": "cost_bps",
+                  "long_only": "long_only", "hold_days": "hold_days", "seed": "seed", "judge": "judge",
+                  "judge_model": "judge_model", "judge_base_url": "judge_base_url", "max_error_rate": "max_error_rate",
+                  "bootstrap_reps": "bootstrap_reps", "log_nav": "log_nav"}
+NAN = float("nan")
+SOURCE = "Policy (exactly one)"
+LLM = "OpenAI-compatible endpoints (--openai-model, --judge llm)"
+GEN = "Generation (--model, --openai-model)"
+EVAL = "Evaluation settings (also in --config)"
 
-    try:
-        return load_split(dataset, split, required=required)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--dataset") from None
-
-
-def print_summary(result, *, title: str, console) -> None:
-    """The headline table with intervals, the accuracy table and the verdict (what `evaluate` and the demo print)."""
-    from rich.table import Table
-
-    from thesisgym.evaluate.report import ci_text, verdict
-    from thesisgym.evaluate.stats import fmt_interval
-
-    m = result.metrics
-    table = Table(title=title)
-    for col, just in (("strategy", "left"), ("cum ret [95% CI]", "right"), ("Sharpe [95% CI]", "right"),
-                      ("hit [95% CI]", "right"), ("hit traded", "right"), ("Sortino", "right"), ("max DD", "right"),
-                      ("dates", "right"), ("decisions", "right")):
-        table.add_column(col, justify=just, no_wrap=True)
-    for name in m.index:
-        row = m.loc[name]
-        table.add_row(
-            str(name), ci_text(m, name, "cumulative_return", pct=True), ci_text(m, name, "sharpe"),
-            ci_text(m, name, "hit_rate", pct=True), fmt_interval(row["hit_rate_traded"], *[float("nan")] * 2, pct=True),
-            fmt_interval(row["sortino"], *[float("nan")] * 2), fmt_interval(row["max_drawdown"], *[float("nan")] * 2, pct=True),
-            f"{int(row['dates'])}", f"{int(row['decisions'])}",
-            style="bold" if name == result.policy else None,
-        )
-    console.print(table)
-    acc = result.accuracy
-    if len(acc):
-        t2 = Table(title="decision accuracy (labelled rows, all variations)")
-        for col in ("decider", "accuracy [95% CI]", "direction [95% CI]", "rows", "dates"):
-            t2.add_column(col, justify="left" if col == "decider" else "right", no_wrap=True)
-        for k in acc.index:
-            t2.add_row(str(k), ci_text(acc, k, "accuracy", pct=True), ci_text(acc, k, "direction_accuracy", pct=True),
-                       f"{int(acc.loc[k, 'rows'])}", f"{int(acc.loc[k, 'dates'])}",
-                       style="bold" if k == result.policy else None)
-        console.print(t2)
-    for name, pr in result.probes.items():
-        if pr.get("skipped"):
-            console.print(f"probe {name}: skipped ({pr['skipped']})", markup=False)
-            continue
-        note = "" if pr.get("meaningful", True) else f" ({pr.get('note')})"
-        console.print(
-            f"probe {name}: flip rate {fmt_interval(pr['flip_rate'], float('nan'), float('nan'), pct=True)} of "
-            f"{pr['compared']} decisions valid in both runs, to invalid "
-            f"{fmt_interval(pr['to_invalid_rate'], float('nan'), float('nan'), pct=True)}{note}",
-            markup=False,
-        )
-    if result.transport:
-        t = result.transport
-        console.print(f"transport: {t['errors']} of {t['requests']} requests failed ({100 * t['error_rate']:.1f}%) at {t['endpoint']}")
-    for line in verdict(result):
-        console.print(f"- {line}", soft_wrap=True, markup=False)
+_DATASET = typer.Option(..., "--dataset", help="split directory written by `thesisgym build`")
+_OUT = typer.Option(..., "--out", help="directory for report.html, PNGs, metrics.json, completions.jsonl")
+_SPLIT = typer.Option("test", "--split", help="which split to evaluate")
+_STORE = typer.Option(None, "--store", show_default="from the dataset's build_meta.json", help="MarketStore directory")
+_CONFIG = typer.Option(None, "--config", show_default="none", help="YAML of EvalConfig settings; options given here override it")
+_MODEL = typer.Option(None, "--model", rich_help_panel=SOURCE, help="HF model path or id to generate with")
+_COMPLETIONS = typer.Option(None, "--completions", rich_help_panel=SOURCE,
+                            help="JSONL of precomputed completions (keyed by split row 'index' or ticker+asof+variation)")
+_OPENAI_MODEL = typer.Option(None, "--openai-model", rich_help_panel=SOURCE, help="model name on an OpenAI-compatible server")
+_BASELINES = typer.Option(False, "--baselines-only", show_default="off", rich_help_panel=SOURCE,
+                          help="no policy: backtest the baselines and oracles alone")
+_TEACHER = typer.Option(None, "--teacher-completions", show_default="none",
+                        help="JSONL of the teacher's theses on the split: its accuracy becomes a baseline")
+_BASE_URL = typer.Option(None, "--base-url", rich_help_panel=LLM, help="--openai-model: base URL, e.g. http://localhost:8000/v1")
+_API_KEY_ENV = typer.Option("OPENAI_API_KEY", "--api-key-env", rich_help_panel=LLM, help="env var holding the API key")
+_CONCURRENCY = typer.Option(8, "--concurrency", min=1, rich_help_panel=LLM, help="--openai-model: requests in flight")
+_TIMEOUT = typer.Option(120.0, "--timeout", min=0.001, rich_help_panel=LLM, help="seconds per request attempt")
+_RETRIES = typer.Option(4, "--retries", min=0, rich_help_panel=LLM, help="retries on 429/5xx/timeouts/connection errors")
+_CACHE = typer.Option(DEFAULT_CACHE_PATH, "--cache", rich_help_panel=LLM, help="sqlite response cache ('' = off)")
+_MAX_ERROR_RATE = typer.Option(0.02, "--max-error-rate", min=0.0, max=1.0, rich_help_panel=LLM,
+                               help="fail (exit 1) when more than this share of requests fail in transport")
+_JUDGE = typer.Option(Judge.local, "--judge", rich_help_panel=EVAL, help="consistency judge for s")
+_JUDGE_MODEL = typer.Option(None, "--judge-model", rich_help_panel=LLM, help="--judge llm: model name")
+_JUDGE_BASE_URL = typer.Option(None, "--judge-base-url", rich_help_panel=LLM, help="--judge llm: base URL")
+_PROBES = typer.Option("anon,shift,digits", "--probes", rich_help_panel=EVAL, help="comma list of probes; '' for none")
+_MAX_ROWS = typer.Option(None, "--max-rows", min=1, rich_help_panel=EVAL, show_default="every row",
+                         help="at most N rows: whole consecutive as-of dates (every ticker) from the start of the split")
+_COST = typer.Option(5.0, "--cost-bps", min=0.0, rich_help_panel=EVAL, help="trading cost per unit of position change, bps")
+_LONG_ONLY = typer.Option(False, "--long-only", show_default="off", rich_help_panel=EVAL, help="map short decisions to flat")
+_HOLD = typer.Option(None, "--hold-days", min=1, rich_help_panel=EVAL, show_default="the label horizon, 7",
+                     help="close positions after N trading days or at the next decision")
+_HELDOUT = typer.Option(True, "--heldout/--no-heldout", help="also evaluate the held-out-ticker split when there is one")
+_LOG_NAV = typer.Option(False, "--log-nav", show_default="off", rich_help_panel=EVAL, help="NAV plot on a log scale")
+_REPS = typer.Option(1000, "--bootstrap-reps", min=10, rich_help_panel=EVAL, help="bootstrap resamples per interval")
+_MAX_NEW = typer.Option(1024, "--max-new-tokens", min=1, rich_help_panel=GEN, help="tokens per thesis at most")
+_BATCH = typer.Option(8, "--batch-size", min=1, rich_help_panel=GEN, help="--model: prompts per generate() call")
+_TEMPERATURE = typer.Option(0.0, "--temperature", min=0.0, rich_help_panel=GEN, help="0 = greedy")
+_SEED = typer.Option(0, "--seed", rich_help_panel=EVAL, help="sampling, random baseline, probes and bootstrap seed")
 
 
 def register(app: typer.Typer) -> None:
     """Attach this stage's commands to the root app."""
+    app.command("evaluate")(evaluate_cmd)
 
-    @app.command("evaluate")
-    def evaluate_cmd(
-        dataset: Path = typer.Option(..., "--dataset", help="split directory written by `thesisgym build`"),
-        out: Path = typer.Option(
-            ..., "--out", help="directory for report.html, PNGs, metrics.json, completions.jsonl"
-        ),
-        split: str = typer.Option("test", "--split", help="which split to evaluate"),
-        store: Path | None = typer.Option(
-            None, "--store", help="MarketStore directory (default: from build_meta.json)"
-        ),
-        model: str | None = typer.Option(None, "--model", help="HF model path or id to generate with"),
-        completions: Path | None = typer.Option(
-            None, "--completions", help="JSONL of precomputed completions (keyed by split row 'index' or ticker+asof+variation)"
-        ),
-        openai_model: str | None = typer.Option(
-            None, "--openai-model", help="model name on an OpenAI-compatible server"
-        ),
-        teacher_completions: Path | None = typer.Option(
-            None, "--teacher-completions", help="JSONL of the teacher's theses on the split: its accuracy becomes a baseline"
-        ),
-        baselines_only: bool = typer.Option(False, "--baselines-only", help="no policy: backtest the baselines and oracles alone"),
-        base_url: str | None = typer.Option(
-            None, "--base-url", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1"
-        ),
-        api_key_env: str = typer.Option(
-            "OPENAI_API_KEY", "--api-key-env", help="env var holding the API key"
-        ),
-        concurrency: int = typer.Option(8, "--concurrency", min=1, help="--openai-model: requests in flight"),
-        timeout: float = typer.Option(120.0, "--timeout", min=0.001, help="--openai-model and --judge llm: seconds per request attempt"),
-        retries: int = typer.Option(4, "--retries", min=0, help="--openai-model and --judge llm: retries on 429/5xx/timeouts/connection errors"),
-        cache: str = typer.Option(DEFAULT_CACHE_PATH, "--cache", help="--openai-model and --judge llm: sqlite response cache ('' = off)"),
-        max_error_rate: float = typer.Option(0.02, "--max-error-rate", min=0.0, max=1.0,
-                                             help="fail (exit 1) when more than this share of requests fail in transport"),
-        judge: str = typer.Option("local", "--judge", help="consistency judge for s: local | llm | none"),
-        judge_model: str | None = typer.Option(None, "--judge-model", help="--judge llm: model name"),
-        judge_base_url: str | None = typer.Option(None, "--judge-base-url", help="--judge llm: OpenAI-compatible base URL"),
-        probes: str = typer.Option("anon,shift,digits", "--probes", help="comma list of probes; '' for none"),
-        max_rows: int | None = typer.Option(None, "--max-rows", help="evaluate at most N rows: whole consecutive as-of dates (every ticker) from the start of the split"),
-        cost_bps: float = typer.Option(
-            5.0, "--cost-bps", help="trading cost per unit of position change, in bps"
-        ),
-        long_only: bool = typer.Option(False, "--long-only", help="map short decisions to flat"),
-        hold_days: int | None = typer.Option(
-            None, "--hold-days", min=1, help="close positions after N trading days (default: the label horizon, 7) or at the next decision"
-        ),
-        heldout: bool = typer.Option(True, "--heldout/--no-heldout", help="also evaluate the held-out-ticker split when there is one"),
-        log_nav: bool = typer.Option(False, "--log-nav", help="NAV plot on a log scale"),
-        bootstrap_reps: int = typer.Option(1000, "--bootstrap-reps", min=100, help="bootstrap resamples per interval"),
-        max_new_tokens: int = typer.Option(1024, "--max-new-tokens"),
-        batch_size: int = typer.Option(8, "--batch-size"),
-        temperature: float = typer.Option(0.0, "--temperature"),
-        seed: int = typer.Option(0, "--seed"),
-    ) -> None:
-        """Generate theses on a split, backtest them vs baselines/oracles with intervals, run probes, write an HTML report."""
-        import sys
 
-        from rich.console import Console
+def evaluate_cmd(
+    ctx: typer.Context, dataset: Path = _DATASET, out: Path = _OUT, split: str = _SPLIT, store: Path | None = _STORE,
+    config: Path | None = _CONFIG, model: str | None = _MODEL, completions: Path | None = _COMPLETIONS,
+    openai_model: str | None = _OPENAI_MODEL, baselines_only: bool = _BASELINES,
+    teacher_completions: Path | None = _TEACHER, base_url: str | None = _BASE_URL, api_key_env: str = _API_KEY_ENV,
+    concurrency: int = _CONCURRENCY, timeout: float = _TIMEOUT, retries: int = _RETRIES, cache: str = _CACHE,
+    max_error_rate: float = _MAX_ERROR_RATE, judge: Judge = _JUDGE, judge_model: str | None = _JUDGE_MODEL,
+    judge_base_url: str | None = _JUDGE_BASE_URL, probes: str = _PROBES, max_rows: int | None = _MAX_ROWS,
+    cost_bps: float = _COST, long_only: bool = _LONG_ONLY, hold_days: int | None = _HOLD, heldout: bool = _HELDOUT,
+    log_nav: bool = _LOG_NAV, bootstrap_reps: int = _REPS, max_new_tokens: int = _MAX_NEW, batch_size: int = _BATCH,
+    temperature: float = _TEMPERATURE, seed: int = _SEED, threads: int | None = THREADS_OPTION,
+) -> None:
+    """Generate theses on a split, backtest them vs baselines/oracles with intervals, run probes, write an HTML report."""
+    from thesisgym.evaluate.runner import EndpointError
 
-        sources = [x for x, given in (("--model", model is not None), ("--completions", completions is not None),
-                                      ("--openai-model", openai_model is not None), ("--baselines-only", baselines_only)) if given]
-        if len(sources) != 1:
-            raise typer.BadParameter("give exactly one of --model, --completions, --openai-model, --baselines-only"
-                                     + (f" (got {', '.join(sources)})" if sources else ""))
-        if openai_model is not None and base_url is None:
-            raise typer.BadParameter("--openai-model needs --base-url", param_hint="--base-url")
+    options = dict(ctx.params, judge=judge.value, out=out)
+    check_source(options)
+    cfg = eval_config(ctx, config, options)
+    data, held, train = load_splits(dataset, split, heldout=heldout)
+    if model is not None:
+        quiet_libraries()  # no weight-loading bars: the evaluation prints its own progress
+        set_threads(threads, model=model)
+    try:
+        result = run(options, cfg, dataset, store, data, held, train)
+    except EndpointError as exc:
+        fail(exc, code=EXIT_FAILURE)
+    except (ValueError, TypeError, FileNotFoundError) as exc:
+        fail(exc)
+    print_result(result, title=f"{result.policy} on {dataset.name}/{split}", cost_bps=cfg.cost_bps)
 
-        from thesisgym.data.store import MarketStore
-        from thesisgym.evaluate import HFPolicy, JsonlPolicy, OpenAIPolicy, evaluate
-        from thesisgym.evaluate.policies import make_verifier
-        from thesisgym.evaluate.runner import EndpointError
 
-        err = Console(stderr=True)
+def check_source(o: dict[str, Any]) -> None:
+    sources = [flag for flag, given in (("--model", o["model"] is not None), ("--completions", o["completions"] is not None),
+                                        ("--openai-model", o["openai_model"] is not None),
+                                        ("--baselines-only", o["baselines_only"])) if given]
+    if len(sources) != 1:
+        fail("give exactly one of --model, --completions, --openai-model, --baselines-only"
+             + (f" (got {', '.join(sources)})" if sources else ""))
+    if o["openai_model"] is not None and o["base_url"] is None:
+        fail("--openai-model needs --base-url")
 
-        def fail(msg: str, code: int = 2) -> None:
-            from rich.markup import escape
 
-            # escaped: messages quote user text and errors such as "[Errno 111]"
-            err.print(f"[red]error:[/red] {escape(msg)}", soft_wrap=True, highlight=False)
-            raise typer.Exit(code)
+def eval_config(ctx: typer.Context, path: Path | None, options: dict[str, Any]):
+    """EvalConfig from `--config` (if any) with the options given on the command line on top."""
+    import yaml
+    from pydantic import ValidationError
 
-        data = _load_split(dataset, split)
-        if len(data) == 0:
-            raise typer.BadParameter(f"{dataset}: split {split!r} is empty", param_hint="--split")
-        held = _load_split(dataset, "heldout", required=False) if heldout and split == "test" else None
-        train = _load_split(dataset, "train", required=False)
+    from thesisgym.evaluate.config import EvalConfig
+
+    base: dict[str, Any] = {}
+    if path is not None:
         try:
-            mstore = MarketStore.load(_store_path(dataset, store))
-            client_opts = {"timeout": timeout, "max_retries": retries, "cache_path": cache or None}
-            verifier = make_verifier(judge, model=judge_model, base_url=judge_base_url,
-                                     **(client_opts if judge == "llm" else {}))
-            if completions is not None:
-                policy = JsonlPolicy(completions)
-            elif model is not None:
-                policy = HFPolicy(model, max_new_tokens=max_new_tokens, batch_size=batch_size,
-                                  temperature=temperature, seed=seed)
-            elif openai_model is not None:
-                policy = OpenAIPolicy(base_url, openai_model, api_key_env=api_key_env, temperature=temperature,
-                                      max_tokens=max_new_tokens, concurrency=concurrency, timeout=timeout,
-                                      max_retries=retries, cache_path=cache or None, seed=seed)
-            else:
-                policy = None
-            result = evaluate(
-                policy, data, mstore, probes=probes or None, out_dir=out, max_rows=max_rows, cost_bps=cost_bps,
-                long_only=long_only, hold_days=hold_days, seed=seed, verifier=verifier, max_error_rate=max_error_rate,
-                train=train, heldout=held, bootstrap_reps=bootstrap_reps, log_nav=log_nav,
-                accuracy_policies={"teacher": JsonlPolicy(teacher_completions)} if teacher_completions else None,
-            )
-        except EndpointError as exc:
-            fail(str(exc), code=1)
-        except (ValueError, TypeError, FileNotFoundError) as exc:
-            fail(str(exc))
+            base = yaml.safe_load(path.read_text()) or {}
+            EvalConfig.model_validate(base)
+        except OSError as exc:
+            fail(f"--config {path}: {exc.strerror or exc}")
+        except yaml.YAMLError as exc:
+            fail(f"--config {path}: not valid YAML ({str(exc).splitlines()[0]})")
+        except ValidationError as exc:
+            fail(f"--config {path}: " + "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}"
+                                                 for e in exc.errors()))
+        if not isinstance(base, dict):
+            fail(f"--config {path}: expected a mapping of EvalConfig settings")
+    for option, field in CONFIG_OPTIONS.items():
+        source = ctx.get_parameter_source(option)
+        if field not in base or (source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")):
+            base[field] = options[option]
+    if base.get("judge") == "llm":
+        base.setdefault("judge_options", {}).update(timeout=options["timeout"], max_retries=options["retries"],
+                                                    cache_path=options["cache"] or None)
+    try:
+        return EvalConfig.model_validate(base)
+    except ValidationError as exc:
+        fail(exc)
 
-        # piped output (CI logs) gets a width the table fits in instead of rich's 80
-        console = Console(width=None if sys.stdout.isatty() else 160)
-        title = (f"{result.policy} on {dataset.name}/{split}: {result.config['backtest_rows']} ticker-days on "
-                 f"{result.config['decision_dates']} dates, held <= {result.config['hold_days']} days, {cost_bps:g} bps")
-        print_summary(result, title=title, console=console)
-        if result.heldout is not None:
-            print_summary(result.heldout, title=f"held-out tickers ({result.heldout.config['backtest_rows']} ticker-days)",
-                          console=console)
-        console.print(f"report: {result.report_path}")
+
+def store_path(dataset_dir: Path, store: Path | None) -> Path:
+    if store is not None:
+        return store
+    meta_path = dataset_dir / "build_meta.json"
+    if not meta_path.exists():
+        fail(f"--store: {meta_path} does not exist, so the store is not known; pass --store DIR")
+    entry = json.loads(meta_path.read_text()).get("store")
+    path = entry.get("path") if isinstance(entry, dict) else entry
+    if not path:
+        fail(f"--store: {meta_path} records no store path; pass --store DIR")
+    p = Path(path)
+    return p if p.is_absolute() or p.exists() else dataset_dir / p
+
+
+def load_splits(dataset: Path, split: str, *, heldout: bool):
+    """(the split, the held-out split or None, the train split or None); errors name --dataset/--split."""
+    from thesisgym.build.splits import load_split
+
+    try:
+        data = load_split(dataset, split)
+        held = load_split(dataset, "heldout", required=False) if heldout and split == "test" else None
+        train = load_split(dataset, "train", required=False)
+    except ValueError as exc:
+        fail(f"--dataset {message_of(exc)}")
+    if len(data) == 0:
+        fail(f"--split: {dataset}: split {split!r} is empty")
+    return data, held, train
+
+
+def build_policy(o: dict[str, Any]):
+    from thesisgym.evaluate import HFPolicy, JsonlPolicy, OpenAIPolicy
+
+    if o["completions"] is not None:
+        return JsonlPolicy(o["completions"])
+    if o["model"] is not None:
+        return HFPolicy(o["model"], max_new_tokens=o["max_new_tokens"], batch_size=o["batch_size"],
+                        temperature=o["temperature"], seed=o["seed"])
+    if o["openai_model"] is not None:
+        return OpenAIPolicy(o["base_url"], o["openai_model"], api_key_env=o["api_key_env"], temperature=o["temperature"],
+                            max_tokens=o["max_new_tokens"], concurrency=o["concurrency"], timeout=o["timeout"],
+                            max_retries=o["retries"], cache_path=o["cache"] or None, seed=o["seed"])
+    return None
+
+
+def run(o: dict[str, Any], cfg, dataset: Path, store: Path | None, data, held, train):
+    from thesisgym.data.store import MarketStore
+    from thesisgym.evaluate import JsonlPolicy, evaluate
+
+    mstore = MarketStore.load(store_path(dataset, store))
+    teacher = {"teacher": JsonlPolicy(o["teacher_completions"])} if o["teacher_completions"] else None
+    return evaluate(build_policy(o), data, mstore, cfg, train=train, heldout=held, accuracy_policies=teacher)
+
+
+# --- printing ----------------------------------------------------------------------------------------
+def _console():
+    import sys
+
+    from rich.console import Console
+
+    # piped output (CI logs) gets a width the table fits in instead of rich's 80
+    return Console(width=None if sys.stdout.isatty() else 160)
+
+
+def print_result(result, *, title: str, cost_bps: float, console=None) -> None:
+    """What `evaluate` prints: the summary of the split (and of the held-out tickers), the report path."""
+    console = console or _console()
+    cfg = result.config
+    print_summary(result, console=console,
+                  title=f"{title}: {cfg['backtest_rows']} ticker-days on {cfg['decision_dates']} dates, "
+                        f"held <= {cfg['hold_days']} days, {cost_bps:g} bps")
+    if result.heldout is not None:
+        print_summary(result.heldout, console=console,
+                      title=f"held-out tickers ({result.heldout.config['backtest_rows']} ticker-days)")
+    console.print(f"report: {result.report_path}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _headline_table(result, title: str):
+    from rich.table import Table
+
+    from thesisgym.evaluate.stats import fmt_interval
+    from thesisgym.evaluate.verdict import ci_text
+
+    m = result.metrics
+    ci = " [95% CI]" if "sharpe_lo" in m.columns and m["sharpe_lo"].notna().any() else ""
+    table = Table(title=title)
+    for col in ("strategy", f"cum ret{ci}", f"Sharpe{ci}", f"hit{ci}", "hit traded", "Sortino", "max DD", "decisions"):
+        table.add_column(col, justify="left" if col == "strategy" else "right", no_wrap=True)
+    for name in m.index:
+        row = m.loc[name]
+        table.add_row(str(name), ci_text(m, name, "cumulative_return", pct=True), ci_text(m, name, "sharpe"),
+                      ci_text(m, name, "hit_rate", pct=True), fmt_interval(row["hit_rate_traded"], NAN, NAN, pct=True),
+                      fmt_interval(row["sortino"], NAN, NAN), fmt_interval(row["max_drawdown"], NAN, NAN, pct=True),
+                      f"{int(row['decisions'])}", style="bold" if name == result.policy else None)
+    return table
+
+
+def _accuracy_table(result):
+    from rich.table import Table
+
+    from thesisgym.evaluate.verdict import ci_text
+
+    acc = result.accuracy
+    table = Table(title=f"decision accuracy ({int(acc['rows'].iloc[0])} labelled rows on "
+                        f"{int(acc['dates'].iloc[0])} dates, all variations)")
+    for col in ("decider", "accuracy", "direction"):
+        table.add_column(col, justify="left" if col == "decider" else "right", no_wrap=True)
+    for k in acc.index:
+        table.add_row(str(k), ci_text(acc, k, "accuracy", pct=True), ci_text(acc, k, "direction_accuracy", pct=True),
+                      style="bold" if k == result.policy else None)
+    return table
+
+
+def print_summary(result, *, title: str, console) -> None:
+    """The headline table with intervals, the accuracy table, probes, the verdict and the bottom line
+    (what `evaluate` and the demo print)."""
+    from rich.text import Text
+
+    from thesisgym.evaluate.stats import fmt_interval
+    from thesisgym.evaluate.verdict import bottom_line, verdict
+
+    console.print(_headline_table(result, title))
+    if len(result.accuracy):
+        console.print(_accuracy_table(result))
+    for name, pr in result.probes.items():
+        if pr.get("skipped"):
+            line = f"probe {name}: skipped ({pr['skipped']})"
+        else:
+            note = "" if pr.get("meaningful", True) else f" ({pr.get('note')})"
+            line = (f"probe {name}: flip rate {fmt_interval(pr['flip_rate'], NAN, NAN, pct=True)} of "
+                    f"{pr['compared']} decisions valid in both runs, to invalid "
+                    f"{fmt_interval(pr['to_invalid_rate'], NAN, NAN, pct=True)}{note}")
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    if result.transport:
+        t = result.transport
+        console.print(f"transport: {t['errors']} of {t['requests']} requests failed ({100 * t['error_rate']:.1f}%) at "
+                      f"{t['endpoint']}", markup=False, highlight=False, soft_wrap=True)
+    for line in verdict(result):
+        console.print(f"- {line}", soft_wrap=True, markup=False, highlight=False)
+    console.print(Text("bottom line: ", style="bold") + Text(bottom_line(result)), soft_wrap=True, highlight=False)

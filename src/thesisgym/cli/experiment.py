@@ -12,6 +12,8 @@ from pathlib import Path
 
 import typer
 
+from thesisgym.cli.common import THREADS_OPTION, fail, quiet_libraries, set_threads
+
 experiment_app = typer.Typer(help="Research experiments: Trade-R1 in miniature.", no_args_is_help=True)
 
 
@@ -31,20 +33,18 @@ def trade_r1_cmd(
     grpo_steps: int = typer.Option(8, "--grpo-steps", help="GRPO steps per arm (the same budget for every arm)"),
     eval_rows: int = typer.Option(32, "--eval-rows", help="held-out rows per evaluation set"),
     seed: int = typer.Option(0, "--seed", help="market, split and SFT seed"),
+    threads: int | None = THREADS_OPTION,
 ) -> None:
     """One SFT start, GRPO arms market-only / fsr / dsr / weighted x seeds, held-out + cross-market table."""
     import os
-    import warnings
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    import transformers
     from rich.console import Console
 
     from thesisgym.experiments.trade_r1 import TradeR1Config, format_table, run_trade_r1
 
-    transformers.utils.logging.disable_progress_bar()
-    warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
+    quiet_libraries()
+    set_threads(threads)
     console = Console()
     try:
         cfg = TradeR1Config(out=str(out), arms=[a.strip() for a in arms.split(",") if a.strip()],
@@ -52,8 +52,7 @@ def trade_r1_cmd(
                             seed=seed)
         summary = run_trade_r1(cfg, log=console.print)
     except ValueError as exc:
-        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
-        raise typer.Exit(2) from None
+        fail(exc)
     for line in format_table(summary["table"]):
         console.print(line, soft_wrap=True, highlight=False)
     console.print(f"total {summary['seconds']:.0f} s; table and plot in [bold]{out}[/]")

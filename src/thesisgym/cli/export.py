@@ -11,6 +11,8 @@ from pathlib import Path
 
 import typer
 
+from thesisgym.cli.common import fail
+
 
 def register(app: typer.Typer) -> None:
     """Attach this stage's commands to the root app."""
@@ -45,7 +47,6 @@ def export(
             keep_incomplete=keep_incomplete,
         )
     except ValueError as exc:
-        typer.echo(f"Error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        fail(exc)
     skipped = f"; skipped {result.skipped_incomplete} without a complete forward window" if result.skipped_incomplete else ""
     typer.echo(f"wrote {result.written} {fmt} rows from {dataset} [{split}] -> {result.path}{skipped}")

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from thesisgym.cli.common import fail
+
 
 def register(app: typer.Typer) -> None:
     """Attach this stage's commands to the root app."""
@@ -35,8 +37,7 @@ def serve(
         import prometheus_client  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError as exc:
-        typer.echo(f"Error: thesisgym serve needs the serve extra: pip install 'thesisgym[serve]' ({exc})", err=True)
-        raise typer.Exit(2) from exc
+        fail(f"thesisgym serve needs the serve extra: pip install 'thesisgym[serve]' ({exc})")
     from thesisgym.integrations.core import default_recipe
     from thesisgym.integrations.serve import ServeConfig, create_app
 
@@ -46,8 +47,7 @@ def serve(
                              timeout_s=timeout_s, max_concurrency=workers)
         app = create_app(config)  # builds the recipe and opens the dataset: fail before binding
     except ValueError as exc:
-        typer.echo(f"Error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        fail(exc)
     import uvicorn
 
     typer.echo(f"thesisgym serve: recipe {config.recipe}, http://{host}:{port} (POST /score, /openrlhf)")

@@ -224,6 +224,19 @@ class Backtest:
         self._dec_uniq, self._dec_codes = list(dec_uniq), dec_codes
 
     # --- the backtest ---------------------------------------------------------------------------
+    def _targets(self, lo: int, hi: int, used: np.ndarray) -> tuple[np.ndarray, int]:
+        """(days x used tickers) position entered at each decision's close (nan elsewhere), decisions."""
+        pos_map = dict(self.positions_map)
+        if self.long_only:
+            pos_map = {k: max(v, 0.0) for k, v in pos_map.items()}
+        values = np.array([pos_map[u] for u in self._dec_uniq], dtype=float)[self._dec_codes]
+        inside = (self._d_row >= lo) & (self._d_row < hi)
+        col_of = np.full(self.close.shape[1], -1)
+        col_of[used] = np.arange(len(used))
+        target = np.full((hi - lo, len(used)), np.nan)
+        target[self._d_row[inside] - lo, col_of[self._d_col[inside]]] = values[inside]
+        return target, int(inside.sum())
+
     def run(self) -> BacktestResult:
         idx = self.close.index
         lo, hi = int(idx.searchsorted(self.start, "left")), int(idx.searchsorted(self.end, "right"))
@@ -239,17 +252,7 @@ class Backtest:
             r[:1] = 0.0
             r[1:] = filled[1:] / filled[:-1] - 1.0
         rets = np.nan_to_num(r, nan=0.0)
-
-        pos_map = dict(self.positions_map)
-        if self.long_only:
-            pos_map = {k: max(v, 0.0) for k, v in pos_map.items()}
-        values = np.array([pos_map[u] for u in self._dec_uniq], dtype=float)[self._dec_codes]
-        inside = (self._d_row >= lo) & (self._d_row < hi)
-        col_of = np.full(self.close.shape[1], -1)
-        col_of[used] = np.arange(len(used))
-        target = np.full((hi - lo, len(used)), np.nan)
-        target[self._d_row[inside] - lo, col_of[self._d_col[inside]]] = values[inside]
-        n_decisions = int(inside.sum())
+        target, n_decisions = self._targets(lo, hi, used)
         # `live` marks cells covered by a decision: the decision day plus hold_days-1 more days
         held = _ffill(target, limit=None if self.hold_days is None else self.hold_days - 1)
         live = ~np.isnan(held)

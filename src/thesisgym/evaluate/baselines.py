@@ -4,12 +4,13 @@ A trained analyst is only interesting relative to what doing nothing clever earn
 returns a decisions frame (ticker, date, decision) for the given `keys` (ticker, date) so that it
 runs through exactly the same Backtest as the policy:
 
-- buy_and_hold_once + bought_once: the true buy-and-hold. Each ticker is bought (STRONG_BUY) at its
-  first date and held to the end; `bought_once` turns that backtest into a portfolio that puts
-  equal capital into each ticker at the start and never rebalances (weights drift with prices).
-- buy_and_hold: STRONG_BUY on every decision date (full long; position 1.0 with the default map).
-  Through the equal-weight Backtest this is an equal-weight long portfolio REBALANCED DAILY, which
-  is why evaluation names it "equal_weight_long".
+- buy_and_hold + bought_once: the true buy-and-hold ("buy_and_hold" in the report). Each ticker is
+  bought (STRONG_BUY) at its first date and held to the end (run the Backtest with hold_days=None);
+  `bought_once` turns that backtest into a portfolio that puts equal capital into each ticker at
+  the start and never rebalances (weights drift with prices).
+- equal_weight_long: STRONG_BUY on every decision date (full long; position 1.0 with the default
+  map). Through the equal-weight Backtest this is an equal-weight long portfolio REBALANCED DAILY
+  ("equal_weight_long" in the report).
 - momentum: sign of the trailing `lookback`-day return close(d) / close(d - lookback) - 1, using
   only closes dated <= d (point-in-time). Positive -> STRONG_BUY, negative -> STRONG_SELL, zero or
   not enough history -> HOLD.
@@ -44,13 +45,14 @@ def _keys_frame(keys: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def buy_and_hold(keys: pd.DataFrame, *, decision: str = "STRONG_BUY") -> pd.DataFrame:
+def equal_weight_long(keys: pd.DataFrame, *, decision: str = "STRONG_BUY") -> pd.DataFrame:
+    """`decision` on every (ticker, date): long everything, rebalanced at each decision date."""
     if decision not in LABELS:
         raise ValueError(f"decision: {decision!r} is not one of {LABELS}")
     return _keys_frame(keys).assign(decision=decision)
 
 
-def buy_and_hold_once(keys: pd.DataFrame) -> pd.DataFrame:
+def buy_and_hold(keys: pd.DataFrame) -> pd.DataFrame:
     """STRONG_BUY at each ticker's first date only (run it with hold_days=None: held to the end)."""
     k = _keys_frame(keys).sort_values(["date", "ticker"], kind="stable")
     return k.drop_duplicates("ticker").reset_index(drop=True).assign(decision="STRONG_BUY")

@@ -16,6 +16,8 @@ then the same whatever produced the text:
   AND is recorded in `last_errors` (aligned with the rows of the last `decide`), so evaluation counts
   transport errors apart from the model's format errors.
 - `CallablePolicy(fn)`: `fn(row) -> str`, for tests and quick experiments.
+- `RememberingPolicy(policy)`: writes once per prompt, so a checkpoint compared and then backtested on
+  the same prompts is not asked twice.
 
 Policies that can sample again with another seed have `reseeded(seed)` (the probes' noise baseline).
 
@@ -30,6 +32,7 @@ invalid-decision rate.
 from __future__ import annotations
 
 import copy
+import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -40,7 +43,7 @@ import pandas as pd
 
 from thesisgym.evaluate.completions import Key, join_completions, read_completions, row_key
 from thesisgym.rewards import score_completion
-from thesisgym.schema import LABELS
+from thesisgym.schema import LABELS, ArgumentError
 from thesisgym.thesis import completion_text, parse_thesis
 
 INVALID = "INVALID"
@@ -113,7 +116,8 @@ def check_model_source(model: str) -> None:
     """Fail at once, in one line, for a model that cannot be loaded without a network wait.
 
     A path that looks local (./x, ../x, /x, ~/x, or a name with more than one '/') must exist;
-    a hub id (name or org/name) must be in the local cache when HF_HUB_OFFLINE is set.
+    a hub id (name or org/name) must be in the local cache when HF_HUB_OFFLINE is set. Errors are
+    `ArgumentError`s naming the `model` argument (`--model` on the command line).
     """
     from thesisgym.train.presets import is_preset
 
@@ -122,18 +126,18 @@ def check_model_source(model: str) -> None:
         return
     if p.exists():
         if p.is_dir() and not (p / "config.json").exists():
-            raise ValueError(f"--model {model}: the directory has no config.json (not a saved model)")
+            raise ArgumentError("{arg} {model}: the directory has no config.json (not a saved model)",
+                                argument="model", model=model)
         return
     looks_local = model.startswith((".", "/", "~")) or model.count("/") > 1 or "\\" in model
     if looks_local:
-        raise ValueError(f"--model {model}: no such directory")
+        raise ArgumentError("{arg} {model}: no such directory", argument="model", model=model)
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
         from huggingface_hub import try_to_load_from_cache
 
         if not isinstance(try_to_load_from_cache(model, "config.json"), str):
-            raise ValueError(
-                f"--model {model}: not a local directory and not in the Hugging Face cache (HF_HUB_OFFLINE is set)"
-            )
+            raise ArgumentError("{arg} {model}: not a local directory and not in the Hugging Face cache "
+                                "(HF_HUB_OFFLINE is set)", argument="model", model=model)
 
 
 class HFPolicy:
@@ -220,11 +224,41 @@ class HFPolicy:
             except (OSError, ValueError) as exc:
                 # transformers' messages run to many lines; the first one says what is wrong
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                raise ValueError(f"--model {self.model_path}: cannot load ({first})") from None
+                raise ArgumentError("{arg} {model}: cannot load ({first})", argument="model",
+                                    model=self.model_path, first=first) from None
             device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
             self._model = model.to(device).eval()
         return generate_theses(self._model, self._tok, rows, max_new_tokens=self.max_new_tokens,
                                temperature=self.temperature, batch_size=self.batch_size, seed=self.seed)
+
+
+class RememberingPolicy:
+    """A policy that writes once per prompt: the same checkpoint asked again for the same prompt (the
+    change table, then the backtest) gets its first thesis back; new prompts (probes) go to the model."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self._theses: dict[str, str] = {}
+
+    @staticmethod
+    def _key(row: dict) -> str:
+        return json.dumps(row.get("prompt"), sort_keys=True, default=str)
+
+    def decide(self, rows: Sequence[dict]) -> list[str]:
+        keys = [self._key(r) for r in rows]
+        todo = {k: r for k, r in zip(keys, rows, strict=True) if k not in self._theses}
+        if todo:
+            self._theses.update(zip(todo, self.inner.decide(list(todo.values())), strict=True))
+        return [self._theses[k] for k in keys]
+
+    def reseeded(self, seed: int) -> Any:
+        return self.inner.reseeded(seed)
+
+    def __getattr__(self, name: str) -> Any:  # model_path, temperature, seed, ... for the report's model card
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
 
 
 class OpenAIPolicy:
@@ -296,10 +330,13 @@ class OpenAIPolicy:
 
 
 # --- reasoning metrics --------------------------------------------------------------------------------
-def make_verifier(judge: str = "local", *, model: str | None = None, base_url: str | None = None,
+JUDGES = ("local", "llm", "none")
+
+
+def make_verifier(judge: str = "local", *, judge_model: str | None = None, judge_base_url: str | None = None,
                   **client_options: Any) -> Any:
     """The Trade-R1 consistency verifier that produces s: the local judge, or an LLM judge on any
-    OpenAI-compatible endpoint (`judge="llm"`, `model=`, `base_url=`); "none" -> no s (nan)."""
+    OpenAI-compatible endpoint (`judge="llm"`, `judge_model=`, `judge_base_url=`); "none" -> no s (nan)."""
     from thesisgym.consistency import ConsistencyVerifier
 
     if judge == "none":
@@ -307,10 +344,11 @@ def make_verifier(judge: str = "local", *, model: str | None = None, base_url: s
     if judge == "local":
         return ConsistencyVerifier()
     if judge == "llm":
-        if not model:
-            raise ValueError("--judge llm needs --judge-model (and usually --judge-base-url)")
-        return ConsistencyVerifier(judge="llm", judge_options={"model": model, "base_url": base_url, **client_options})
-    raise ValueError(f"--judge: expected local, llm or none, got {judge!r}")
+        if not judge_model:
+            raise ArgumentError("{arg} is needed with the llm judge", argument="judge_model")
+        return ConsistencyVerifier(judge="llm", judge_options={"model": judge_model, "base_url": judge_base_url,
+                                                               **client_options})
+    raise ArgumentError("{arg} {judge!r}: expected one of local, llm, none", argument="judge", judge=judge)
 
 
 def consistency_scores(verifier: Any, completions: Sequence[Any], rows: Sequence[dict]) -> list[float]:
@@ -323,41 +361,48 @@ def consistency_scores(verifier: Any, completions: Sequence[Any], rows: Sequence
     return [float(r.s) for r in results]
 
 
+# the reward stack names its decision reward "decision"; in our frames "decision" is the label string
+REWARD_RENAMES = {"decision": "decision_reward"}
+
+
 def score_rows(
-    completions: Sequence[str],
+    completions: Sequence[Any],
     rows: Sequence[dict],
     *,
     scorer: Callable[[Any, dict], dict] | None = None,
     verifier: Any = "local",
+    batch: int = 256,
+    on_batch: Callable[[int], None] | None = None,
+    **score_options: Any,
 ) -> pd.DataFrame:
-    """One row per completion: decision, label, plus every number the scorer reports.
+    """One row per completion: ticker, asof, variation, decision (the label string or INVALID),
+    label, plus every number the scorer reports (its "decision" reward as `decision_reward`).
 
-    Default scorer: `score_completion` with s from `verifier` ("local", a ConsistencyVerifier, or
-    None for no s). A custom `scorer(completion, row)` is used as given.
+    Default scorer: `score_completion(..., **score_options)` with s from `verifier` ("local", a
+    ConsistencyVerifier, or None for no s), judged `batch` completions at a time (one request batch
+    for an LLM judge); `on_batch(n)` is called after each batch of n. A custom `scorer(completion,
+    row)` is used as given.
     """
     if len(completions) != len(rows):
         raise ValueError(f"{len(completions)} completions for {len(rows)} rows")
-    if scorer is None:
-        v = make_verifier(verifier) if isinstance(verifier, str) else verifier
-        s_values = iter(consistency_scores(v, completions, rows))
-
-        def scorer(comp: Any, row: dict) -> dict:
-            return score_completion(comp, row, consistency_s=next(s_values))
-
+    judge = make_verifier(verifier) if isinstance(verifier, str) else verifier
     records = []
-    for comp, row in zip(completions, rows, strict=True):
-        rec: dict[str, Any] = {
-            "ticker": row.get("ticker"),
-            "asof": str(row.get("asof", ""))[:10],
-            "variation": int(row.get("variation", 0) or 0),
-            "decision": decision_of(comp),
-            "label": row.get("label"),
-        }
-        for k, v in (scorer(comp, row) or {}).items():
-            if isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool):
-                # the scorer's "decision" is a reward value; ours is the label string
-                rec[f"{k}_reward" if k in rec else k] = float(v)
-        records.append(rec)
+    for lo in range(0, len(rows), batch):
+        comps, part = completions[lo : lo + batch], rows[lo : lo + batch]
+        s_values = consistency_scores(judge, comps, part) if scorer is None else [None] * len(part)
+        for comp, row, s in zip(comps, part, s_values, strict=True):
+            rec: dict[str, Any] = {"ticker": row.get("ticker"), "asof": str(row.get("asof", ""))[:10],
+                                   "variation": int(row.get("variation", 0) or 0), "decision": decision_of(comp),
+                                   "label": row.get("label")}
+            got = scorer(comp, row) if scorer is not None else score_completion(comp, row, consistency_s=s,
+                                                                                 **score_options)
+            for k, v in (got or {}).items():
+                if isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool):
+                    name = REWARD_RENAMES.get(k, k)
+                    rec[f"{name}_reward" if name in rec else name] = float(v)
+            records.append(rec)
+        if on_batch is not None:
+            on_batch(len(part))
     return pd.DataFrame.from_records(records)
 
 

@@ -209,8 +209,10 @@ def flip_stats(original: Sequence[str], probed: Sequence[str]) -> dict[str, Any]
     - to_invalid_rate: share of the rows valid in the original that became INVALID under the probe
       (the probe broke the format, which is not a change of mind);
     - from_invalid: rows invalid in the original that became valid;
-    - meaningful: False when under half of the original rows were valid or fewer than 10 rows can
-      be compared, so a mostly invalid policy's 0 % does not read as robustness.
+    - meaningful: False when under half of the original rows were valid, fewer than 10 rows can
+      be compared, or the policy gave one and the same decision on every row of both runs (a
+      constant policy keeps its answer whatever the prompt says), so neither a mostly invalid nor
+      a constant policy's 0 % reads as robustness; `note` says which.
     """
     if len(original) != len(probed):
         raise ValueError(f"{len(original)} original decisions vs {len(probed)} probed")
@@ -227,12 +229,16 @@ def flip_stats(original: Sequence[str], probed: Sequence[str]) -> dict[str, Any]
         "invalid_in_both": sum(a == INVALID and b == INVALID for a, b in pairs),
         "invalid_rate": sum(b == INVALID for _, b in pairs) / len(pairs) if pairs else float("nan"),
     }
+    distinct = {d for d in (*original, *probed) if d != INVALID}
     meaningful = bool(pairs) and valid_orig / len(pairs) >= MIN_VALID_SHARE and len(both) >= MIN_COMPARED
-    out["meaningful"] = meaningful
+    out["meaningful"] = meaningful and len(distinct) > 1
     if not meaningful:
         out["note"] = (
             f"not meaningful: {valid_orig} of {len(pairs)} original decisions valid, {len(both)} comparable"
         )
+    elif len(distinct) == 1:
+        out["note"] = (f"not meaningful: the policy decided {next(iter(distinct))} on every valid row of both "
+                       "runs (a constant policy ignores what a probe changes)")
     return out
 
 

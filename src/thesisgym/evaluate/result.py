@@ -35,7 +35,10 @@ class EvalResult:
     heldout: EvalResult | None = None
     rows: list[dict] = field(default_factory=list)  # the evaluated dataset rows (examples in the report)
     completions: list[dict] = field(default_factory=list)
-    config: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)  # the run's settings (EvalConfig.settings() + sample)
+    card: dict[str, Any] = field(default_factory=dict)  # where the theses came from (runner.describe_policy)
+    seconds: float = float("nan")  # wall time of the evaluation
+    sections: list[Any] = field(default_factory=list)  # extra report sections (config.ReportSection)
     report_path: Path | None = None
 
     @property
@@ -72,5 +75,7 @@ class EvalResult:
                 "warnings": self.warnings,
                 "heldout": self.heldout.to_json() if self.heldout is not None else None,
                 "config": self.config,
+                "card": self.card,
+                "seconds": self.seconds,
             }
         )

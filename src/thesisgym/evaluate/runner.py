@@ -1,33 +1,29 @@
-"""`evaluate(policy, dataset, store)`: generate -> score -> backtest vs baselines -> statistics -> probes -> report.
+"""`evaluate(policy, rows, store, config)`: generate -> score -> backtest vs baselines -> statistics -> probes -> report.
 
-The one function the CLI, the demo and notebooks call. Order of work:
-1. the policy writes a completion for every row (all variations; `max_rows` keeps whole consecutive
-   as-of dates from the start of the split, every ticker of each date). A `JsonlPolicy` is first
-   bound to the split (completions joined by split row index or by keys, validated). Requests that
-   failed in transport (`policy.last_errors`) are counted apart from format errors; above
-   `max_error_rate` the run stops with an `EndpointError` naming the endpoint;
-2. each completion is scored by `thesisgym.rewards.score_completion` with the Trade-R1 consistency
-   s of the configured judge (`verifier`, local by default), so fsr/dsr are the training rewards;
-3. decisions for the backtest: ONE per (ticker, asof), the `variation == 0` rows (the canonical
-   rendering; counting other variations would weight days by how many variations were built);
-4. the same (ticker, asof) grid goes through the same Backtest for the policy and every baseline:
-   buy-and-hold (bought once, never rebalanced), the equal-weight long portfolio rebalanced daily,
-   momentum, seeded random, the label oracle and, on synthetic stores, the true-expected-return
-   oracle. Positions are held for at most `hold_days` trading days, by default the label horizon
-   the decisions were trained on (schema.REWARD_HORIZON), or until the ticker's next decision;
-5. statistics: date-block bootstrap intervals (`thesisgym.evaluate.stats`) for Sharpe, cumulative
-   return, hit rate and accuracy; the paired Sharpe difference of the policy against each
-   baseline; accuracy baselines (majority class of the train split when `train` is given,
-   always-BUY, seeded random, and any `accuracy_policies` / `accuracy_baselines`, e.g. the
-   teacher's theses or decisions); a
-   warning when a figure rests on fewer than `min_dates` decision dates;
-6. probes rewrite the backtest rows and re-ask the policy (flip statistics in probes.flip_stats);
-   a policy with `reseeded(seed)` is also re-asked the unchanged rows with a new seed: the
-   resampling-noise baseline a probe's flip rate is read against;
-7. `heldout` (the held-out-ticker split) is evaluated the same way, without probes, and kept in
-   `result.heldout`;
-8. when `out_dir` is given: report.html + PNGs, metrics.json, completions.jsonl (replayable with
-   `JsonlPolicy`, probes included) and scores.csv.
+The one function the CLI, the demo and notebooks call; each step is a named stage function below,
+in this order:
+
+1. `select_rows`: every row, or with `max_rows` whole consecutive as-of dates from the start of the
+   split (every ticker of each date). A completions file (`JsonlPolicy`) is first bound to the split;
+2. `generate`: the policy writes a completion for every row (all variations). Requests that failed in
+   transport (`policy.last_errors`) are counted apart from format errors; above `max_error_rate` the
+   run stops with an `EndpointError` naming the endpoint;
+3. `score`: each completion is scored by `thesisgym.rewards.score_completion` with the Trade-R1
+   consistency s of the configured judge (local by default), so fsr/dsr are the training rewards;
+4. `backtest_grid` + `run_backtests`: ONE decision per (ticker, asof), the `variation == 0` rows (the
+   canonical rendering), goes through the same Backtest for the policy and every baseline: buy-and-hold
+   (bought once, never rebalanced), the equal-weight long portfolio rebalanced daily, momentum, seeded
+   random, the label oracle and, on synthetic stores, the true-expected-return oracle. Positions are
+   held for at most `hold_days` trading days (default: the label horizon) or until the next decision;
+5. `backtest_metrics` + `compare_sharpe` + `accuracy_table`: date-block bootstrap intervals
+   (`thesisgym.evaluate.stats`) for Sharpe, cumulative return, hit rate and accuracy; the paired Sharpe
+   difference of the policy against each baseline; accuracy against the majority class of `train`,
+   always-BUY, seeded random and any `accuracy_policies` / `accuracy_baselines` (e.g. the teacher);
+6. `run_probes`: probes rewrite the backtest rows and re-ask the policy; a policy with `reseeded(seed)`
+   is also re-asked the unchanged rows with a new seed, the noise a probe's flip rate is read against;
+7. `heldout` (the held-out-ticker split) is the same call with `config.for_heldout()` (no probes);
+8. with `config.out_dir`: report.html + PNGs, metrics.json, completions.jsonl (replayable with
+   `JsonlPolicy`, probes included) and scores.csv (`save_result`).
 
 `policy=None` evaluates the baselines alone (a dataset without any model).
 """
@@ -36,7 +32,9 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +45,9 @@ from thesisgym.data.store import MarketStore
 from thesisgym.evaluate import baselines as B
 from thesisgym.evaluate import stats as S
 from thesisgym.evaluate.backtest import Backtest, BacktestResult
-from thesisgym.evaluate.completions import split_keys
-from thesisgym.evaluate.metrics import DEFAULT_RF, hit_cells, sharpe
+from thesisgym.evaluate.completions import row_key, split_keys
+from thesisgym.evaluate.config import EvalConfig
+from thesisgym.evaluate.metrics import hit_cells, sharpe
 from thesisgym.evaluate.policies import (
     INVALID,
     Policy,
@@ -58,19 +57,100 @@ from thesisgym.evaluate.policies import (
     reasoning_metrics,
     score_rows,
 )
-from thesisgym.evaluate.probes import flip_stats, parse_probe_list, probe_rows
+from thesisgym.evaluate.probes import flip_stats, probe_rows
 from thesisgym.evaluate.report import write_report
 from thesisgym.evaluate.result import BASELINES_ONLY, EvalResult
-from thesisgym.schema import DEFAULT_POSITIONS, LABELS, REWARD_HORIZON
+from thesisgym.schema import LABELS
+from thesisgym.train.progress import Ticker
 
 SIDE = {lab: int(np.sign(i - 2)) for i, lab in enumerate(LABELS)}
+RESERVED = ("buy_and_hold", "equal_weight_long", "random", "label_oracle", "truth_oracle", BASELINES_ONLY)
+# the baselines the policy's Sharpe is compared with (momentum is added with its lookback)
+COMPARED = ("buy_and_hold", "equal_weight_long", "random")
 
 
 class EndpointError(RuntimeError):
     """Too many requests to the policy's endpoint failed in transport (not the model's fault)."""
 
 
-def _subset_indices(asofs: Sequence[str], max_rows: int) -> list[int]:
+@dataclass
+class Grid:
+    """The backtest grid: the variation-0 rows, one per (ticker, asof)."""
+
+    canon_idx: list[int]
+    keys: pd.DataFrame  # ticker, date
+    end: pd.Timestamp
+
+    @property
+    def n_dates(self) -> int:
+        return int(self.keys["date"].nunique())
+
+
+@dataclass
+class Generation:
+    completions: list[str] = field(default_factory=list)
+    errors: list[str | None] = field(default_factory=list)
+    transport: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def evaluate(
+    policy: Policy | None,
+    rows: Any,
+    store: MarketStore,
+    config: EvalConfig | None = None,
+    *,
+    train: Any = None,
+    heldout: Any = None,
+    accuracy_policies: Mapping[str, Policy] | None = None,
+    accuracy_baselines: Mapping[str, Mapping[tuple[str, str, int], str]] | None = None,
+    scorer: Any = None,
+    verifier: Any = None,
+) -> EvalResult:
+    """Evaluate `policy` on `rows` (a split: HF Dataset or list of dicts); `policy=None`: baselines only.
+
+    train: the train split (its majority class is an accuracy baseline). heldout: the held-out-ticker
+    split, evaluated with `config.for_heldout()`. accuracy_policies: other deciders asked the same rows
+    (e.g. the teacher's theses); accuracy_baselines: fixed decisions keyed by (ticker, asof, variation).
+    scorer(completion, row) -> dict replaces the reward stack; verifier replaces `config.judge`.
+    """
+    config = config or EvalConfig()
+    started = time.monotonic()
+    shared = dict(train=train, accuracy_policies=accuracy_policies, accuracy_baselines=accuracy_baselines,
+                  scorer=scorer, verifier=verifier)
+    selected = select_rows(rows, config.max_rows)
+    name = policy_name(policy, config)
+    if hasattr(policy, "bind"):
+        policy.bind(split_keys(rows))
+    gen = generate(policy, selected, name, config) if policy is not None else Generation()
+    scores = score(gen, selected, config, scorer=scorer, verifier=verifier) if policy is not None \
+        else baseline_scores(selected)
+    grid = backtest_grid(selected, store, config)
+    backtests = run_backtests(name if policy is not None else None, scores, selected, grid, store, config)
+    metrics, sample_warnings = backtest_metrics(backtests, grid, config)
+    refs, ref_warnings = references(rows, selected, accuracy_policies, accuracy_baselines,
+                                    lenient=config.role == "heldout")
+    probes, records = run_probes(policy, selected, scores, grid, store, config, gen.completions)
+    held, held_warnings = run_heldout(policy, heldout, store, config, shared)
+    result = EvalResult(
+        policy=name, metrics=metrics, backtests=backtests,
+        ticker_stats=backtests[next(iter(backtests))].ticker_stats(), scores=scores,
+        reasoning=reasoning_metrics(scores) if policy is not None else {},
+        confusion=confusion_matrix(scores) if policy is not None else pd.DataFrame(),
+        probes=probes, accuracy=accuracy_table(policy, name, scores, selected, train, refs, grid, config),
+        comparisons=compare_sharpe(name, backtests, config) if policy is not None else {},
+        transport=gen.transport, warnings=[*sample_warnings, *gen.warnings, *ref_warnings, *held_warnings],
+        heldout=held, rows=selected, completions=records,
+        config=run_settings(config, store, selected, grid, policy, verifier),
+        card=describe_policy(policy), seconds=round(time.monotonic() - started, 1), sections=list(config.sections),
+    )
+    if config.out_dir is not None:
+        save_result(result, config.out_dir)
+    return result
+
+
+# --- 1. rows -----------------------------------------------------------------------------------------
+def subset_indices(asofs: Sequence[str], max_rows: int) -> list[int]:
     """Row indices of whole, consecutive as-of dates from the start of the split.
 
     Consecutive, because a backtest of dates spread over months holds each position across a gap
@@ -89,54 +169,91 @@ def _subset_indices(asofs: Sequence[str], max_rows: int) -> list[int]:
     return sorted(out)[:max_rows]
 
 
-def _rows_of(dataset: Any, max_rows: int | None) -> list[dict]:
+def select_rows(dataset: Any, max_rows: int | None) -> list[dict]:
+    """The rows to evaluate (see `subset_indices`), checked for the columns every stage reads."""
     n = len(dataset)
     idx: list[int] = list(range(n))
-    if max_rows is not None:
-        if max_rows < 1:
-            raise ValueError(f"max_rows: expected >= 1, got {max_rows}")
-        if max_rows < n:
-            if hasattr(dataset, "column_names") and "asof" not in dataset.column_names:
-                raise ValueError("dataset: missing column 'asof'")
-            asofs = dataset["asof"] if hasattr(dataset, "column_names") else [r.get("asof") for r in dataset]
-            idx = _subset_indices(asofs, max_rows)
-    if hasattr(dataset, "select") and hasattr(dataset, "to_list"):
-        return dataset.select(idx).to_list()
-    return [dict(dataset[i]) for i in idx]
+    is_hf = hasattr(dataset, "column_names")
+    if is_hf:
+        missing = [c for c in ("ticker", "asof") if c not in dataset.column_names]
+        if missing:
+            raise ValueError(f"dataset: missing column {missing[0]!r}")
+    if max_rows is not None and max_rows < n:
+        asofs = dataset["asof"] if is_hf else [r.get("asof") for r in dataset]
+        idx = subset_indices(asofs, max_rows)
+    out = dataset.select(idx).to_list() if is_hf and hasattr(dataset, "to_list") else [dict(dataset[i]) for i in idx]
+    if not out:
+        raise ValueError("dataset: no rows to evaluate")
+    for col in ("ticker", "asof"):
+        if col not in out[0]:
+            raise ValueError(f"dataset: missing column {col!r}")
+    return out
 
 
-def _decide(
-    policy: Policy, rows: list[dict], *, desc: str, chunk: int, progress: bool
-) -> tuple[list[str], list[str | None]]:
-    """(completions, transport error or None per row)."""
+def policy_name(policy: Policy | None, config: EvalConfig) -> str:
+    if policy is None:
+        return BASELINES_ONLY
+    name = getattr(policy, "name", type(policy).__name__)
+    if name in RESERVED or name == f"momentum_{config.momentum_lookback}d":
+        raise ValueError(f"policy name {name!r} is taken by a baseline; give the policy another name")
+    return name
+
+
+def describe_policy(policy: Policy | None) -> dict[str, Any]:
+    """What the report's model card says about where the theses came from."""
+    from thesisgym.train.card import machine, read_card
+
+    if policy is None:
+        return {"source": "no policy (baselines only)", "machine": machine()}
+
+    model_dir = getattr(policy, "model_path", None)
+    out: dict[str, Any] = {"name": getattr(policy, "name", type(policy).__name__)}
+    if model_dir:
+        out["source"] = f"model {model_dir}"
+        try:
+            card = read_card(model_dir)
+        except ValueError as exc:
+            out["card_problem"] = str(exc)
+        else:
+            if card is not None:
+                out["run"] = card.model_dump(mode="json")
+            else:
+                out["card_problem"] = (f"no training record (thesisgym_run.json) in {model_dir}: "
+                                       "it was not trained by thesisgym's run_sft/run_grpo")
+    elif getattr(policy, "path", None) is not None:
+        out["source"] = f"completions file {policy.path}"
+    elif getattr(policy, "endpoint", None):
+        out["source"] = f"endpoint {policy.endpoint}"
+    else:
+        out["source"] = f"Python policy {type(policy).__name__}"
+    for k in ("temperature", "max_new_tokens", "seed"):
+        if getattr(policy, k, None) is not None:
+            out[k] = getattr(policy, k)
+    out["machine"] = machine()
+    return out
+
+
+# --- 2-3. generate and score -------------------------------------------------------------------------
+def decide(policy: Policy, rows: list[dict], *, label: str, config: EvalConfig) -> tuple[list[str], list[str | None]]:
+    """(completions, transport error or None per row), `config.chunk` rows per call, with progress."""
     out: list[str] = []
     errors: list[str | None] = []
-
-    def one(batch: list[dict]) -> None:
-        comps = list(policy.decide(batch))
-        errs = list(getattr(policy, "last_errors", None) or [None] * len(batch))
-        if len(comps) != len(batch) or len(errs) != len(batch):
-            raise ValueError(
-                f"policy {getattr(policy, 'name', policy)!r} returned {len(comps)} completions for {len(batch)} rows"
-            )
-        out.extend(comps)
-        errors.extend(errs)
-
-    if not progress or len(rows) <= chunk:
-        for lo in range(0, len(rows), chunk):
-            one(rows[lo : lo + chunk])
-    else:
-        from rich.progress import Progress
-
-        with Progress(transient=True) as bar:
-            task = bar.add_task(desc, total=len(rows))
-            for lo in range(0, len(rows), chunk):
-                one(rows[lo : lo + chunk])
-                bar.advance(task, len(rows[lo : lo + chunk]))
+    with Ticker(len(rows), label, enabled=config.progress, unit="rows") as ticker:
+        for lo in range(0, len(rows), config.chunk):
+            batch = rows[lo : lo + config.chunk]
+            comps = list(policy.decide(batch))
+            errs = list(getattr(policy, "last_errors", None) or [None] * len(batch))
+            if len(comps) != len(batch) or len(errs) != len(batch):
+                raise ValueError(f"policy {getattr(policy, 'name', policy)!r} returned {len(comps)} completions "
+                                 f"for {len(batch)} rows")
+            out.extend(comps)
+            errors.extend(errs)
+            ticker.advance(len(batch))
     return out, errors
 
 
-def _check_transport(policy: Any, errors: list[str | None], max_error_rate: float, what: str) -> dict[str, Any]:
+def check_transport(policy: Any, errors: list[str | None], max_error_rate: float, what: str) -> dict[str, Any]:
+    """Transport counts of one generation; an EndpointError above `max_error_rate`."""
     n_err = sum(e is not None for e in errors)
     info = {
         "requests": len(errors),
@@ -153,7 +270,151 @@ def _check_transport(policy: Any, errors: list[str | None], max_error_rate: floa
     return info
 
 
-def _rate_block(dates: Sequence[Any], hold: int) -> int:
+def generate(policy: Policy, rows: list[dict], name: str, config: EvalConfig) -> Generation:
+    completions, errors = decide(policy, rows, label=f"{name}: writing theses", config=config)
+    transport = check_transport(policy, errors, config.max_error_rate, "generation")
+    warnings = []
+    if transport["endpoint"] is None:
+        transport = {}  # no endpoint, nothing in transport to report
+    elif transport["errors"]:
+        warnings.append(
+            f"{transport['errors']} of {transport['requests']} requests to {transport['endpoint']} failed in "
+            f"transport; those rows are empty theses (flat in the backtest), not format errors of the model"
+        )
+    return Generation(completions, errors, transport, warnings)
+
+
+def score(gen: Generation, rows: list[dict], config: EvalConfig, *, scorer: Any, verifier: Any) -> pd.DataFrame:
+    """`score_rows` with the configured judge; an LLM judge that fails is a warning, or an error above
+    `max_error_rate` (its failures fall back to the local verdict, which must not pass silently)."""
+    judge = verifier
+    if judge is None and scorer is None:
+        judge = make_verifier(config.judge, judge_model=config.judge_model, judge_base_url=config.judge_base_url,
+                              **(config.judge_options if config.judge == "llm" else {}))
+    usage = getattr(getattr(getattr(judge, "judge", None), "client", None), "usage", None)
+    before = usage.json_fallbacks if usage is not None else 0
+    scores = score_rows(gen.completions, rows, scorer=scorer, verifier=judge)
+    scores["transport_error"] = [float(e is not None) for e in gen.errors]
+    if usage is not None:
+        failed = usage.json_fallbacks - before
+        client = judge.judge.client.config
+        msg = (f"the LLM judge at {client.base_url} (model {client.model}) failed on {failed} of {len(rows)} "
+               f"theses; their s is the local judge's (last error: {usage.last_error or 'malformed answer'})")
+        if rows and failed / len(rows) > config.max_error_rate:
+            raise EndpointError(msg)
+        if failed:
+            gen.warnings.append(msg)
+    return scores
+
+
+def baseline_scores(rows: list[dict]) -> pd.DataFrame:
+    """The keys and labels of the rows, for a run without a policy."""
+    return pd.DataFrame({
+        "ticker": [r["ticker"] for r in rows],
+        "asof": [str(r["asof"])[:10] for r in rows],
+        "variation": [int(r.get("variation", 0) or 0) for r in rows],
+        "label": [r.get("label") for r in rows],
+    })
+
+
+# --- 4. backtests ------------------------------------------------------------------------------------
+def backtest_grid(rows: list[dict], store: MarketStore, config: EvalConfig) -> Grid:
+    """The variation-0 rows (one decision per ticker-day) and the date the backtest ends."""
+    canon_idx = [i for i, r in enumerate(rows) if int(r.get("variation", 0) or 0) == 0]
+    if not canon_idx:
+        raise ValueError("dataset: no rows with variation 0 to backtest")
+    keys = pd.DataFrame({
+        "ticker": [rows[i]["ticker"] for i in canon_idx],
+        "date": pd.to_datetime([str(rows[i]["asof"])[:10] for i in canon_idx]),
+    })
+    dup = keys.duplicated()
+    if dup.any():
+        i = canon_idx[int(np.argmax(dup.to_numpy()))]
+        raise ValueError(f"dataset: row {i}: a second variation-0 row for ({rows[i]['ticker']}, {rows[i]['asof']})")
+    calendar = store.dates
+    last = int(calendar.searchsorted(keys["date"].max()))
+    return Grid(canon_idx, keys, calendar[min(last + config.hold, len(calendar) - 1)])
+
+
+def run_backtests(name: str | None, scores: pd.DataFrame, rows: list[dict], grid: Grid, store: MarketStore,
+                  config: EvalConfig) -> dict[str, BacktestResult]:
+    """The policy (first) and every baseline and oracle through the same Backtest."""
+    keys = grid.keys
+    kw = dict(positions=config.positions, long_only=config.long_only, cost_bps=config.cost_bps,
+              hold_days=config.hold, end=grid.end, rf=config.rf)
+    strategies: dict[str, pd.DataFrame] = {}
+    if name is not None:
+        dec = keys.assign(decision=[scores["decision"].iloc[i] for i in grid.canon_idx])
+        # an invalid decision is a flat day, not a dropped one: the policy failed to commit
+        strategies[name] = dec.assign(decision=dec["decision"].where(dec["decision"] != INVALID, "HOLD"))
+    strategies["equal_weight_long"] = B.equal_weight_long(keys)
+    strategies[f"momentum_{config.momentum_lookback}d"] = B.momentum(keys, store.bars, lookback=config.momentum_lookback)
+    strategies["random"] = B.random_decisions(keys, seed=config.seed)
+    labels = [rows[i].get("label") for i in grid.canon_idx]
+    if any(labels):
+        strategies["label_oracle"] = B.label_oracle(keys, labels)
+    if store.truth is not None and "expected_return" in store.truth.columns:
+        strategies["truth_oracle"] = B.truth_oracle(keys, store.truth)
+    done = {k: Backtest(d, store.bars, **kw).run() for k, d in strategies.items()}
+    once = Backtest(B.buy_and_hold(keys), store.bars, **{**kw, "hold_days": None, "start": keys["date"].min()})
+    first = {name: done.pop(name)} if name is not None else {}
+    return {**first, "buy_and_hold": B.bought_once(once.run()), **done}
+
+
+def interval_columns(bt: BacktestResult, config: EvalConfig) -> dict[str, float]:
+    """*_lo / *_hi of Sharpe, cumulative return and hit rate (date-block bootstrap)."""
+    r = bt.returns.to_numpy()
+    hits, cells = hit_cells(bt.held.to_numpy(), bt.asset_returns.to_numpy(), bt.covered.to_numpy())
+    out = {}
+    for metric, fn, arrays in (
+        ("sharpe", lambda x: sharpe(x, rf=config.rf), (r,)),
+        ("cumulative_return", lambda x: float(np.prod(1.0 + x) - 1.0), (r,)),
+        ("hit_rate", S.ratio_of_sums, (hits, cells)),
+    ):
+        lo, hi = S.block_bootstrap(fn, *arrays, block=config.hold, reps=config.bootstrap_reps,
+                                   confidence=config.confidence, seed=config.seed)
+        out[f"{metric}_lo"], out[f"{metric}_hi"] = lo, hi
+    return out
+
+
+def backtest_metrics(backtests: dict[str, BacktestResult], grid: Grid, config: EvalConfig
+                     ) -> tuple[pd.DataFrame, list[str]]:
+    """Strategies x metrics with intervals, decisions and dates; warnings about the sample."""
+    rows = {}
+    for k, bt in backtests.items():
+        st = bt.stats()
+        st.update(interval_columns(bt, config))
+        st["decisions"] = float(grid.keys["ticker"].nunique() if k == "buy_and_hold" else len(grid.keys))
+        st["dates"] = float(grid.n_dates)  # the period every strategy is measured over
+        if st.get("days", 0) < config.min_annualize_days:
+            # an extrapolation, not a measurement (see EvalConfig.min_annualize_days); Calmar divides by it
+            st["annualized_return"] = st["calmar"] = float("nan")
+        rows[k] = st
+    warnings = []
+    if grid.n_dates < config.min_dates:
+        warnings.append(f"every backtest figure rests on {grid.n_dates} decision date(s) ({len(grid.keys)} "
+                        f"ticker-days); under {config.min_dates} dates a Sharpe ratio or hit rate is anecdote, "
+                        "not evidence")
+    return pd.DataFrame(rows).T, warnings
+
+
+def compare_sharpe(name: str, backtests: dict[str, BacktestResult], config: EvalConfig) -> dict[str, dict[str, float]]:
+    """Policy Sharpe minus each baseline's, with a paired (same dates) bootstrap interval."""
+    p_ret = backtests[name].returns
+    out = {}
+    for k in (*COMPARED, f"momentum_{config.momentum_lookback}d"):
+        b_ret = backtests[k].returns.reindex(p_ret.index, fill_value=0.0)
+        lo, hi = S.block_bootstrap(
+            lambda a, b: sharpe(a, rf=config.rf) - sharpe(b, rf=config.rf), p_ret.to_numpy(), b_ret.to_numpy(),
+            block=config.hold, reps=config.bootstrap_reps, confidence=config.confidence, seed=config.seed,
+        )
+        diff = sharpe(p_ret.to_numpy(), rf=config.rf) - sharpe(b_ret.to_numpy(), rf=config.rf)
+        out[k] = {"sharpe_diff": diff, "lo": lo, "hi": hi, "confidence": config.confidence}
+    return out
+
+
+# --- 5. accuracy -------------------------------------------------------------------------------------
+def rate_block(dates: Sequence[Any], hold: int) -> int:
     """Block length (in decision dates) spanning one holding period."""
     ds = pd.DatetimeIndex(sorted({pd.Timestamp(str(d)[:10]) for d in dates}))
     if len(ds) < 2:
@@ -162,344 +423,145 @@ def _rate_block(dates: Sequence[Any], hold: int) -> int:
     return max(1, int(math.ceil(hold / max(gap, 1.0))))
 
 
-def _intervals(bt: BacktestResult, *, rf: float, block: int, reps: int, confidence: float, seed: int) -> dict:
-    r = bt.returns.to_numpy()
-    hits, cells = hit_cells(bt.held.to_numpy(), bt.asset_returns.to_numpy(), bt.covered.to_numpy())
-    out = {}
-    for name, fn, arrays in (
-        ("sharpe", lambda x: sharpe(x, rf=rf), (r,)),
-        ("cumulative_return", lambda x: float(np.prod(1.0 + x) - 1.0), (r,)),
-        ("hit_rate", S.ratio_of_sums, (hits, cells)),
-    ):
-        lo, hi = S.block_bootstrap(fn, *arrays, block=block, reps=reps, confidence=confidence, seed=seed)
-        out[f"{name}_lo"], out[f"{name}_hi"] = lo, hi
-    return out
+def references(dataset: Any, rows: list[dict], policies: Mapping[str, Policy] | None,
+               fixed: Mapping[str, Mapping[tuple[str, str, int], str]] | None, *, lenient: bool = False
+               ) -> tuple[dict[str, list[str]], list[str]]:
+    """Decisions of the accuracy references on `rows`. A reference that cannot answer them (a
+    completions file of another split, fixed decisions without these keys) is a ValueError, or with
+    `lenient` (the held-out run) left out with a warning."""
+    out: dict[str, list[str]] = {}
+    problems: list[str] = []
+    quiet = EvalConfig(progress=False)
+    for k, other in (policies or {}).items():
+        try:
+            if hasattr(other, "bind"):
+                other.bind(split_keys(dataset))
+            out[k] = [decision_of(c) for c in decide(other, rows, label=k, config=quiet)[0]]
+        except ValueError as exc:
+            if not lenient:
+                raise
+            problems.append(f"accuracy reference {k!r} left out of the held-out table: {exc}")
+    keys = [row_key(r)[:3] for r in rows]
+    for k, decisions in (fixed or {}).items():
+        missing = [key for key in keys if key not in decisions]
+        if missing:
+            msg = f"accuracy_baselines[{k!r}]: no decision for {len(missing)} of {len(rows)} rows (first: {missing[0]})"
+            if not lenient:
+                raise ValueError(msg)
+            problems.append(f"{msg}; left out of the held-out table")
+            continue
+        out[k] = [decisions[key] for key in keys]
+    return out, problems
 
 
-def _accuracy_table(
-    entries: Mapping[str, Sequence[str]],
-    rows: Sequence[dict],
-    *,
-    block: int,
-    reps: int,
-    confidence: float,
-    seed: int,
-) -> pd.DataFrame:
-    """Accuracy [CI] of each entry; entries after the first also get the paired difference
-    (first minus entry) with its interval, resampled by date."""
+def accuracy_table(policy: Policy | None, name: str, scores: pd.DataFrame, rows: list[dict], train: Any,
+                   refs: dict[str, list[str]], grid: Grid, config: EvalConfig) -> pd.DataFrame:
+    """Accuracy [CI] of the policy and the references over every labelled row (all variations); rows
+    after the first also get the paired difference (first minus this) with its interval."""
+    entries: dict[str, list[str]] = {}
+    if policy is not None:
+        entries[name] = list(scores["decision"])
+    if train is not None:
+        tl = [lab for lab in (train["label"] if hasattr(train, "column_names") else [r.get("label") for r in train])
+              if lab in LABELS]
+        if tl:
+            major = max(LABELS, key=tl.count)
+            entries[f"majority of train ({major})"] = [major] * len(rows)
+    entries["always BUY"] = ["BUY"] * len(rows)
+    rng = np.random.default_rng(config.seed)
+    entries["random"] = list(np.asarray(LABELS)[rng.integers(0, len(LABELS), size=len(rows))])
+    entries.update(refs)
     labelled = [i for i, r in enumerate(rows) if r.get("label") in LABELS]
     if not labelled:
         return pd.DataFrame()
     dates = [str(rows[i]["asof"])[:10] for i in labelled]
     truth = [rows[i]["label"] for i in labelled]
+    kw = dict(block=rate_block([r["asof"] for r in rows], config.hold), reps=config.bootstrap_reps,
+              confidence=config.confidence, seed=config.seed)
     table = {}
     reference: list[float] | None = None
-    kw = dict(block=block, reps=reps, confidence=confidence, seed=seed)
-    for name, decisions in entries.items():
+    for k, decisions in entries.items():
         pred = [decisions[i] for i in labelled]
         exact = [float(p == t) for p, t in zip(pred, truth, strict=True)]
         diff = {}
         if reference is None:
             reference = exact
         else:
-            d, dlo_, dhi_, _, _ = S.rate_interval(dates, [a - b for a, b in zip(reference, exact, strict=True)], **kw)
-            diff = {"first_minus_this": d, "first_minus_this_lo": dlo_, "first_minus_this_hi": dhi_}
+            d, lo, hi, _, _ = S.rate_interval(dates, [a - b for a, b in zip(reference, exact, strict=True)], **kw)
+            diff = {"first_minus_this": d, "first_minus_this_lo": lo, "first_minus_this_hi": hi}
         side = [float(SIDE.get(p, 9) == SIDE[t]) for p, t in zip(pred, truth, strict=True)]
-        acc, lo, hi, n, nd = S.rate_interval(dates, exact, block=block, reps=reps, confidence=confidence, seed=seed)
-        dacc, dlo, dhi, _, _ = S.rate_interval(dates, side, block=block, reps=reps, confidence=confidence, seed=seed)
-        table[name] = {
-            "accuracy": acc, "accuracy_lo": lo, "accuracy_hi": hi,
-            "direction_accuracy": dacc, "direction_accuracy_lo": dlo, "direction_accuracy_hi": dhi,
-            "rows": float(n), "dates": float(nd), **diff,
-        }
+        acc, lo, hi, n, nd = S.rate_interval(dates, exact, **kw)
+        dacc, dlo, dhi, _, _ = S.rate_interval(dates, side, **kw)
+        table[k] = {"accuracy": acc, "accuracy_lo": lo, "accuracy_hi": hi, "direction_accuracy": dacc,
+                    "direction_accuracy_lo": dlo, "direction_accuracy_hi": dhi, "rows": float(n),
+                    "dates": float(nd), **diff}
     return pd.DataFrame.from_dict(table, orient="index")
 
 
-def evaluate(
-    policy: Policy | None,
-    dataset: Any,
-    store: MarketStore,
-    *,
-    probes: str | Sequence[str] | None = ("anon", "shift", "digits"),
-    out_dir: str | Path | None = None,
-    max_rows: int | None = None,
-    cost_bps: float = 5.0,
-    long_only: bool = False,
-    hold_days: int | None = None,
-    horizon: int = REWARD_HORIZON,
-    positions: Mapping[str, float] = DEFAULT_POSITIONS,
-    rf: float = DEFAULT_RF,
-    momentum_lookback: int = 20,
-    seed: int = 0,
-    shift_years: int = 10,
-    scorer: Any = None,
-    verifier: Any = "local",
-    chunk: int = 32,
-    progress: bool = True,
-    max_error_rate: float = 0.02,
-    train: Any = None,
-    accuracy_baselines: Mapping[str, Sequence[str]] | None = None,
-    accuracy_policies: Mapping[str, Policy] | None = None,
-    heldout: Any = None,
-    bootstrap_reps: int = S.DEFAULT_REPS,
-    confidence: float = S.DEFAULT_CONFIDENCE,
-    min_dates: int = S.MIN_DATES,
-    noise_seed: int | None = None,
-    log_nav: bool = False,
-) -> EvalResult:
-    """Evaluate `policy` on `dataset` (see the module docstring); `policy=None`: baselines only.
+# --- 6. probes ---------------------------------------------------------------------------------------
+def run_probes(policy: Policy | None, rows: list[dict], scores: pd.DataFrame, grid: Grid, store: MarketStore,
+               config: EvalConfig, completions: list[str]) -> tuple[dict[str, dict[str, Any]], list[dict]]:
+    """(flip statistics per probe + the noise baseline, completion records incl. the probes')."""
+    records = [{"ticker": r["ticker"], "asof": str(r["asof"])[:10], "variation": int(r.get("variation", 0) or 0),
+                "probe": "", "completion": c} for r, c in zip(rows, completions, strict=False)]
+    out: dict[str, dict[str, Any]] = {}
+    if policy is None or not config.probes:
+        return out, records
+    canon_rows = [rows[i] for i in grid.canon_idx]
+    canon_dec = [scores["decision"].iloc[i] for i in grid.canon_idx]
+    companies = (store.meta or {}).get("companies") or {}
+    for probe in config.probes:
+        if hasattr(policy, "supports_probe") and not policy.supports_probe(probe):
+            out[probe] = {"flip_rate": float("nan"), "rows": 0, "skipped": "the policy has no completions for this probe"}
+            continue
+        probed = probe_rows(canon_rows, probe, companies=companies, years=config.shift_years, seed=config.seed)
+        comps, errs = decide(policy, probed, label=f"probe {probe}", config=config)
+        check_transport(policy, errs, config.max_error_rate, f"probe {probe}")
+        out[probe] = flip_stats(canon_dec, [decision_of(c) for c in comps])
+        records.extend({"ticker": r["ticker"], "asof": str(r["asof"])[:10], "variation": 0, "probe": probe,
+                        "completion": c} for r, c in zip(probed, comps, strict=True))
+    if not hasattr(policy, "reseeded"):
+        out["noise"] = {"flip_rate": float("nan"), "rows": 0, "skipped": "the policy cannot resample (fixed completions)"}
+        return out, records
+    again = policy.reseeded(config.seed + 1 if config.noise_seed is None else config.noise_seed)
+    comps, errs = decide(again, canon_rows, label="noise (new seed)", config=config)
+    check_transport(again, errs, config.max_error_rate, "noise")
+    out["noise"] = {**flip_stats(canon_dec, [decision_of(c) for c in comps]),
+                    "what": "same prompts, new sampling seed: the flip rate sampling alone causes"}
+    return out, records
 
-    hold_days: holding period cap in trading days (default: `horizon`, the label horizon).
-    """
-    if not 0 <= max_error_rate <= 1:
-        raise ValueError(f"max_error_rate: expected a fraction in [0, 1], got {max_error_rate}")
-    hold = hold_days if hold_days is not None else horizon
-    rows = _rows_of(dataset, max_rows)
-    if not rows:
-        raise ValueError("dataset: no rows to evaluate")
-    for col in ("ticker", "asof"):
-        if col not in rows[0]:
-            raise ValueError(f"dataset: missing column {col!r}")
-    name = getattr(policy, "name", type(policy).__name__) if policy is not None else BASELINES_ONLY
-    reserved = ("buy_and_hold", "equal_weight_long", "random", "label_oracle", "truth_oracle", BASELINES_ONLY)
-    if policy is not None and (name in reserved or name == f"momentum_{momentum_lookback}d"):
-        raise ValueError(f"policy name {name!r} is taken by a baseline; give the policy another name")
+
+# --- 7. held-out tickers and the result ----------------------------------------------------------------
+def run_heldout(policy: Policy | None, heldout: Any, store: MarketStore, config: EvalConfig,
+                shared: dict[str, Any]) -> tuple[EvalResult | None, list[str]]:
+    """The same evaluation on the held-out-ticker split with `config.for_heldout()`."""
+    if heldout is None or not len(heldout):
+        return None, []
     if hasattr(policy, "bind"):
-        policy.bind(split_keys(dataset))
-    warnings: list[str] = []
-    transport: dict[str, Any] = {}
-    if policy is not None:
-        completions, errors = _decide(policy, rows, desc=f"{name}: writing theses", chunk=chunk, progress=progress)
-        transport = _check_transport(policy, errors, max_error_rate, "generation")
-        if transport["endpoint"] is None:
-            transport = {}  # no endpoint, nothing in transport to report
-        elif transport["errors"]:
-            warnings.append(
-                f"{transport['errors']} of {transport['requests']} requests to {transport['endpoint']} failed in "
-                f"transport; those rows are empty theses (flat in the backtest), not format errors of the model"
-            )
-        judge_obj = make_verifier(verifier) if isinstance(verifier, str) and scorer is None else verifier
-        judge_usage = getattr(getattr(getattr(judge_obj, "judge", None), "client", None), "usage", None)
-        before = judge_usage.json_fallbacks if judge_usage is not None else 0
-        scores = score_rows(completions, rows, scorer=scorer, verifier=judge_obj)
-        scores["transport_error"] = [float(e is not None) for e in errors]
-        if judge_usage is not None:
-            # an LLM judge that fails falls back to the local verdict: say so, and stop above the threshold
-            failed = judge_usage.json_fallbacks - before
-            client = judge_obj.judge.client.config
-            msg = (f"the LLM judge at {client.base_url} (model {client.model}) failed on {failed} of {len(rows)} "
-                   f"theses; their s is the local judge's (last error: {judge_usage.last_error or 'malformed answer'})")
-            if rows and failed / len(rows) > max_error_rate:
-                raise EndpointError(msg)
-            if failed:
-                warnings.append(msg)
-    else:
-        completions, errors = [], []
-        scores = pd.DataFrame(
-            {
-                "ticker": [r["ticker"] for r in rows],
-                "asof": [str(r["asof"])[:10] for r in rows],
-                "variation": [int(r.get("variation", 0) or 0) for r in rows],
-                "label": [r.get("label") for r in rows],
-            }
-        )
+        return None, ["held-out tickers not evaluated: a completions file answers one split"]
+    return evaluate(policy, heldout, store, config.for_heldout(), **shared), []
 
-    # --- backtest grid: variation 0 only, one decision per (ticker, asof) ---
-    canon_idx = [i for i, r in enumerate(rows) if int(r.get("variation", 0) or 0) == 0]
-    if not canon_idx:
-        raise ValueError("dataset: no rows with variation 0 to backtest")
-    keys = pd.DataFrame(
-        {
-            "ticker": [rows[i]["ticker"] for i in canon_idx],
-            "date": pd.to_datetime([str(rows[i]["asof"])[:10] for i in canon_idx]),
-        }
-    )
-    dup = keys.duplicated()
-    if dup.any():
-        i = canon_idx[int(np.argmax(dup.to_numpy()))]
-        raise ValueError(
-            f"dataset: row {i}: a second variation-0 row for ({rows[i]['ticker']}, {rows[i]['asof']})"
-        )
-    calendar = store.dates
-    last = int(calendar.searchsorted(keys["date"].max()))
-    end = calendar[min(last + hold, len(calendar) - 1)]
-    bt_kwargs = dict(positions=positions, long_only=long_only, cost_bps=cost_bps, hold_days=hold, end=end, rf=rf)
 
-    strategies: dict[str, pd.DataFrame] = {}
-    if policy is not None:
-        policy_dec = keys.assign(decision=[scores["decision"].iloc[i] for i in canon_idx])
-        # an invalid decision is a flat day, not a dropped one: the policy failed to commit
-        policy_dec["decision"] = policy_dec["decision"].where(policy_dec["decision"] != INVALID, "HOLD")
-        strategies[name] = policy_dec
-    strategies.update(
-        {
-            "equal_weight_long": B.buy_and_hold(keys),
-            f"momentum_{momentum_lookback}d": B.momentum(keys, store.bars, lookback=momentum_lookback),
-            "random": B.random_decisions(keys, seed=seed),
-        }
-    )
-    if any(rows[i].get("label") for i in canon_idx):
-        strategies["label_oracle"] = B.label_oracle(keys, [rows[i].get("label") for i in canon_idx])
-    if store.truth is not None and "expected_return" in store.truth.columns:
-        strategies["truth_oracle"] = B.truth_oracle(keys, store.truth)
-    backtests = {k: Backtest(d, store.bars, **bt_kwargs).run() for k, d in strategies.items()}
-    bh = Backtest(B.buy_and_hold_once(keys), store.bars, **{**bt_kwargs, "hold_days": None, "start": keys["date"].min()})
-    backtests = {
-        **({name: backtests.pop(name)} if policy is not None else {}),
-        "buy_and_hold": B.bought_once(bh.run()),
-        **backtests,
+def run_settings(config: EvalConfig, store: MarketStore, rows: list[dict], grid: Grid, policy: Policy | None,
+                 verifier: Any) -> dict[str, Any]:
+    """What the report's settings table and metrics.json record about this run."""
+    out = {
+        **config.settings(),
+        "store": store.name,
+        "rows": len(rows),
+        "backtest_rows": len(grid.canon_idx),
+        "decision_dates": grid.n_dates,
+        "start": str(grid.keys["date"].min().date()),
+        "end": str(pd.Timestamp(grid.end).date()),
+        "hold_days": config.hold,
+        "label_horizon": config.horizon,
+        "bootstrap": f"circular block bootstrap by date, block {config.hold} days, {config.bootstrap_reps} "
+                     f"resamples, {config.confidence:.0%} percentile intervals",
+        "model_dir": getattr(policy, "model_path", None),
     }
-
-    n_dates = int(keys["date"].nunique())
-    decisions_of = {k: float(len(d)) for k, d in strategies.items()}
-    decisions_of["buy_and_hold"] = float(keys["ticker"].nunique())
-    rows_metrics = {}
-    for k, bt in backtests.items():
-        st = bt.stats()
-        st.update(_intervals(bt, rf=rf, block=hold, reps=bootstrap_reps, confidence=confidence, seed=seed))
-        st["decisions"] = decisions_of[k]
-        st["dates"] = float(n_dates)  # the period every strategy is measured over
-        rows_metrics[k] = st
-    metrics = pd.DataFrame(rows_metrics).T
-    if n_dates < min_dates:
-        warnings.append(
-            f"every backtest figure rests on {n_dates} decision date(s) ({len(keys)} ticker-days); "
-            f"under {min_dates} dates a Sharpe ratio or hit rate is anecdote, not evidence"
-        )
-
-    comparisons: dict[str, dict[str, float]] = {}
-    if policy is not None:
-        p_ret = backtests[name].returns
-        for k in ("buy_and_hold", "equal_weight_long", f"momentum_{momentum_lookback}d", "random"):
-            b_ret = backtests[k].returns.reindex(p_ret.index, fill_value=0.0)
-            lo, hi = S.block_bootstrap(
-                lambda a, b: sharpe(a, rf=rf) - sharpe(b, rf=rf),
-                p_ret.to_numpy(), b_ret.to_numpy(),
-                block=hold, reps=bootstrap_reps, confidence=confidence, seed=seed,
-            )
-            diff = sharpe(p_ret.to_numpy(), rf=rf) - sharpe(b_ret.to_numpy(), rf=rf)
-            comparisons[k] = {"sharpe_diff": diff, "lo": lo, "hi": hi, "confidence": confidence}
-
-    # --- accuracy against baselines, over every labelled row (all variations) ---
-    acc_entries: dict[str, list[str]] = {}
-    if policy is not None:
-        acc_entries[name] = list(scores["decision"])
-    if train is not None:
-        tl = [lab for lab in (train["label"] if hasattr(train, "column_names") else [r.get("label") for r in train])
-              if lab in LABELS]
-        if tl:
-            major = max(LABELS, key=tl.count)
-            acc_entries[f"majority of train ({major})"] = [major] * len(rows)
-    acc_entries["always BUY"] = ["BUY"] * len(rows)
-    rng = np.random.default_rng(seed)
-    acc_entries["random"] = list(np.asarray(LABELS)[rng.integers(0, len(LABELS), size=len(rows))])
-    for k, other in (accuracy_policies or {}).items():
-        # e.g. the teacher's theses: asked for the same rows, only their decisions are compared
-        if hasattr(other, "bind"):
-            other.bind(split_keys(dataset))
-        acc_entries[k] = [decision_of(c) for c in _decide(other, rows, desc=k, chunk=chunk, progress=False)[0]]
-    for k, decs in (accuracy_baselines or {}).items():
-        if len(decs) != len(rows):
-            raise ValueError(f"accuracy_baselines[{k!r}]: {len(decs)} decisions for {len(rows)} rows")
-        acc_entries[k] = list(decs)
-    accuracy = _accuracy_table(
-        acc_entries, rows, block=_rate_block([r["asof"] for r in rows], hold),
-        reps=bootstrap_reps, confidence=confidence, seed=seed,
-    )
-
-    # --- probes ---
-    probe_out: dict[str, dict[str, Any]] = {}
-    records = [
-        {"ticker": r["ticker"], "asof": str(r["asof"])[:10], "variation": int(r.get("variation", 0) or 0),
-         "probe": "", "completion": c}
-        for r, c in zip(rows, completions, strict=False)
-    ]
-    if policy is not None:
-        canon_rows = [rows[i] for i in canon_idx]
-        canon_dec = [scores["decision"].iloc[i] for i in canon_idx]
-        companies = (store.meta or {}).get("companies") or {}
-        for probe in parse_probe_list(probes):
-            if hasattr(policy, "supports_probe") and not policy.supports_probe(probe):
-                probe_out[probe] = {"flip_rate": float("nan"), "rows": 0,
-                                    "skipped": "the policy has no completions for this probe"}
-                continue
-            probed = probe_rows(canon_rows, probe, companies=companies, years=shift_years, seed=seed)
-            comps, errs = _decide(policy, probed, desc=f"probe {probe}", chunk=chunk, progress=progress)
-            _check_transport(policy, errs, max_error_rate, f"probe {probe}")
-            probe_out[probe] = flip_stats(canon_dec, [decision_of(c) for c in comps])
-            records.extend(
-                {"ticker": r["ticker"], "asof": str(r["asof"])[:10], "variation": 0, "probe": probe, "completion": c}
-                for r, c in zip(probed, comps, strict=True)
-            )
-        if probe_out:
-            if hasattr(policy, "reseeded"):
-                again = policy.reseeded(seed + 1 if noise_seed is None else noise_seed)
-                comps, errs = _decide(again, canon_rows, desc="noise (new seed)", chunk=chunk, progress=progress)
-                _check_transport(again, errs, max_error_rate, "noise")
-                probe_out["noise"] = {**flip_stats(canon_dec, [decision_of(c) for c in comps]),
-                                      "what": "same prompts, new sampling seed: the flip rate sampling alone causes"}
-            else:
-                probe_out["noise"] = {"flip_rate": float("nan"), "rows": 0,
-                                      "skipped": "the policy cannot resample (fixed completions)"}
-
-    held_result = None
-    if heldout is not None and len(heldout) and hasattr(policy, "bind"):
-        warnings.append("held-out tickers not evaluated: a completions file answers one split")
-    elif heldout is not None and len(heldout):
-        held_result = evaluate(
-            policy, heldout, store, probes=None, out_dir=None,
-            max_rows=max_rows, cost_bps=cost_bps, long_only=long_only, hold_days=hold_days, horizon=horizon,
-            positions=positions, rf=rf, momentum_lookback=momentum_lookback, seed=seed, scorer=scorer,
-            verifier=verifier, chunk=chunk, progress=progress, max_error_rate=max_error_rate, train=train,
-            bootstrap_reps=bootstrap_reps, confidence=confidence, min_dates=min_dates,
-        )
-
-    first = name if policy is not None else next(iter(backtests))
-    result = EvalResult(
-        policy=name,
-        metrics=metrics,
-        backtests=backtests,
-        ticker_stats=backtests[first].ticker_stats(),
-        scores=scores,
-        reasoning=reasoning_metrics(scores) if policy is not None else {},
-        confusion=confusion_matrix(scores) if policy is not None else pd.DataFrame(),
-        probes=probe_out,
-        accuracy=accuracy,
-        comparisons=comparisons,
-        transport=transport,
-        warnings=warnings,
-        heldout=held_result,
-        rows=rows,
-        completions=records,
-        config={
-            "store": store.name,
-            "rows": len(rows),
-            "backtest_rows": len(canon_idx),
-            "decision_dates": n_dates,
-            "start": str(keys["date"].min().date()),
-            "end": str(pd.Timestamp(end).date()),
-            "hold_days": hold,
-            "label_horizon": horizon,
-            "cost_bps": cost_bps,
-            "long_only": long_only,
-            "rf": rf,
-            "positions": dict(positions),
-            "momentum_lookback": momentum_lookback,
-            "seed": seed,
-            "shift_years": shift_years,
-            "bootstrap": f"circular block bootstrap by date, block {hold} days, {bootstrap_reps} resamples, "
-                         f"{confidence:.0%} percentile intervals",
-            "confidence": confidence,
-            "max_rows": max_rows,
-            "max_error_rate": max_error_rate,
-            "judge": verifier if isinstance(verifier, str) or verifier is None else type(verifier).__name__,
-            "model_dir": getattr(policy, "model_path", None),
-            "log_nav": log_nav,
-        },
-    )
-    if out_dir is not None:
-        save_result(result, out_dir)
-    return result
+    if verifier is not None:
+        out["judge"] = type(verifier).__name__
+    return out
 
 
 def save_result(result: EvalResult, out_dir: str | Path) -> Path:

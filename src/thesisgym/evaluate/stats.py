@@ -22,6 +22,7 @@ import numpy as np
 DEFAULT_REPS = 1000
 DEFAULT_CONFIDENCE = 0.95
 MIN_DATES = 20  # fewer decision dates than this: the figure is flagged as resting on too few dates
+NA = "n/a"  # the one symbol for an undefined figure, in the report, the CLI and the tables
 
 
 def block_bootstrap(
@@ -107,15 +108,13 @@ def rate_interval(
 
 
 def fmt_interval(value: float, lo: float, hi: float, *, pct: bool = False, digits: int = 2) -> str:
-    """'1.23 [-0.40, 2.85]' or '52.0% [47.1%, 56.9%]'; '-' for an undefined value."""
+    """'1.23 [-0.40, 2.85]' or '52.0% [47.1%, 56.9%]'; NA ('n/a') for an undefined value."""
 
     def one(x: float) -> str:
-        if not np.isfinite(x):
-            return "-"
         return f"{100 * x:.1f}%" if pct else f"{x:.{digits}f}"
 
-    if not np.isfinite(value):
-        return "-"
+    if value is None or not np.isfinite(value):
+        return NA
     if not (np.isfinite(lo) and np.isfinite(hi)):
         return one(value)
     return f"{one(value)} [{one(lo)}, {one(hi)}]"

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -124,7 +124,7 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
 
     @contextmanager
     def stage(name: str) -> Iterator[None]:
-        log(f"==> {name}")
+        log(f"==> {name}")  # plain text: log=print must not show markup
         t0 = time.perf_counter()
         yield
         timings[name] = round(time.perf_counter() - t0, 1)
@@ -146,7 +146,7 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
         changes = compare_checkpoints(policies, eval_rows, config, out, log=log)
         plot_curves(out, curve.points if curve else [], out / "grpo" / "log_history.json")
     with stage("evaluate (held-out test period)"):
-        res = evaluate_policy(policies, eval_rows, splits, store, config, out)
+        res = evaluate_policy(policies, eval_rows, splits, store, config, out, changes)
     summary = _summary(config, out, res, splits, distill_stats, sft_model, grpo_model, changes, curve)
     summary["seconds"] = {**timings, "total": round(time.perf_counter() - t_all, 1)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
@@ -156,7 +156,7 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
 
 def _summary(config: DemoConfig, out: Path, res: Any, splits: dict, distill_stats: dict, sft_model: Path,
              grpo_model: Path, changes: list[dict], curve: Any) -> dict:
-    from thesisgym.evaluate.report import verdict
+    from thesisgym.evaluate import verdict
 
     return {
         "out": str(out.resolve()),
@@ -175,6 +175,25 @@ def _summary(config: DemoConfig, out: Path, res: Any, splits: dict, distill_stat
         "sft_curve": curve.points if curve else [],
         "verdict": verdict(res),
     }
+
+
+def report_sections(out: Path, changes: list[dict], rows: int) -> list:
+    """The demo's own material for the report (EvalConfig.sections): the SFT-vs-GRPO change table and
+    the learning curves."""
+    from thesisgym.evaluate import ReportSection
+
+    curves = out / "curves" / "training.png"
+    return [
+        ReportSection(title="SFT vs GRPO on the same held-out prompts", table=changes,
+                      text=f"Both checkpoints wrote theses for the same {rows} held-out test prompts with the same "
+                           "decoding: before = SFT, after = GRPO.",
+                      caption="change = GRPO minus SFT per reward component; lo and hi bound its 95% paired bootstrap "
+                              "interval; total is the weighted reward GRPO trained on. An interval containing 0 is no "
+                              "evidence that GRPO changed anything."),
+        ReportSection(title="Learning curves", images=[curves] if curves.exists() else [],
+                      caption="Left: held-out validation grounding and valid-decision rate as SFT sees more examples. "
+                              "Right: GRPO's mean reward on its training prompts per step."),
+    ]
 
 
 def build_market_data(config: DemoConfig, out: Path, *, market: str = "A", log: Callable[[str], None] = print):
@@ -294,33 +313,9 @@ def _majority_rate(labels: list) -> float:
     return max(known.count(lab) for lab in set(known)) / len(known) if known else float("nan")
 
 
-class RememberingPolicy:
-    """A policy that writes once per prompt: the same checkpoint asked again for the same prompt (the
-    change table, then the backtest) gets its first thesis back; new prompts (probes) go to the model."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self._theses: dict[str, str] = {}
-
-    @staticmethod
-    def _key(row: dict) -> str:
-        return json.dumps(row.get("prompt"), sort_keys=True, default=str)
-
-    def decide(self, rows: Sequence[dict]) -> list[str]:
-        keys = [self._key(r) for r in rows]
-        todo = {k: r for k, r in zip(keys, rows, strict=True) if k not in self._theses}
-        if todo:
-            self._theses.update(zip(todo, self.inner.decide(list(todo.values())), strict=True))
-        return [self._theses[k] for k in keys]
-
-    def reseeded(self, seed: int) -> Any:
-        return self.inner.reseeded(seed)
-
-
-def demo_policy(model_path: Path, config: DemoConfig, *, name: str) -> RememberingPolicy:
+def demo_policy(model_path: Path, config: DemoConfig, *, name: str) -> Any:
     """The demo's decoding of a checkpoint (greedy by default), writing once per prompt."""
-    from thesisgym.evaluate import HFPolicy
+    from thesisgym.evaluate import HFPolicy, RememberingPolicy
 
     return RememberingPolicy(HFPolicy(model_path, max_new_tokens=config.max_completion_length, batch_size=16,
                                       temperature=config.eval_temperature, seed=config.seed, name=name))
@@ -344,13 +339,17 @@ def compare_checkpoints(policies: dict, rows: list[dict], config: DemoConfig, ou
     return changes
 
 
-def evaluate_policy(policies: dict, rows: list[dict], splits: dict, store: Any, config: DemoConfig, out: Path):
+def evaluate_policy(policies: dict, rows: list[dict], splits: dict, store: Any, config: DemoConfig, out: Path,
+                    changes: list[dict]):
     """Backtest, statistics, probes and the report for the GRPO policy on the compared rows."""
-    from thesisgym.evaluate import evaluate
+    from thesisgym.evaluate import EvalConfig, evaluate
 
-    probes = [p for p in config.probes.split(",") if p]
-    return evaluate(policies["grpo"], rows, store, probes=probes, out_dir=out / "report", seed=config.seed,
-                    progress=True, train=splits["train"], accuracy_policies={"SFT checkpoint": policies["sft"]})
+    name = policies["grpo"].name
+    eval_cfg = EvalConfig(probes=[p for p in config.probes.split(",") if p], out_dir=out / "report", seed=config.seed,
+                          smoke=config.tiny or config.sft_steps < DemoConfig().sft_steps,
+                          title=f"thesisgym demo: {name}", sections=report_sections(out, changes, len(rows)))
+    return evaluate(policies["grpo"], rows, store, eval_cfg, train=splits["train"],
+                    accuracy_policies={"SFT checkpoint": policies["sft"]})
 
 
 def plot_curves(out: Path, sft_points: list[dict], grpo_log: Path) -> None:

@@ -90,13 +90,13 @@ def arm_rewards(arm: str):
 
 
 def _sharpe(completions: Sequence[str], rows: Sequence[dict], store: Any, name: str) -> float:
-    from thesisgym.evaluate import CallablePolicy, evaluate
+    from thesisgym.evaluate import CallablePolicy, EvalConfig, evaluate
 
     by_key = {(r["ticker"], str(r["asof"]), int(r.get("variation", 0) or 0)): c
               for r, c in zip(rows, completions, strict=True)}
     policy = CallablePolicy(lambda r: by_key[(r["ticker"], str(r["asof"]), int(r.get("variation", 0) or 0))],
                             name=name)
-    res = evaluate(policy, list(rows), store, probes=None, progress=False)
+    res = evaluate(policy, list(rows), store, EvalConfig(probes=[], progress=False))
     sharpe = res.to_json()["metrics"].get(name, {}).get("sharpe")
     return float(sharpe) if isinstance(sharpe, (int, float)) and sharpe is not None else math.nan
 

@@ -10,9 +10,11 @@ logged as `diag/<name>` through TRL's `log_metric`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+from thesisgym.train.card import write_card
 from thesisgym.train.common import finish, load_split, prepare_policy, train_with_resume, write_run_info
 from thesisgym.train.config import GRPORunConfig, trl_args
 from thesisgym.train.cpu_head import compact_heads_on_cpu
@@ -77,9 +79,12 @@ def run_grpo(
     if not isinstance(config, GRPORunConfig):
         raise TypeError(f"run_grpo expects a GRPORunConfig, got {type(config).__name__}")
     run_dir = Path(config.output_dir)
+    started = time.time()
     trainer, tokenizer, model_path = build_grpo_trainer(config, reward_funcs=reward_funcs,
                                                         reward_weights=reward_weights, callbacks=callbacks)
     write_run_info(config, run_dir, resume=resume, extra={"model_path": model_path,
                                                           "reward_funcs": [f.__name__ for f in trainer.reward_funcs]})
     train_with_resume(trainer, run_dir, resume=resume)
-    return finish(trainer, tokenizer, run_dir, model_path=model_path)
+    final = finish(trainer, tokenizer, run_dir, model_path=model_path)
+    write_card(final, config, trainer, base_model=model_path, started=started)  # the report's model card
+    return final

@@ -8,9 +8,11 @@ reach the collator. Loss is on the completion only (TRL's default for prompt/com
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
+from thesisgym.train.card import write_card
 from thesisgym.train.common import finish, load_split, prepare_policy, train_with_resume, write_run_info
 from thesisgym.train.config import SFTRunConfig, trl_args
 from thesisgym.train.cpu_head import compact_heads_on_cpu
@@ -66,7 +68,10 @@ def run_sft(config: SFTRunConfig, *, resume: bool = False, callbacks: list | Non
     if not isinstance(config, SFTRunConfig):
         raise TypeError(f"run_sft expects an SFTRunConfig, got {type(config).__name__}")
     run_dir = Path(config.output_dir)
+    started = time.time()
     trainer, tokenizer, model_path = build_sft_trainer(config, callbacks=callbacks)
     write_run_info(config, run_dir, resume=resume, extra={"model_path": model_path})
     train_with_resume(trainer, run_dir, resume=resume)
-    return finish(trainer, tokenizer, run_dir, model_path=model_path)
+    final = finish(trainer, tokenizer, run_dir, model_path=model_path)
+    write_card(final, config, trainer, base_model=model_path, started=started)  # the report's model card
+    return final
