@@ -166,10 +166,9 @@ def test_evidence_without_evidence_column_makes_every_bullet_a_hallucination():
 # --- decision matrix --------------------------------------------------------------------------
 def test_matrix_file_variants_and_documented_asymmetry():
     printed = load_decision_matrix("paper_printed").matrix
-    text = load_decision_matrix().matrix
-    assert load_decision_matrix().variant == "text"
+    text = load_decision_matrix("text").matrix
     assert printed[0] == (1.00, 0.75, -1.25, -2.00, -2.25)  # as printed in SPEC
-    assert text == tuple(zip(*printed, strict=True))  # default = transpose
+    assert text == tuple(zip(*printed, strict=True))  # "text" = transpose
     cross = [(p, t) for p in (3, 4) for t in (0, 1)]  # bullish call, bearish truth
     for p in range(5):
         for t in range(p):
@@ -181,9 +180,37 @@ def test_matrix_file_variants_and_documented_asymmetry():
                 assert text[p][t] == text[mirror[0]][mirror[1]]
 
 
+def test_default_matrix_pays_skill_over_every_constant_on_any_label_mix():
+    import numpy as np
+
+    from thesisgym.rewards.skill import constant_rewards, reader_reward
+
+    default = load_decision_matrix()
+    # a missing decision costs more than any wrong one: hiding the decision never pays
+    assert default.variant == "calibrated" and default.missing == default.lo == -1.5
+    assert default.missing < min(v for row in default.matrix for v in row)
+    text = load_decision_matrix("text")
+    rng = np.random.default_rng(0)
+    for mix in [(0.03, 0.12, 0.38, 0.32, 0.15), *rng.dirichlet(np.ones(5), size=200)]:
+        top = max(mix)
+        for matrix in (default, text):
+            constants = constant_rewards(matrix, mix)
+            # a reader right with accuracy a, else a random wrong class
+            above = reader_reward(matrix, mix, accuracy=min(1.0, top + 0.01))
+            if matrix is default:
+                assert above > max(constants.values()), mix
+                at = reader_reward(matrix, mix, accuracy=top)
+                assert at == pytest.approx(max(constants.values()))
+    # the paper's graded matrix fails it on the paper's own label mix: always-HOLD wins at the threshold
+    paper_mix = (0.03, 0.12, 0.38, 0.32, 0.15)
+    assert reader_reward(text, paper_mix, accuracy=0.38) < constant_rewards(text, paper_mix)["HOLD"]
+
+
 def test_decision_reward_values():
     texts = [assemble(decision=d) for d in ("BUY", "STRONG_BUY", "SELL", None)]
-    assert call(decision_reward, texts, [make_row()] * 4) == [1.0, 0.75, -1.25, -1.5]
+    assert call(decision_reward, texts, [make_row()] * 4) == [1.0, -1.0, -1.0, -1.5]
+    graded = make_decision_reward(variant="text", name="decision_text")
+    assert call(graded, texts, [make_row()] * 4) == [1.0, 0.75, -1.25, -1.5]
     printed = make_decision_reward(variant="paper_printed", name="decision_printed")
     assert call(printed, texts, [make_row()] * 4) == [1.0, 0.75, -1.5, -1.5]
     assert call(decision_reward, [gold_thesis()], [make_row(label=None)]) == [None]

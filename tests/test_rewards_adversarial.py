@@ -244,7 +244,7 @@ def test_gold_thesis_on_pipeline_contexts_scores_high():
             assert 15 <= bullet.word_count <= 25 and len(bullet.quotes) == 1 and len(bullet.citations) == 1
         scores = score_completion(gold, row)
         assert scores["n_hallucinated"] == 0 and scores["citation_precision"] == 1.0, scores
-        assert scores["structure"] >= 0.9 and scores["evidence"] >= 0.9, scores
+        assert scores["structure"] >= 0.9 and scores["evidence"] >= 0.85, scores
         assert structure_reward(prompts=[row["prompt"]], completions=[gold], sections=[row["sections"]]) == [
             scores["structure"]
         ]
@@ -262,6 +262,9 @@ def test_gold_thesis_on_pipeline_contexts_scores_high():
         sparse_scores = score_completion(_pipeline_gold(row, reuse=False), row)
         assert sparse_scores["n_hallucinated"] == 0
         assert sparse_scores["evidence"] == pytest.approx(1.0)
+        # re-quoting an item to reach four bullets adds length, not evidence: it never pays
+        if any(counts[s] < 4 for s in present):
+            assert scores["evidence"] < sparse_scores["evidence"]
         assert sparse_scores["evidence"] == pytest.approx(
             harmonic_mean([0.3 * bullet_count_score(n, counts[s]) + 0.7 for n, s in zip(ns, present, strict=True)])
         )

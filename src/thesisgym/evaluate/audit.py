@@ -42,8 +42,10 @@ __all__ = [
     "run_audit",
 ]
 
-RECIPES = ("fsr", "dsr")
+RECIPES = ("fsr", "dsr", "weighted", "trading_r1")
 COMPONENTS = ("structure", "evidence", "decision", "loop_penalty", "s", *RECIPES)
+# trading-r1.yaml's reward names -> score_completion keys
+_FUNC_KEYS = {"structure": "structure", "evidence": "evidence", "decision": "decision", "loop": "loop_penalty"}
 _EPS = 1e-9
 
 
@@ -64,13 +66,18 @@ class Bullet:
 
 @dataclass
 class Doc:
-    """The honest thesis split into parts that mutations edit; `render()` writes it back."""
+    """The honest thesis split into parts that mutations edit; `render()` writes it back.
+
+    `preamble`: prose written before a section's first bullet; `extra_lines`: raw lines appended to a
+    section; `tail`: text after the decision tag."""
 
     think: str | None
     sections: list[tuple[str, list[Bullet]]]
     conclusion: str
     decision: str
-    extra_lines: dict[str, list[str]] = field(default_factory=dict)  # raw lines appended per section
+    extra_lines: dict[str, list[str]] = field(default_factory=dict)
+    preamble: dict[str, str] = field(default_factory=dict)
+    tail: str = ""
 
     @classmethod
     def parse(cls, text: str) -> Doc:
@@ -100,6 +107,8 @@ class Doc:
             self.conclusion,
             self.decision,
             {k: list(v) for k, v in self.extra_lines.items()},
+            dict(self.preamble),
+            self.tail,
         )
 
     def bullets(self) -> list[Bullet]:
@@ -108,12 +117,13 @@ class Doc:
     def render(self, *, decision: bool = True) -> str:
         parts = [f"<think>{self.think}</think>"] if self.think is not None else []
         for name, bullets in self.sections:
-            lines = [b.render() for b in bullets] + self.extra_lines.get(name, [])
+            lines = [self.preamble[name]] if self.preamble.get(name) else []
+            lines += [b.render() for b in bullets] + self.extra_lines.get(name, [])
             parts.append(f"<{name}>\n" + "\n".join(lines) + f"\n</{name}>")
         parts.append(f"<conclusion>{self.conclusion}</conclusion>")
         if decision:
             parts.append(f"<decision>{self.decision}</decision>")
-        return "\n".join(parts)
+        return "\n".join(parts) + self.tail
 
 
 # --- mutation helpers -----------------------------------------------------------------------------
@@ -519,6 +529,261 @@ def _drop_section(doc: Doc, row: dict, rng: random.Random) -> str | None:
     return doc.render()
 
 
+# --- verifier v3 families: citing for credit, length, inventions outside opinions, gapped quotes ----
+def _ids(row: dict, section: str | None = None) -> list[str]:
+    return [str(it["id"]) for it in row["evidence"] if section is None or it.get("section") == section]
+
+
+def _left_out(doc: Doc, row: dict) -> dict[str, list[str]]:
+    """Per section of the thesis: the ids of the section's items that no bullet cites."""
+    cited = {b.cite for b in doc.bullets()}
+    return {name: [i for i in _ids(row, name) if i not in cited] for name, _ in doc.sections}
+
+
+def _cites(ids: Sequence[str], style: str = "runs") -> str:
+    return "".join(f"[{i}]" for i in ids) if style == "runs" else "[" + ", ".join(ids) + "]"
+
+
+def _teacher_bullet(row: dict, item_id: str, rng: random.Random) -> Bullet:
+    from thesisgym.teachers import TemplateTeacher
+
+    m = _BULLET_RE.match(TemplateTeacher().bullet_for(row, item_id, rng))
+    return Bullet(m.group("op"), m.group("q"), m.group("id"))
+
+
+def _cite_in_conclusion(style: str) -> Mutate:
+    def mutate(doc: Doc, row: dict, rng: random.Random) -> str | None:
+        doc = doc.copy()
+        doc.conclusion += " " + (_cites(_ids(row)) if style == "runs" else f"(sources: {_cites(_ids(row), 'list')})")
+        return doc.render()
+
+    return mutate
+
+
+def _cite_in_preamble(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    doc = doc.copy()
+    for name, _ in doc.sections:
+        doc.preamble[name] = f"Items reviewed for this section: {_cites(_ids(row, name))}"
+    return doc.render()
+
+
+def _cite_in_tail(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    doc = doc.copy()
+    doc.tail = f"\nSources: {_cites(_ids(row), 'list')}"
+    return doc.render()
+
+
+def _bare_cite_bullet(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """An extra quote-less bullet per section citing the items the thesis left out (else all of them)."""
+    doc = doc.copy()
+    for name, ids in _left_out(doc, row).items():
+        doc.extra_lines[name] = [
+            "- The remaining items of this section point the same way and complete the picture for the "
+            f"holding period, which the reader can check in the sources {_cites(ids or _ids(row, name))}"
+        ]
+    return doc.render()
+
+
+def _cite_neighbour(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """Every bullet also cites another item of its own section (a second, unsupported citation)."""
+    doc = doc.copy()
+    changed = False
+    for name, bullets in doc.sections:
+        ids = _ids(row, name)
+        for b in bullets:
+            other = next((i for i in ids if i != b.cite), None)
+            if other is not None:
+                b.cite = f"{b.cite}][{other}"
+                changed = True
+    return doc.render() if changed else None
+
+
+def _quoted_conclusion_cites_all(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    doc = doc.copy()
+    b = doc.bullets()[0]
+    doc.conclusion += f' The key fact is "{b.quote}" {_cites(_ids(row))}'
+    return doc.render()
+
+
+def _dump_bullet(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """One extra bullet per section quoting every item the thesis left out (else every item again)."""
+    doc = doc.copy()
+    for name, ids in _left_out(doc, row).items():
+        pairs = [_teacher_bullet(row, i, rng) for i in (ids or _ids(row, name))]
+        doc.extra_lines[name] = [
+            "- The rest of the evidence in this section completes the picture "
+            + " ".join(f'"{p.quote}" [{p.cite}]' for p in pairs)
+        ]
+    return doc.render()
+
+
+def _pad_bullets(target: int, requote: bool) -> Mutate:
+    """Pad every section to `target` teacher bullets: on items the thesis left out, or (requote) on
+    any item of the section, already cited or not, with another quote."""
+
+    def mutate(doc: Doc, row: dict, rng: random.Random) -> str | None:
+        doc = doc.copy()
+        left = _left_out(doc, row)
+        added = 0
+        for name, bullets in doc.sections:
+            pool = _ids(row, name) if requote else left[name]
+            for k in range(max(0, target - len(bullets))):
+                if not pool or (not requote and k >= len(pool)):
+                    break
+                doc.extra_lines.setdefault(name, []).append(_teacher_bullet(row, pool[k % len(pool)], rng).render())
+                added += 1
+        return doc.render() if added else None
+
+    return mutate
+
+
+# analyst words without digits, facts or a stance: filler that no n-gram loop detector sees repeat
+_FILLER_WORDS = (
+    "the view here is that the reader should weigh each part of this picture with care since "
+    "context matters and a single reading rarely settles the question for a holder who looks at "
+    "the period as a whole rather than at one session alone while keeping in mind how such "
+    "readings tend to evolve across a typical week of trading for names of this kind"
+).split()
+
+
+def _filler(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(_FILLER_WORDS) for _ in range(words))
+
+
+def _tail_text(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    doc = doc.copy()
+    doc.tail = "\n" + _filler(rng, 8_000)  # ~50 KB
+    return doc.render()
+
+
+def _long_opinions(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    doc = doc.copy()
+    for b in doc.bullets():
+        b.opinion = f"{b.opinion} {_filler(rng, 120)}"
+    return doc.render()
+
+
+def _long_preamble(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    doc = doc.copy()
+    for name, _ in doc.sections:
+        doc.preamble[name] = _filler(rng, 300)
+    return doc.render()
+
+
+def _extra_section(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """A section the prompt does not have, filled with copies of another section's bullets."""
+    missing = [s for s in SECTIONS if s not in row["sections"]]
+    if not missing:
+        return None
+    doc = doc.copy()
+    doc.sections.append((missing[0], [Bullet(b.opinion, b.quote, b.cite) for b in doc.sections[0][1]]))
+    return doc.render()
+
+
+INVENTED_NUMBER = "revenue jumped 45.2% this quarter"
+INVENTED_FACT = "the chief executive resigned and the regulator approved the new product line"
+
+
+def _in_bracket(text: str, with_id: bool) -> Mutate:
+    def mutate(doc: Doc, row: dict, rng: random.Random) -> str | None:
+        doc = doc.copy()
+        b = rng.choice(doc.bullets())
+        b.opinion = f"{b.opinion} [{b.cite}: {text}]" if with_id else f"{b.opinion} [{text}]"
+        return doc.render()
+
+    return mutate
+
+
+def _in_preamble(text: str) -> Mutate:
+    def mutate(doc: Doc, row: dict, rng: random.Random) -> str | None:
+        doc = doc.copy()
+        doc.preamble[rng.choice(doc.sections)[0]] = text[0].upper() + text[1:] + "."
+        return doc.render()
+
+    return mutate
+
+
+def _in_conclusion(text: str) -> Mutate:
+    def mutate(doc: Doc, row: dict, rng: random.Random) -> str | None:
+        doc = doc.copy()
+        doc.conclusion += f" Also, {text}."
+        return doc.render()
+
+    return mutate
+
+
+def _in_tail(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    doc = doc.copy()
+    doc.tail = f"\nUpdate: {INVENTED_FACT}, and {INVENTED_NUMBER}."
+    return doc.render()
+
+
+def _continuation_line(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """A line without a bullet marker after a bullet (it continues that bullet) stating inventions."""
+    doc = doc.copy()
+    name = doc.sections[0][0]
+    doc.extra_lines[name] = [f"  Note that {INVENTED_FACT}, and {INVENTED_NUMBER}."]
+    return doc.render()
+
+
+# words a gapped quote must never drop: negations, hedges and modals, directions (thesis.UP_WORDS etc.)
+_NEGATION_RE = re.compile(r"^(?:not|no|never|without|nor|neither|cannot|fails?|failed|\w+n't)$", re.I)
+_HEDGE_RE = re.compile(r"^(?:may|might|could|would|should|expects?|expected|plans?|planned|considers?|"
+                       r"reportedly|rumou?red|proposed|seeks?|aims?|hopes?|if|unless)$", re.I)
+
+
+def _direction_word(word: str) -> bool:
+    from thesisgym.thesis import DOWN_WORDS, UP_WORDS
+
+    w = word.lower().strip(".,;:!?()")
+    return w in UP_WORDS or w in DOWN_WORDS or w in POLARITY
+
+
+def _gap_at(words: list[str], drop: Callable[[str], bool], keep: int) -> str | None:
+    """A quote of `keep` words either side of the first droppable word, with "..." in its place."""
+    for i, w in enumerate(words):
+        if drop(w) and i >= keep and i + keep < len(words):
+            return " ".join(words[i - keep : i]) + " ... " + " ".join(words[i + 1 : i + 1 + keep])
+    return None
+
+
+def _gapped(make: Callable[[list[str]], str | None]) -> Mutate:
+    """Replace the quote of the first bullet whose cited item allows it with a gapped quote `make` builds
+    from the item's words."""
+
+    def mutate(doc: Doc, row: dict, rng: random.Random) -> str | None:
+        doc = doc.copy()
+        for b in doc.bullets():
+            words = str((_item(row, b.cite) or {}).get("text", "")).replace('"', " ").split()
+            quote = make(words) if words else None
+            if quote:
+                b.quote = quote
+                return doc.render()
+        return None
+
+    return mutate
+
+
+def _drop_negation(words: list[str]) -> str | None:
+    for i, w in enumerate(words):  # "Won't Let It" -> "... Let It": any negation, with what follows it
+        if _NEGATION_RE.match(w.strip(".,;:!?()")) and i + 2 <= len(words):
+            head = " ".join(words[max(0, i - 3) : i])
+            return (head + " ... " if head else "... ") + " ".join(words[i + 1 : i + 4])
+    return None
+
+
+def _far_gap(words: list[str]) -> str | None:
+    if len(words) < 12:
+        return None
+    return " ".join(words[:3]) + " ... " + " ".join(words[-3:])
+
+
+def _short_segments(words: list[str]) -> str | None:
+    if len(words) < 7:
+        return None
+    return " ... ".join(words[k] for k in range(0, len(words), 3))
+
+
 FAMILIES: tuple[Family, ...] = (
     Family("quote_polarity", "swap a polarity word inside a quote (rises -> falls)", _quote_edit(_swap_polarity)),
     Family("quote_negation", "add or remove a negation inside a quote", _quote_edit(_negate)),
@@ -565,6 +830,51 @@ FAMILIES: tuple[Family, ...] = (
     Family("cherry_pick", "drop the bullets whose evidence disagrees with the decision", _cherry_pick,
            "consistency"),
     Family("opinion_flipped", "opinions read their evidence backwards", _flip_opinions, "consistency"),
+    # citing for credit: citations outside bullets, or beside no support, never pay
+    Family("cite_all_in_conclusion", "the conclusion cites every id of the prompt", _cite_in_conclusion("runs")),
+    Family("cite_all_in_conclusion_list", "the conclusion cites every id as one list (sources: [T1, T2, ...])",
+           _cite_in_conclusion("list")),
+    Family("cite_all_in_preamble", "prose before each section's bullets cites all of its ids", _cite_in_preamble),
+    Family("cite_all_after_decision", "a source list of every id after the decision", _cite_in_tail),
+    Family("cite_bare_bullet", "an extra quote-less bullet per section citing the items left out",
+           _bare_cite_bullet),
+    Family("cite_neighbour", "every bullet also cites another item of its section", _cite_neighbour),
+    Family("cite_all_beside_quote", "the conclusion repeats one real quote and cites every id",
+           _quoted_conclusion_cites_all),
+    # length: more text or bullets pays only up to where an honest thesis stops
+    Family("dump_bullet", "one extra bullet per section quoting every item the thesis left out", _dump_bullet),
+    Family("pad_left_out_to_7", "each section padded to 7 bullets on the items the thesis left out",
+           _pad_bullets(7, requote=False)),
+    Family("pad_requote_to_12", "each section padded to 12 bullets re-quoting its items", _pad_bullets(12, requote=True)),
+    Family("tail_50kb", "50 KB of non-repeating text after the decision", _tail_text),
+    Family("opinion_padding", "120 words of stance-free filler added to every opinion", _long_opinions),
+    Family("preamble_padding", "300 words of filler before each section's bullets", _long_preamble),
+    Family("extra_section", "a section the prompt lacks, filled with another section's bullets", _extra_section),
+    # inventions outside opinions: every asserted sentence is checked
+    Family("bracket_invented_number", "an invented number inside [square brackets] in a bullet",
+           _in_bracket(INVENTED_NUMBER, with_id=False)),
+    Family("bracket_invented_fact", "an invented fact inside [square brackets] in a bullet",
+           _in_bracket(INVENTED_FACT, with_id=False)),
+    Family("bracket_id_with_invention", "a citation-like bracket carrying an invention ([T1: ...])",
+           _in_bracket(f"{INVENTED_FACT} as {INVENTED_NUMBER}", with_id=True)),
+    Family("preamble_invented_fact", "section prose before the bullets states an invented fact",
+           _in_preamble(INVENTED_FACT)),
+    Family("preamble_invented_number", "section prose before the bullets states an invented number",
+           _in_preamble(INVENTED_NUMBER)),
+    Family("conclusion_invented_fact", "the conclusion states an invented fact", _in_conclusion(INVENTED_FACT)),
+    Family("conclusion_invented_number", "the conclusion states an invented number", _in_conclusion(INVENTED_NUMBER)),
+    Family("tail_invention", "an invented fact and number after the decision", _in_tail),
+    Family("continuation_invention", "a marker-less line continuing a bullet states inventions", _continuation_line),
+    # gapped quotes: "..." may shorten a quote, never change what it says
+    Family("quote_gap_drops_negation", "an ellipsis quote that leaves out a negation", _gapped(_drop_negation)),
+    Family("quote_gap_drops_number", "an ellipsis quote that leaves out a number",
+           _gapped(lambda w: _gap_at(w, lambda x: any(c.isdigit() for c in x), 2))),
+    Family("quote_gap_drops_direction", "an ellipsis quote that leaves out a direction or polarity word",
+           _gapped(lambda w: _gap_at(w, _direction_word, 2))),
+    Family("quote_gap_drops_hedge", "an ellipsis quote that leaves out a hedge or modal (may, expects, ...)",
+           _gapped(lambda w: _gap_at(w, lambda x: bool(_HEDGE_RE.match(x.strip(".,;:"))), 2))),
+    Family("quote_gap_far", "the first and last three words of an item joined by an ellipsis", _gapped(_far_gap)),
+    Family("quote_gap_short_segments", "one-word segments joined by ellipses", _gapped(_short_segments)),
 )
 
 
@@ -574,20 +884,39 @@ def _row_seed(seed: int, row: dict, i: int, family: str) -> int:
     return int(hashlib.sha256(key.encode()).hexdigest()[:12], 16)
 
 
+def trading_r1_weights() -> dict[str, float]:
+    """score_completion key -> weight of the last (decision) stage of the shipped trading-r1 recipe."""
+    import yaml
+
+    from thesisgym.train.recipes import recipe_path
+
+    path = recipe_path("trading-r1")
+    stage = yaml.safe_load(path.read_text(encoding="utf-8"))["stages"][-1]["grpo"]["rewards"]
+    unknown = [f for f in stage["funcs"] if f not in _FUNC_KEYS]
+    if unknown:
+        raise ValueError(f"{path}: the audit does not know the reward(s) {unknown} of the last stage")
+    return {_FUNC_KEYS[f]: float(w) for f, w in zip(stage["funcs"], stage["weights"], strict=True)}
+
+
 class _Scorer:
-    """score_completion with s from the local consistency verifier (what the shipped recipes use)."""
+    """score_completion with s from the local consistency verifier (what the shipped recipes use),
+    plus the trading-r1 recipe's total (its decision stage's weighted sum)."""
 
     def __init__(self) -> None:
         from thesisgym.consistency import ConsistencyVerifier
 
         self.verifier = ConsistencyVerifier(judge="local")
+        self.tr1 = trading_r1_weights()
 
     def __call__(self, texts: Sequence[str], row: dict) -> list[dict[str, float]]:
         """Scores of several theses of one row: the verifier indexes and retrieves for them at once."""
         from thesisgym.rewards import score_completion
 
         results = self.verifier.score_batch(list(texts), [row["evidence"]] * len(texts))
-        return [score_completion(t, row, consistency_s=r.s) for t, r in zip(texts, results, strict=True)]
+        out = [score_completion(t, row, consistency_s=r.s) for t, r in zip(texts, results, strict=True)]
+        for scores in out:
+            scores["trading_r1"] = sum(w * scores[k] for k, w in self.tr1.items())
+        return out
 
 
 def _judged(family: Family) -> tuple[str, ...]:

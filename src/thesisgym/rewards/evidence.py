@@ -35,6 +35,28 @@ the quote and source terms mean (verifier v2: every rule below is an exact check
   verify gets credit for one citation at most (precision = 1/len(citations)). Both the quote term
   and the source term are multiplied by it, so citing every id on every bullet pays ~1/N.
 
+- Ellipsis quotes ("...", "[...]", "…") shorten a quote, never change it: every segment is a
+  span of the same item, in order, of at least MIN_SEGMENT_WORDS words; a gap of more than
+  MAX_GAP_WORDS words is not credited; a gap that leaves out a word which changes what the evidence
+  says (`lexicon.protected_word`: a negation, a hedge or modal, a direction or stance word, a number)
+  makes the quote a misquote, i.e. a hallucination. So does a quote (with or without "...") whose
+  span starts right after a negation (two words back) or a modal (one word back) of its sentence:
+  "be enough to save the stock" of "won't be enough to save the stock".
+- Count: the bullet-count term saturates where an honest thesis stops: 1 at lo = min(SATURATION,
+  items of the section) bullets, n / lo below, max(0.3, 1 - 0.1 (n - lo)) above (Trading-R1 pays
+  4-7 bullets alike, which pays padding). Each bullet past lo costs 0.03 of its section.
+- Statements outside bullets are checked too: the prose before a section's first bullet, the
+  conclusion and the text outside every block (`Thesis.outside`). Such a statement may only restate
+  evidence that the bullets ground (`EvidenceReport.grounded`: the items whose credited quote or
+  backed number a bullet holds) or that it quotes itself: an unknown id, a quote found in no item
+  or a number no such item backs makes it a hallucination (score 0); otherwise its score is the
+  precision of its citations (cited ids that are grounded). The thesis score is multiplied by
+  1 - OUTSIDE_WEIGHT (1 - score) per statement, so citations outside bullets are graded for
+  precision and never paid for by count.
+- Facts stated without a number (actors, corporate events: `lexicon.FACT_TERMS`) are judged by
+  the consistency judge (s), in every statement, against the same grounded evidence; this reward
+  checks what can be checked exactly: ids, quotes and numbers.
+
 Coverage: the thesis score is multiplied by the share of the prompt's sections (those with evidence
 items) that the thesis has, so dropping a weak section never pays.
 
@@ -48,7 +70,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from thesisgym.rewards.base import (
@@ -62,17 +84,25 @@ from thesisgym.rewards.base import (
     per_completion,
     register_cache,
 )
-from thesisgym.thesis import Bullet, Quantity, Thesis, normalize_text, scan_quantities
+from thesisgym.rewards.lexicon import NEGATIONS, protected_word
+from thesisgym.thesis import Bullet, Quantity, Thesis, normalize_text, parse_bullet, scan_quantities, slot_setters
 
 __all__ = [
     "COMMON_ITEMS",
     "COMMON_SHARE",
+    "MAX_GAP_WORDS",
     "MIN_CONTENT_WORDS",
     "MIN_QUOTE_CHARS",
+    "MIN_SEGMENT_WORDS",
+    "OUTSIDE_WEIGHT",
     "REL_TOL",
+    "SATURATION",
     "BulletCheck",
     "EvidenceReport",
+    "StatementCheck",
+    "bullet_count_score",
     "check_bullet",
+    "check_statement",
     "content_words",
     "copied_share",
     "evidence_ngrams",
@@ -93,6 +123,10 @@ MIN_CONTENT_WORDS = 3
 COMMON_ITEMS = 3
 COMMON_SHARE = 0.25
 REL_TOL = 0.005
+MIN_SEGMENT_WORDS = 2
+MAX_GAP_WORDS = 12
+SATURATION = 4  # bullets per section where the count term (and the judge's coverage) saturates
+OUTSIDE_WEIGHT = 0.5
 COPY_NGRAM = 4  # copied_share spells the 4 out
 _QUOTE_STRIP = " .,;:!?'\"-\u2026"
 _CONTENT_RE = re.compile(r"[a-z][a-z']{2,}")
@@ -127,16 +161,85 @@ def find_span(needle: str, hay: str, start: int = 0) -> int:
     return -1
 
 
+_ELLIPSIS_RE = re.compile(r"[\[(]\s*(?:\.\.\.|\u2026)\s*[\])]|\u2026|\.\.\.")
+
+
 def _segments(quote_norm: str) -> list[str]:
     if "..." not in quote_norm and "\u2026" not in quote_norm:
         f = quote_norm.strip(_QUOTE_STRIP)
         return [f] if f else []
-    parts = quote_norm.replace("\u2026", "...").split("...")
+    parts = _ELLIPSIS_RE.split(quote_norm)
     return [p.strip(_QUOTE_STRIP) for p in parts if p.strip(_QUOTE_STRIP)]
+
+
+_SENTENCE_END = ".;:!?"
+_EDGE_MODALS = frozenset(["may", "might", "could", "would", "should", "will", "can"])
+
+
+def _cut_qualifier(hay: str, start: int) -> bool:
+    """Whether the span starting at hay[start] leaves a qualifier of its sentence just outside: a
+    negation among the two words before it, or a modal right before it ("won't | be enough")."""
+    if start == 0:
+        return False
+    words = hay[max(0, start - 40) : start].split()
+    if not words:
+        return False
+    if start - 40 > 0:
+        words = words[1:]  # the first may be cut
+    before: list[str] = []
+    for w in reversed(words):
+        if w[-1] in _SENTENCE_END:
+            break
+        before.append(w.strip(_QUOTE_STRIP + "()[]"))
+        if len(before) == 2:
+            break
+    if before and (before[0] in _EDGE_MODALS):
+        return True
+    return any(w in NEGATIONS or w.endswith("n't") for w in before)
 
 
 def _spans(segments: Sequence[str], hay: str) -> bool:
     return _span_bounds(segments, hay) is not None
+
+
+def _placements(segments: Sequence[str], hay: str, limit: int = 8) -> Iterable[list[tuple[int, int]]]:
+    """In-order placements of the segments as word-bounded spans, each segment at one of its first
+    `limit` occurrences after the previous one (a quote has few segments: a small search)."""
+
+    def place(k: int, pos: int) -> Iterable[list[tuple[int, int]]]:
+        if k == len(segments):
+            yield []
+            return
+        seg = segments[k]
+        end = find_span(seg, hay, pos)
+        tries = 0
+        while end >= 0 and tries < limit:
+            for rest in place(k + 1, end):
+                yield [(end - len(seg), end), *rest]
+            end = find_span(seg, hay, end - len(seg) + 1)
+            tries += 1
+
+    return place(0, 0)
+
+
+def _gapped_status(segments: Sequence[str], hay: str) -> int:
+    """2: the segments are spans of `hay` in order with short gaps that leave out nothing that
+    changes the meaning (module docstring); 1: spans, but a gap is too long or a segment too short
+    (true, not credited); 0: no placement, or every placement leaves out a protected word
+    (a misquote). The best placement counts."""
+    short = any(len(seg.split()) < MIN_SEGMENT_WORDS for seg in segments)
+    best = 0
+    for spans in _placements(segments, hay):
+        gaps = [hay[a:b].split() for (_, a), (b, _) in zip(spans, spans[1:], strict=False)]
+        if any(protected_word(w) for gap in gaps for w in gap) or _cut_qualifier(hay, spans[0][0]):
+            continue
+        if short or any(len(gap) > MAX_GAP_WORDS for gap in gaps):
+            best = 1
+            continue
+        if _numbers_kept(segments, hay, (spans[0][0], spans[-1][1])):
+            return 2
+        best = 1
+    return best
 
 
 def _span_bounds(segments: Sequence[str], hay: str) -> tuple[int, int] | None:
@@ -226,17 +329,22 @@ def _memo(index: EvidenceIndex, name: str) -> dict:
 
 def _span_in(quote_norm: str, item: EvidenceItemView, index: EvidenceIndex) -> int:
     """Memoised (per index: quotes repeat across the generations of one prompt): 2 when the quote
-    is a span of the item keeping its numbers whole, 1 when it is a span that cuts a number from its
-    unit or scale ("$20.75" of "$20.75 million"), 0 when it is no span of the item."""
+    is a span of the item keeping its numbers whole, 1 when it is a span that is not credited (it
+    cuts a number from its unit or scale, "$20.75" of "$20.75 million"; an ellipsis gap too long or
+    a segment too short), 0 when it is no span of the item or a misquote (an ellipsis leaving out
+    a protected word, a span cut right after a negation or modal)."""
     memo = _memo(index, "spans")
     key = (quote_norm, item.id)
     hit = memo.get(key)
     if hit is None:
         hit = 0
         segments = _segments(quote_norm)
-        bounds = _span_bounds(segments, item.norm_text)
-        if bounds is not None:
-            hit = 2 if _numbers_kept(segments, item.norm_text, bounds) else 1
+        if len(segments) > 1:
+            hit = _gapped_status(segments, item.norm_text) if segments[0] in item.norm_text else 0
+        else:
+            bounds = _span_bounds(segments, item.norm_text)
+            if bounds is not None and not _cut_qualifier(item.norm_text, bounds[0]):
+                hit = 2 if _numbers_kept(segments, item.norm_text, bounds) else 1
         if len(memo) < 65_536:
             memo[key] = hit
     return hit
@@ -337,17 +445,22 @@ def _opinion_score(words: int, has_quote: bool, has_source: bool) -> float:
 
 
 def bullet_count_score(n: int, available: int | None = None) -> float:
-    """1 for 4-7 bullets, n/4 below, max(0.3, 1 - 0.1 (n - 7)) above (Trading-R1).
+    """Count term of a section with n bullets.
 
-    `available`: how many evidence items the prompt has for the section. A section with fewer than
-    4 items cannot honestly carry 4 bullets (a bullet repeating earlier evidence scores 0), so the
-    lower bound becomes that count; padding cannot gain from this."""
-    lo = 4 if available is None else max(1, min(4, available))
+    Without `available`: Trading-R1's, 1 for 4-7 bullets, n/4 below, max(0.3, 1 - 0.1 (n - 7))
+    above (the structure reward uses it). With `available` (how many evidence items the prompt has
+    for the section) the term saturates where an honest thesis stops, at lo = min(SATURATION,
+    available) bullets: n/lo below, 1 at lo, max(0.3, 1 - 0.1 (n - lo)) above. A section with
+    fewer items than SATURATION cannot honestly carry more bullets than items (a bullet repeating
+    earlier evidence scores 0), and bullets past lo add length, not evidence."""
+    if available is None:
+        if n < 4:
+            return n / 4
+        return 1.0 if n <= 7 else max(0.3, 1 - 0.1 * (n - 7))
+    lo = max(1, min(SATURATION, available))
     if n < lo:
         return n / lo
-    if n <= 7:
-        return 1.0
-    return max(0.3, 1 - 0.1 * (n - 7))
+    return max(0.3, 1 - 0.1 * (n - lo))
 
 
 def harmonic_mean(values: Sequence[float], *, floor: float = 0.01) -> float:
@@ -359,7 +472,9 @@ def harmonic_mean(values: Sequence[float], *, floor: float = 0.01) -> float:
 
 @dataclass(frozen=True, slots=True)
 class BulletCheck:
-    """Verification and score of one bullet; `reasons` says why it is a hallucination."""
+    """Verification and score of one bullet; `reasons` says why it is a hallucination (or earns
+    nothing); `supporting`: the own-section ids holding one of its credited quotes or backing one of
+    its numbers (what the bullet grounds)."""
 
     score: float
     hallucinated: bool
@@ -367,6 +482,18 @@ class BulletCheck:
     precision: float  # nan when the bullet cites nothing
     quote_verified: bool
     r_opinion: float
+    supporting: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StatementCheck:
+    """A statement outside the bullets (section prose, conclusion, text outside the blocks): its
+    score in [0, 1] (module docstring) and why it falls short."""
+
+    where: str
+    score: float
+    hallucinated: bool
+    reasons: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,20 +503,22 @@ class EvidenceReport:
     score: float
     n_bullets: int
     n_hallucinated: int
-    hallucination_rate: float  # nan without bullets
+    hallucination_rate: float  # of the bullets; nan without bullets (statements: see `statements`)
     citation_precision: float  # mean over citing bullets; nan when none cites
     grounding: float  # mean over bullets of verified-quote * precision (0 if hallucinated); in [0, 1]
     section_scores: tuple[tuple[str, float], ...]
     bullets: tuple[BulletCheck, ...]
+    statements: tuple[StatementCheck, ...] = ()
+    grounded: frozenset[str] = frozenset()  # ids some bullet grounds (a credited quote or a backed number)
 
 
-# BulletCheck(...) without the frozen-dataclass __init__ (one object.__setattr__ per field, ~2x
-# slower), as thesis._parse_bullets does for Bullet: one check per bullet is the hot path of the
-# evidence reward. Same object, equality, hash and repr; unpacking from fields() fails at import
-# if a field is ever added without updating this.
+# BulletCheck(...) without the frozen-dataclass __init__, as thesis._parse_bullets builds Bullet
+# (thesis.slot_setters: bound by field name): one check per bullet is the hot path of the reward.
 _new_object = object.__new__
-_set_score, _set_hallucinated, _set_reasons, _set_precision, _set_quote_verified, _set_r_opinion = (
-    BulletCheck.__dict__[f.name].__set__ for f in fields(BulletCheck)
+_set_score, _set_hallucinated, _set_reasons, _set_precision, _set_verified, _set_r_opinion, _set_supporting = (
+    slot_setters(
+        BulletCheck, ("score", "hallucinated", "reasons", "precision", "quote_verified", "r_opinion", "supporting")
+    )
 )
 
 
@@ -400,33 +529,34 @@ def _make_check(
     precision: float,
     quote_verified: bool,
     r_opinion: float,
+    supporting: tuple[str, ...] = (),
 ) -> BulletCheck:
     check = _new_object(BulletCheck)
     _set_score(check, score)
     _set_hallucinated(check, hallucinated)
     _set_reasons(check, reasons)
     _set_precision(check, precision)
-    _set_quote_verified(check, quote_verified)
+    _set_verified(check, quote_verified)
     _set_r_opinion(check, r_opinion)
+    _set_supporting(check, supporting)
     return check
 
 
-_verified_checks: dict[int, BulletCheck] = {}
+_verified_checks: dict[tuple[int, str], BulletCheck] = {}
 register_cache(_verified_checks.clear)
 
 
-def _verified_check(word_count: int) -> BulletCheck:
-    """The check of a bullet with one verified quote from its one cited id and no claim numbers.
-
-    It depends on the word count alone, and BulletCheck is immutable, so one shared instance per
-    word count serves every such bullet (most honest bullets take this path).
-    """
-    check = _verified_checks.get(word_count)
+def _verified_check(word_count: int, item_id: str) -> BulletCheck:
+    """The check of a bullet with one verified quote from its one cited id and no claim numbers:
+    it depends on the word count and the id alone, and BulletCheck is immutable, so one
+    shared instance per (word count, id) serves every such bullet (most honest bullets)."""
+    key = (word_count, item_id)
+    check = _verified_checks.get(key)
     if check is None:
         r_opinion = _opinion_score(word_count, True, True)
-        check = _make_check(0.4 * r_opinion + 0.6, False, (), 1.0, True, r_opinion)
-        if len(_verified_checks) < 4096:  # word counts are bounded by MAX_BULLET_CHARS anyway
-            _verified_checks[word_count] = check
+        check = _make_check(0.4 * r_opinion + 0.6, False, (), 1.0, True, r_opinion, (item_id,))
+        if len(_verified_checks) < 65_536:
+            _verified_checks[key] = check
     return check
 
 
@@ -439,19 +569,8 @@ def _zero(reason: str, precision: float) -> BulletCheck:
 _REPEATED = _zero("repeats the evidence of an earlier bullet", 0.0)
 
 
-def check_bullet(
-    bullet: Bullet, index: EvidenceIndex, section: str | None = None, *, copy_check: bool = True
-) -> BulletCheck:
-    """Verify one bullet against the prompt's evidence and score it with the Stage II formula.
-
-    `section`: the section the bullet is filed under; cited items of another section are misfiled
-    (they never support it, and a bullet citing only such items scores 0). None skips the check.
-    `copy_check=False` skips the copied-opinion check (evidence_report does so when no opinion of
-    the thesis shares a single 4-gram with the evidence).
-    """
-    items = index.items
-    cited = bullet.citations
-    # the opinion's own words: n-grams copied from the evidence bodies do not count as writing
+def _own_words(bullet: Bullet, index: EvidenceIndex, copy_check: bool) -> int:
+    """The opinion's word count without the share of its word 4-grams copied from the evidence."""
     words = bullet.word_count
     if copy_check and words >= COPY_NGRAM:
         memo = _memo(index, "copied")
@@ -462,58 +581,64 @@ def check_bullet(
                 memo[bullet.opinion] = share
         if share:
             words = round(words * (1.0 - share))
-    # fast path for the common honest shape: one own-section citation, one verified informative
-    # quote, no claim numbers
-    if len(cited) == 1 and len(bullet.quotes) == 1 and not bullet.numbers:
-        item = items.get(cited[0])
-        q = bullet.quotes[0]
-        if item is not None and (section is None or item.section == section) and q.isascii():
-            qn = q.lower()
-            f = qn.strip(_QUOTE_STRIP)
-            if len(f) >= MIN_QUOTE_CHARS and "..." not in f:
-                # the rules of _span_in and quote_informative, inlined for one plain segment
-                # (this runs for most bullets of every completion); any doubt -> the full path
-                hay = item.norm_text
-                # find_span, inlined for the first occurrence (word-bounded in the usual case)
-                end = hay.find(f)
-                if end != -1:
-                    pos, end = end, end + len(f)
-                    if not (
-                        (pos == 0 or not f[0].isalnum() or not hay[pos - 1].isalnum())
-                        and (end == len(hay) or not f[-1].isalnum() or not hay[end].isalnum())
-                    ):
-                        end = find_span(f, hay, pos + 1)
-                if (
-                    end != -1
-                    and not (f[-1].isdigit() and _CUT_AFTER.match(hay, end) is not None)
-                    and not (f[0].isdigit() and end > len(f) and hay[end - len(f) - 1] in ".,")
-                    and (
-                        (n_content := len(set(_CONTENT_RE.findall(f)) - STOPWORDS)) >= 2 * MIN_CONTENT_WORDS
-                        or (n_content >= MIN_CONTENT_WORDS and _joined(index).count(f) < COMMON_ITEMS)
-                        # the count is of f: the same as of qn when stripping removed nothing
-                        or _informative(qn, index, n_content if len(f) == len(qn) else None)
-                    )
-                ):
-                    check = _verified_checks.get(words)
-                    return check if check is not None else _verified_check(words)
-    reasons: list[str] = []
-    unknown = [c for c in cited if c not in items]
-    if unknown:
-        reasons.append("cites unknown id " + ", ".join(unknown))
-    # truth is checked against every cited item; credit goes only to items of the bullet's section
-    known = [items[c] for c in cited if c in items]
-    existing = [it for it in known if section is None or it.section == section]
-    own = {it.id for it in existing}
-    quotes = []
+    return words
+
+
+def _fast_check(bullet: Bullet, index: EvidenceIndex, section: str | None, words: int) -> BulletCheck | None:
+    """The check of the common honest shape (one own-section citation, one plain informative quote,
+    no claim numbers), or None when the bullet needs the full path. The rules of _span_in
+    and quote_informative, inlined for one plain segment; any doubt -> None. check_bullet's
+    `fast=False` skips this; tests/test_rewards_fuzz.py checks both paths agree."""
+    if len(bullet.citations) != 1 or len(bullet.quotes) != 1 or bullet.numbers:
+        return None
+    item = index.items.get(bullet.citations[0])
+    q = bullet.quotes[0]
+    if item is None or (section is not None and item.section != section) or not q.isascii():
+        return None
+    qn = q.lower()
+    f = qn.strip(_QUOTE_STRIP)
+    if len(f) < MIN_QUOTE_CHARS or "..." in f:
+        return None
+    hay = item.norm_text
+    end = hay.find(f)  # find_span, inlined for the first occurrence (word-bounded in the usual case)
+    if end != -1:
+        pos, end = end, end + len(f)
+        if not (
+            (pos == 0 or not f[0].isalnum() or not hay[pos - 1].isalnum())
+            and (end == len(hay) or not f[-1].isalnum() or not hay[end].isalnum())
+        ):
+            end = find_span(f, hay, pos + 1)
+    if (
+        end != -1
+        and not (f[-1].isdigit() and _CUT_AFTER.match(hay, end) is not None)
+        and not (f[0].isdigit() and end > len(f) and hay[end - len(f) - 1] in ".,")
+        and not _cut_qualifier(hay, end - len(f))
+        and (
+            (n_content := len(set(_CONTENT_RE.findall(f)) - STOPWORDS)) >= 2 * MIN_CONTENT_WORDS
+            or (n_content >= MIN_CONTENT_WORDS and _joined(index).count(f) < COMMON_ITEMS)
+            # the count is of f: the same as of qn when stripping removed nothing
+            or _informative(qn, index, n_content if len(f) == len(qn) else None)
+        )
+    ):
+        return _verified_checks.get((words, item.id)) or _verified_check(words, item.id)
+    return None
+
+
+def _quote_checks(
+    bullet: Bullet, index: EvidenceIndex, known: list[EvidenceItemView], own: set[str], reasons: list[str]
+) -> tuple[set[str], int, bool]:
+    """(own-section ids holding a credited quote, credited quotes, whether any quote was long enough
+    to check); a quote in no cited item adds a reason (a hallucination)."""
+    items = index.items
+    supporting: set[str] = set()
+    credited = 0
+    checked = False
     for q in bullet.quotes:
         # the parser already collapsed whitespace and mapped curly quotes: ASCII only needs lower()
         q = q.lower() if q.isascii() else normalize_text(q)
-        if len(q.strip(_QUOTE_STRIP)) >= MIN_QUOTE_CHARS:
-            quotes.append(q)
-    supporting: set[str] = set()
-    quote_verified = False
-    credited = 0
-    for q in quotes:
+        if len(q.strip(_QUOTE_STRIP)) < MIN_QUOTE_CHARS:
+            continue
+        checked = True
         # _span_in is 0 for an item lacking the first segment: that C-level test first skips the
         # memo for most items (a citation-stuffed bullet cites every id of the prompt)
         segments = _segments(q)
@@ -529,8 +654,23 @@ def check_bullet(
         if found and _informative(q, index):  # a span cutting a number is true but not credited
             supporting.update(found)
             credited += 1
-    if quotes and not reasons:
-        quote_verified = credited > 0
+    return supporting, credited, checked
+
+
+def _full_check(bullet: Bullet, index: EvidenceIndex, section: str | None, words: int) -> BulletCheck:
+    """check_bullet's full path: every rule of the module docstring."""
+    items = index.items
+    cited = bullet.citations
+    reasons: list[str] = []
+    unknown = [c for c in cited if c not in items]
+    if unknown:
+        reasons.append("cites unknown id " + ", ".join(unknown))
+    # truth is checked against every cited item; credit goes only to items of the bullet's section
+    known = [items[c] for c in cited if c in items]
+    existing = [it for it in known if section is None or it.section == section]
+    own = {it.id for it in existing}
+    supporting, credited, checked = _quote_checks(bullet, index, known, own, reasons)
+    quote_verified = checked and not reasons and credited > 0
     if bullet.numbers:
         for claim in scan_quantities(bullet.opinion):
             backers = _quantity_supported(claim, known)
@@ -547,6 +687,7 @@ def check_bullet(
         precision = math.nan
     has_source = bool(existing)
     r_opinion = _opinion_score(words, quote_verified, has_source)
+    grounded = tuple(sorted(supporting))
     if reasons:
         return _make_check(0.0, True, tuple(reasons), precision, False, r_opinion)
     if known and not existing:
@@ -554,30 +695,91 @@ def check_bullet(
         return _zero(f"misfiled: cites {misfiled} under <{section}>", 0.0)
     p = precision if has_source else 0.0
     score = 0.4 * r_opinion + 0.35 * (1.0 if quote_verified else 0.0) * p + 0.25 * p
-    return _make_check(score, False, (), precision, quote_verified, r_opinion)
+    return _make_check(score, False, (), precision, quote_verified, r_opinion, grounded)
 
 
-def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
-    """Stage II: per bullet -> per section (0.3 count + 0.7 harmonic mean) -> harmonic mean of sections.
+def check_bullet(
+    bullet: Bullet,
+    index: EvidenceIndex,
+    section: str | None = None,
+    *,
+    copy_check: bool = True,
+    fast: bool = True,
+) -> BulletCheck:
+    """Verify one bullet against the prompt's evidence and score it with the Stage II formula.
 
-    Bullets are checked against their own section (misfiling) and against the thesis's earlier
-    bullets (a bullet repeating earlier evidence scores 0).
+    `section`: the section the bullet is filed under; cited items of another section are misfiled
+    (they never support it, and a bullet citing only such items scores 0). None skips the check.
+    `copy_check=False` skips the copied-opinion check (evidence_report does so when no opinion of
+    the thesis shares a single 4-gram with the evidence). `fast=False` skips the fast path for the
+    common honest shape (the result is the same: tests/test_rewards_fuzz.py checks it).
     """
-    checks: list[BulletCheck] = []
-    section_scores: list[tuple[str, float]] = []
-    seen: set[tuple[tuple[str, ...], tuple[str, ...]]] = set()
-    # one C-level pass over all opinions: a copied 4-gram needs 4 consecutive opinion tokens that
-    # all occur in the evidence; without such a run (an honest thesis) no bullet needs the
-    # per-bullet copy check, nor the evidence's 4-gram set
+    words = _own_words(bullet, index, copy_check)
+    if fast:
+        check = _fast_check(bullet, index, section, words)
+        if check is not None:
+            return check
+    return _full_check(bullet, index, section, words)
+
+
+def check_statement(text: str, index: EvidenceIndex, grounded: frozenset[str], where: str = "conclusion") -> StatementCheck:
+    """Check a statement written outside the bullets (module docstring): it may restate only the
+    evidence the bullets ground (`grounded`) or that it quotes itself. Its citations are graded
+    for precision and its numbers must be backed by those items."""
+    b = parse_bullet(text)
+    items = index.items
+    reasons = [f"cites unknown id {c}" for c in b.citations if c not in items]
+    pool = set(grounded)
+    for q in b.quotes:
+        qn = normalize_text(q)
+        if len(qn.strip(_QUOTE_STRIP)) < MIN_QUOTE_CHARS:
+            continue
+        spans = {it.id: _span_in(qn, it, index) for it in items.values()}
+        if not any(spans.values()):
+            reasons.append("quote not in the evidence")
+        pool.update(i for i in b.citations if spans.get(i) == 2 and _informative(qn, index))
+    backers = [items[i] for i in sorted(pool) if i in items]
+    if b.numbers:
+        reasons += [f"number {c.value:g} not in grounded evidence" for c in scan_quantities(b.opinion)
+                    if not _quantity_supported(c, backers)]
+    if reasons:
+        return StatementCheck(where, 0.0, True, tuple(reasons))
+    precision = sum(c in pool for c in b.citations) / len(b.citations) if b.citations else 1.0
+    why = () if precision == 1.0 else (f"cites {len(b.citations)} ids, {precision:.0%} of them grounded",)
+    return StatementCheck(where, precision, False, why)
+
+
+def _statements(thesis: Thesis) -> list[tuple[str, str]]:
+    """(where, text) of every statement outside the bullets that states something."""
+    out = [(f"<{s.name}> prose", s.prose) for s in thesis.sections if s.prose]
+    if thesis.conclusion:
+        out.append(("conclusion", thesis.conclusion))
+    if thesis.outside:
+        out.append(("outside the blocks", thesis.outside))
+    return out
+
+
+def _copy_check_needed(thesis: Thesis, index: EvidenceIndex) -> bool:
+    """One C-level pass over all opinions: a copied 4-gram needs 4 consecutive opinion tokens that
+    all occur in the evidence; without such a run (an honest thesis) no bullet needs the per-bullet
+    copy check, nor the evidence's 4-gram set."""
     tokens = index.features.get("tokens")
     if tokens is None:
         tokens = index.features["tokens"] = frozenset(" ".join(it.norm_text for it in index.items.values()).split())
     joined = " \x00 ".join(b.opinion for b in thesis.bullets)  # no run spans two opinions
     words = (joined.lower() if joined.isascii() else normalize_text(joined)).split()
-    copy_check = bytes(map(tokens.__contains__, words)).find(b"\x01\x01\x01\x01") != -1
+    return bytes(map(tokens.__contains__, words)).find(b"\x01\x01\x01\x01") != -1
+
+
+def _section_checks(thesis: Thesis, index: EvidenceIndex) -> tuple[list[BulletCheck], list[tuple[str, float]]]:
+    """Per bullet checks (own section, repeats) and per section scores (0.3 count + 0.7 HM)."""
+    copy_check = _copy_check_needed(thesis, index)
     section_sizes = index.features.get("section_sizes")
     if section_sizes is None:
         section_sizes = index.features["section_sizes"] = Counter(it.section for it in index.items.values())
+    checks: list[BulletCheck] = []
+    section_scores: list[tuple[str, float]] = []
+    seen: set[tuple[tuple[str, ...], tuple[str, ...]]] = set()
     for section in thesis.sections:
         bullet_checks = []
         for b in section.bullets:
@@ -591,13 +793,22 @@ def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
                 seen.add(key)
             bullet_checks.append(check_bullet(b, index, section.name, copy_check=copy_check))
         checks.extend(bullet_checks)
+        s = 0.0
         if bullet_checks:
-            s = 0.3 * bullet_count_score(len(bullet_checks), section_sizes.get(section.name)) + 0.7 * harmonic_mean(
-                [c.score for c in bullet_checks]
-            )
-        else:
-            s = 0.0
+            count = bullet_count_score(len(bullet_checks), section_sizes.get(section.name))
+            s = 0.3 * count + 0.7 * harmonic_mean([c.score for c in bullet_checks])
         section_scores.append((section.name, s))
+    return checks, section_scores
+
+
+def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
+    """Stage II: per bullet -> per section (0.3 count + 0.7 harmonic mean) -> harmonic mean of sections,
+    times the section coverage and the statements outside bullets (module docstring).
+
+    Bullets are checked against their own section (misfiling) and against the thesis's earlier
+    bullets (a bullet repeating earlier evidence scores 0).
+    """
+    checks, section_scores = _section_checks(thesis, index)
     score = harmonic_mean([s for _, s in section_scores]) if section_scores else 0.0
     if score <= 0.01 + 1e-12 and all(s == 0.0 for _, s in section_scores):
         score = 0.0
@@ -609,6 +820,10 @@ def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
         index.features["sections"] = prompt_sections
     if prompt_sections:
         score *= len(prompt_sections.intersection(thesis.section_names)) / len(prompt_sections)
+    grounded = frozenset(i for c in checks if not c.hallucinated for i in c.supporting)
+    statements = tuple(check_statement(text, index, grounded, where) for where, text in _statements(thesis))
+    for st in statements:
+        score *= 1.0 - OUTSIDE_WEIGHT * (1.0 - st.score)
     n = len(checks)
     n_bad = sum(c.hallucinated for c in checks)
     precisions = [c.precision for c in checks if not math.isnan(c.precision)]
@@ -621,6 +836,8 @@ def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
         grounding=(sum((c.precision if c.quote_verified else 0.0) for c in checks) / n) if n else 0.0,
         section_scores=tuple(section_scores),
         bullets=tuple(checks),
+        statements=statements,
+        grounded=grounded,
     )
 
 

@@ -20,6 +20,9 @@ penalty -min(1, 2 * bullet_rate). A thesis that writes each bullet 5 times has b
 -1, whatever invisible characters tell the copies apart. The reported loop_rate and penalty are
 the worse of the n-gram and the bullet measure.
 
+Thinking and the thesis are measured apart (the <think> blocks and the rest, `thesis.split_think`)
+and the worse counts: text added to one cannot dilute a loop in the other.
+
 Linear time: a token-frequency prefilter (a looping n-gram needs n consecutive tokens that each
 occur >= k times; honest text almost never has such a run) and otherwise token ids -> one vectorised polynomial rolling hash over n-grams (numpy, 64-bit
 wrap-around arithmetic, deterministic) -> counts. At most MAX_LOOP_TOKENS tokens are looked at.
@@ -34,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from thesisgym.rewards.base import log_metric, per_completion
-from thesisgym.thesis import completion_text, normalize_text
+from thesisgym.thesis import completion_text, normalize_text, split_think
 
 __all__ = ["MAX_LOOP_TOKENS", "loop_params", "loop_penalty", "loop_rate", "loop_stats"]
 
@@ -103,9 +106,15 @@ def bullet_repeats(text: str) -> tuple[int, int]:
 
 
 def loop_stats(text: str) -> tuple[float, float]:
-    """(loop_rate, penalty) of a text: the worse of the n-gram and the bullet measure (module docstring)."""
-    rate, penalty = _ngram_loop_stats(text)
-    n, repeats = bullet_repeats(text[:_MAX_LOOP_CHARS])
+    """(loop_rate, penalty) of a text: the worse of the n-gram measure of its thinking, that of the
+    rest, and the bullet measure (module docstring)."""
+    head = text[:_MAX_LOOP_CHARS] if len(text) > _MAX_LOOP_CHARS else text
+    body, think = split_think(head) if "think" in head.lower() else (head, None)
+    rate, penalty = _ngram_loop_stats(body)
+    if think:
+        t_rate, t_penalty = _ngram_loop_stats(think)
+        rate, penalty = max(rate, t_rate), min(penalty, t_penalty)
+    n, repeats = bullet_repeats(head)
     if repeats:
         b_rate = repeats / n
         if b_rate > rate:

@@ -366,6 +366,18 @@ class TemplateTeacher:
         parts.append(f"<decision>{decision}</decision>")
         return "\n".join(parts)
 
+    def bullet_for(self, row: dict, item_id: str, rng: random.Random) -> str:
+        """One honest bullet on evidence item `item_id` of `row`, written as `write` writes it (the
+        audit pads and rewrites theses with it; noise is not applied)."""
+        evidence = [it for it in row["evidence"] if isinstance(it, dict) and it.get("id") and it.get("text")]
+        item = next((it for it in evidence if it["id"] == item_id), None)
+        if item is None:
+            raise ValueError(f"TemplateTeacher.bullet_for: no evidence item {item_id!r} in the row")
+        stance = item_stance(item, ref_close=reference_close(evidence))
+        quiet = TemplateTeacher(bullets=self.bullets, quote_words=self.quote_words, compact=self.compact)
+        return quiet._bullet(item, stance, str(item.get("section", "")), rng, [it["id"] for it in evidence],
+                             evidence_index(row["evidence"]))
+
     def _bullet(self, item: dict, stance: float, sec: str, rng: random.Random, all_ids: list[str],
                 index: EvidenceIndex) -> str:
         lean = 1 if stance >= 0.15 else (-1 if stance <= -0.15 else 0)
