@@ -266,9 +266,11 @@ def test_hallucinated_citations_and_numbers_lower_factuality():
 
 def _claim_grounding(v: ConsistencyVerifier, bullet: str, ev: list[dict], section: str = "fundamentals") -> float:
     from thesisgym.consistency import LocalJudge
+    from thesisgym.rewards.evidence import evidence_report
 
     thesis, ctx = v.prepare(f"<{section}>\n{bullet}\n</{section}><decision>BUY</decision>", ev)
-    return LocalJudge._grounding(thesis.claims[0], ctx.claim_passages[0], ctx)
+    report = evidence_report(thesis.thesis, ctx.index.grounding)
+    return LocalJudge._grounding(thesis.claims[0], ctx.claim_passages[0], ctx, report)
 
 
 def test_judge_grounds_claims_with_the_evidence_rewards_checker():
@@ -284,7 +286,8 @@ def test_judge_grounds_claims_with_the_evidence_rewards_checker():
     assert ctx.index.grounding is evidence_index(ev)  # the very index the evidence reward reads
     g = lambda b: _claim_grounding(v, b, ev)  # noqa: E731
     assert g('- A good quarter "demand for cloud services improved" [F1]') == 1.0
-    assert g('- A good quarter "demand for cloud services worsened" [F1]') == 0.5  # cites fine, quote false
+    # a false quote: the citation supports nothing (precision 0), the quote is no span (0)
+    assert g('- A good quarter "demand for cloud services worsened" [F1]') == 0.0
     assert g('- A good quarter "Revenue rose 3.2% to $20.75" [F1]') == 0.75  # true span, cuts "million"
     assert g('- Sales rose 3.2% "demand for cloud services improved" [F1]') == 1.0
     assert g('- Sales fell 3.2% "demand for cloud services improved" [F1]') == pytest.approx(2 / 3)

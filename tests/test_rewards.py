@@ -317,7 +317,7 @@ def test_placeholder_s_and_consistency_fallback():
     )
     # placeholder s = grounding: 1.0 for gold; below 1 when one bullet is hallucinated
     assert values[0] == pytest.approx(-1.0) and values[1] < values[0]
-    assert logged["dsr_reward/s_fallback"] == 1.0
+    assert logged["dsr_reward/s_is_placeholder"] == 1.0
     assert make_combined_reward("fsr")(
         prompts=["p"], completions=[gold_thesis()], fwd_return=[float("nan")], fwd_vol=[0.1]
     ) == [None]

@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 import string
 import unicodedata
-from dataclasses import dataclass, field, fields
 from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from thesisgym.schema import LABELS, SECTIONS

@@ -194,8 +194,9 @@ Mutate = Callable[[Doc, dict, random.Random], "str | None"]
 class Family:
     """A mutation family: `mutate(doc, row, rng)` returns the hacked thesis text, or None when it
     does not apply to this row. `target` says what it attacks: "evidence" families are judged on
-    the evidence reward and the recipe totals; "decision", "consistency" and "loop" ones (which
-    leave the bullets alone) on the totals."""
+    the evidence reward and the recipe totals; "decision", "format" and "loop" ones on the totals;
+    "consistency" ones (stated facts and readings that only a judge can check) on the totals of the
+    recipes with a consistency judge (fsr, dsr)."""
 
     name: str
     description: str
@@ -638,12 +639,7 @@ def _pad_bullets(target: int, requote: bool) -> Mutate:
 
 
 # analyst words without digits, facts or a stance: filler that no n-gram loop detector sees repeat
-_FILLER_WORDS = (
-    "the view here is that the reader should weigh each part of this picture with care since "
-    "context matters and a single reading rarely settles the question for a holder who looks at "
-    "the period as a whole rather than at one session alone while keeping in mind how such "
-    "readings tend to evolve across a typical week of trading for names of this kind"
-).split()
+_FILLER_WORDS = ["the", "view", "here", "is", "that", "the", "reader", "should", "weigh", "each", "part", "of", "this", "picture", "with", "care", "since", "context", "matters", "and", "a", "single", "reading", "rarely", "settles", "the", "question", "for", "a", "holder", "who", "looks", "at", "the", "period", "as", "a", "whole", "rather", "than", "at", "one", "session", "alone", "while", "keeping", "in", "mind", "how", "such", "readings", "tend", "to", "evolve", "across", "a", "typical", "week", "of", "trading", "for", "names", "of", "this", "kind"]
 
 
 def _filler(rng: random.Random, words: int) -> str:
@@ -846,22 +842,23 @@ FAMILIES: tuple[Family, ...] = (
     Family("pad_left_out_to_7", "each section padded to 7 bullets on the items the thesis left out",
            _pad_bullets(7, requote=False)),
     Family("pad_requote_to_12", "each section padded to 12 bullets re-quoting its items", _pad_bullets(12, requote=True)),
-    Family("tail_50kb", "50 KB of non-repeating text after the decision", _tail_text),
+    Family("tail_50kb", "50 KB of non-repeating text after the decision", _tail_text, "format"),
     Family("opinion_padding", "120 words of stance-free filler added to every opinion", _long_opinions),
-    Family("preamble_padding", "300 words of filler before each section's bullets", _long_preamble),
+    Family("preamble_padding", "300 words of filler before each section's bullets", _long_preamble, "format"),
     Family("extra_section", "a section the prompt lacks, filled with another section's bullets", _extra_section),
     # inventions outside opinions: every asserted sentence is checked
     Family("bracket_invented_number", "an invented number inside [square brackets] in a bullet",
            _in_bracket(INVENTED_NUMBER, with_id=False)),
     Family("bracket_invented_fact", "an invented fact inside [square brackets] in a bullet",
-           _in_bracket(INVENTED_FACT, with_id=False)),
+           _in_bracket(INVENTED_FACT, with_id=False), "consistency"),
     Family("bracket_id_with_invention", "a citation-like bracket carrying an invention ([T1: ...])",
            _in_bracket(f"{INVENTED_FACT} as {INVENTED_NUMBER}", with_id=True)),
     Family("preamble_invented_fact", "section prose before the bullets states an invented fact",
-           _in_preamble(INVENTED_FACT)),
+           _in_preamble(INVENTED_FACT), "consistency"),
     Family("preamble_invented_number", "section prose before the bullets states an invented number",
            _in_preamble(INVENTED_NUMBER)),
-    Family("conclusion_invented_fact", "the conclusion states an invented fact", _in_conclusion(INVENTED_FACT)),
+    Family("conclusion_invented_fact", "the conclusion states an invented fact", _in_conclusion(INVENTED_FACT),
+           "consistency"),
     Family("conclusion_invented_number", "the conclusion states an invented number", _in_conclusion(INVENTED_NUMBER)),
     Family("tail_invention", "an invented fact and number after the decision", _in_tail),
     Family("continuation_invention", "a marker-less line continuing a bullet states inventions", _continuation_line),
@@ -919,7 +916,15 @@ class _Scorer:
         return out
 
 
+SEMANTIC = ("fsr", "dsr")  # the recipes with a consistency judge
+
+
 def _judged(family: Family) -> tuple[str, ...]:
+    """The columns a family is judged on: the recipe totals (only fsr and dsr, the recipes with a
+    consistency judge, for a family that attacks the judge), plus the evidence reward for one that
+    attacks the evidence."""
+    if family.target == "consistency":
+        return SEMANTIC
     return (("evidence",) if family.target == "evidence" else ()) + RECIPES
 
 

@@ -38,8 +38,8 @@ the quote and source terms mean (verifier v2: every rule below is an exact check
 - Ellipsis quotes ("...", "[...]", "…") shorten a quote, never change it: every segment is a
   span of the same item, in order, of at least MIN_SEGMENT_WORDS words; a gap of more than
   MAX_GAP_WORDS words is not credited; a gap that leaves out a word which changes what the evidence
-  says (`lexicon.protected_word`: a negation, a hedge or modal, a direction or stance word, a number)
-  makes the quote a misquote, i.e. a hallucination. So does a quote (with or without "...") whose
+  says (`lexicon.protected_word`: a negation, a hedge or modal, a direction or stance word, a fact
+  term, an event verb with an opposite, a number) makes the quote a misquote, i.e. a hallucination. So does a quote (with or without "...") whose
   span starts right after a negation (two words back) or a modal (one word back) of its sentence:
   "be enough to save the stock" of "won't be enough to save the stock".
 - Count: the bullet-count term saturates where an honest thesis stops: 1 at lo = min(SATURATION,
@@ -50,9 +50,13 @@ the quote and source terms mean (verifier v2: every rule below is an exact check
   evidence that the bullets ground (`EvidenceReport.grounded`: the items whose credited quote or
   backed number a bullet holds) or that it quotes itself: an unknown id, a quote found in no item
   or a number no such item backs makes it a hallucination (score 0); otherwise its score is the
-  precision of its citations (cited ids that are grounded). The thesis score is multiplied by
-  1 - OUTSIDE_WEIGHT (1 - score) per statement, so citations outside bullets are graded for
-  precision and never paid for by count.
+  precision of its citations (cited ids that are grounded) times (1 - CITE_COST) per id it cites
+  (a statement restates: its citations add nothing the bullets do not give), times a length term:
+  1 - words / STRAY_WORDS for prose and text outside the blocks (format, not evidence), and
+  1 - (words - CONCLUSION_WORDS) / STRAY_WORDS for a conclusion longer than CONCLUSION_WORDS (both
+  floored at 0). The thesis score is multiplied by 1 - OUTSIDE_WEIGHT (1 - score) per statement,
+  so citations outside bullets are graded for precision and never paid for by count, and text
+  padded outside the bullets costs evidence credit.
 - Facts stated without a number (actors, corporate events: `lexicon.FACT_TERMS`) are judged by
   the consistency judge (s), in every statement, against the same grounded evidence; this reward
   checks what can be checked exactly: ids, quotes and numbers.
@@ -85,7 +89,15 @@ from thesisgym.rewards.base import (
     register_cache,
 )
 from thesisgym.rewards.lexicon import NEGATIONS, protected_word
-from thesisgym.thesis import Bullet, Quantity, Thesis, normalize_text, parse_bullet, scan_quantities, slot_setters
+from thesisgym.thesis import (
+    Bullet,
+    Quantity,
+    Thesis,
+    normalize_text,
+    parse_bullet,
+    scan_quantities,
+    slot_setters,
+)
 
 __all__ = [
     "COMMON_ITEMS",
@@ -95,6 +107,9 @@ __all__ = [
     "MIN_QUOTE_CHARS",
     "MIN_SEGMENT_WORDS",
     "OUTSIDE_WEIGHT",
+    "CITE_COST",
+    "CONCLUSION_WORDS",
+    "STRAY_WORDS",
     "REL_TOL",
     "SATURATION",
     "BulletCheck",
@@ -127,6 +142,9 @@ MIN_SEGMENT_WORDS = 2
 MAX_GAP_WORDS = 12
 SATURATION = 4  # bullets per section where the count term (and the judge's coverage) saturates
 OUTSIDE_WEIGHT = 0.5
+CITE_COST = 0.01  # per id a statement outside the bullets cites
+STRAY_WORDS = 100  # words of prose / text outside the blocks that cost a statement all its credit
+CONCLUSION_WORDS = 120  # a conclusion's words before its length costs
 COPY_NGRAM = 4  # copied_share spells the 4 out
 _QUOTE_STRIP = " .,;:!?'\"-\u2026"
 _CONTENT_RE = re.compile(r"[a-z][a-z']{2,}")
@@ -679,7 +697,7 @@ def _full_check(bullet: Bullet, index: EvidenceIndex, section: str | None, words
             else:
                 reasons.append(f"number {claim.value:g} not in cited evidence")
     if cited:
-        if credited or bullet.numbers:
+        if credited or bullet.numbers or reasons:  # a hallucinated bullet's citations support only what checked out
             precision = len(supporting) / len(cited)
         else:
             precision = (1.0 / len(cited)) if existing else 0.0
@@ -725,7 +743,8 @@ def check_bullet(
 def check_statement(text: str, index: EvidenceIndex, grounded: frozenset[str], where: str = "conclusion") -> StatementCheck:
     """Check a statement written outside the bullets (module docstring): it may restate only the
     evidence the bullets ground (`grounded`) or that it quotes itself. Its citations are graded
-    for precision and its numbers must be backed by those items."""
+    for precision (and cost CITE_COST each), its numbers must be backed by those items, and its
+    length costs (`where` "conclusion": past CONCLUSION_WORDS; anything else: every word)."""
     b = parse_bullet(text)
     items = index.items
     reasons = [f"cites unknown id {c}" for c in b.citations if c not in items]
@@ -744,9 +763,18 @@ def check_statement(text: str, index: EvidenceIndex, grounded: frozenset[str], w
                     if not _quantity_supported(c, backers)]
     if reasons:
         return StatementCheck(where, 0.0, True, tuple(reasons))
-    precision = sum(c in pool for c in b.citations) / len(b.citations) if b.citations else 1.0
-    why = () if precision == 1.0 else (f"cites {len(b.citations)} ids, {precision:.0%} of them grounded",)
-    return StatementCheck(where, precision, False, why)
+    why = []
+    score = 1.0
+    if b.citations:
+        precision = sum(c in pool for c in b.citations) / len(b.citations)
+        score = precision * (1.0 - CITE_COST) ** len(b.citations)
+        why.append(f"cites {len(b.citations)} ids outside the bullets, {precision:.0%} of them grounded")
+    words = len(text.split())
+    excess = words if where != "conclusion" else words - CONCLUSION_WORDS
+    if excess > 0:
+        score *= max(0.0, 1.0 - excess / STRAY_WORDS)
+        why.append(f"{words} words {'outside the bullets' if where != 'conclusion' else 'of conclusion'}")
+    return StatementCheck(where, score, False, tuple(why))
 
 
 def _statements(thesis: Thesis) -> list[tuple[str, str]]:

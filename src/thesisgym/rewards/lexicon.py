@@ -4,7 +4,8 @@ The evidence reward and the Trade-R1 consistency judge read the same words: the 
 stance of a text with `LEXICON` and `NEGATIONS`; both check that the facts a text states
 (`FACT_TERMS`, matched by a crude stem) are held by the evidence it relies on; and the evidence
 reward refuses an ellipsis ("...") quote that leaves out a word which changes what the evidence
-says (`protected_word`: a negation, a hedge or modal, a direction or stance word, or a number).
+says (`protected_word`: a negation, a hedge or modal, a direction or stance word, a fact term, an event
+verb with an opposite, or a number).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from functools import lru_cache
 from thesisgym.thesis import DOWN_WORDS, UP_WORDS
 
 __all__ = [
+    "EVENT_VERBS",
     "FACT_TERMS",
     "HEDGES",
     "LEXICON",
@@ -86,13 +88,23 @@ HEDGES = frozenset(
      "seeks", "seeking", "aims", "hopes", "if", "unless", "possible", "possibly", "potential", "likely",
      "unlikely", "forecast", "forecasts", "estimates", "estimated", "talks", "mulls"]
 )
+# verbs whose opposite flips an event ("opens" / "closes" an office, "resumes" / "halts" output)
+EVENT_VERBS = frozenset(
+    ["open", "opens", "opened", "close", "closes", "closed", "hold", "holds", "held", "add", "adds", "added",
+     "start", "starts", "started", "stop", "stops", "stopped", "end", "ends", "ended", "resume", "resumes",
+     "resumed", "halt", "halts", "halted", "suspend", "suspends", "suspended", "reinstate", "reinstates",
+     "reject", "rejects", "rejected", "block", "blocks", "blocked", "win", "won", "lose", "keep", "keeps",
+     "kept", "drop", "abandon", "abandons", "abandoned", "delay", "delays", "delayed", "expand", "expanded",
+     "shrink", "shrank", "increase", "increased", "decrease", "decreased", "exit", "exits", "enter", "enters"]
+)
 _SINGLE_STANCE = frozenset(k for k in LEXICON if " " not in k)
 _TOKEN_EDGE = ".,;:!?()[]{}'\"`"
 
 
 def protected_word(token: str) -> bool:
     """Whether leaving `token` out of a quote can change what the quote says: a negation (also any
-    "...n't"), a hedge or modal, a direction or stance word, or anything with a digit."""
+    "...n't"), a hedge or modal, a direction or stance word, a fact term or an event verb with an
+    opposite (`EVENT_VERBS`), or anything with a digit."""
     w = token.lower().strip(_TOKEN_EDGE)
     if not w:
         return False
@@ -105,6 +117,8 @@ def protected_word(token: str) -> bool:
         or w in UP_WORDS
         or w in DOWN_WORDS
         or w in _SINGLE_STANCE
+        or w in FACT_TERMS
+        or w in EVENT_VERBS
     )
 
 

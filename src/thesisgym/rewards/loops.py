@@ -9,6 +9,12 @@ repeat a 10-word phrase four times; a loop does.
 
 loop_rate = share of token positions whose n-gram occurs >= k times (0 = no repetition).
 penalty   = 0 when no n-gram reaches k, else -min(1, 2 * loop_rate), in [-1, 0].
+
+A share falls when text is added, and (n, k) grow with the length: padding a thesis with fresh text
+would dilute its repetition. So the thesis (not the thinking) is also measured with the parameters
+of a LOOP_REF_TOKENS-token output, n = 10 and k = 4, and its repeated positions are counted per
+LOOP_REF_TOKENS tokens whatever the length: text appended anywhere can only add repeated n-grams to
+that count, never remove one. The loop_rate reported is the worse of the two.
 Proportional on purpose: a templated phrase repeated four times in a 500-word thesis (loop_rate
 ~0.07, penalty ~-0.13) is a style defect, while a model stuck in a cycle until the token limit
 (loop_rate >= 0.5) gets the full -1.
@@ -39,9 +45,10 @@ import numpy as np
 from thesisgym.rewards.base import log_metric, per_completion
 from thesisgym.thesis import completion_text, normalize_text, split_think
 
-__all__ = ["MAX_LOOP_TOKENS", "loop_params", "loop_penalty", "loop_rate", "loop_stats"]
+__all__ = ["LOOP_REF_TOKENS", "MAX_LOOP_TOKENS", "loop_params", "loop_penalty", "loop_rate", "loop_stats"]
 
 MAX_LOOP_TOKENS = 50_000
+LOOP_REF_TOKENS = 400
 _MAX_LOOP_CHARS = 600_000
 _BASE = np.uint64(1_000_003)
 
@@ -110,9 +117,18 @@ def loop_stats(text: str) -> tuple[float, float]:
     rest, and the bullet measure (module docstring)."""
     head = text[:_MAX_LOOP_CHARS] if len(text) > _MAX_LOOP_CHARS else text
     body, think = split_think(head) if "think" in head.lower() else (head, None)
-    rate, penalty = _ngram_loop_stats(body)
+    tokens = body.split()
+    if len(tokens) > MAX_LOOP_TOKENS:
+        tokens = tokens[:MAX_LOOP_TOKENS]
+    rate, penalty = _ngram_loop_stats(tokens, *loop_params(len(tokens)))
+    n_ref, k_ref = loop_params(LOOP_REF_TOKENS)
+    if len(tokens) > LOOP_REF_TOKENS:  # at the reference length both measures are the same
+        fixed = _ngram_loop_stats(tokens, n_ref, k_ref)[0] * len(tokens) / LOOP_REF_TOKENS
+        if fixed > rate:
+            rate, penalty = min(1.0, fixed), -min(1.0, 2.0 * fixed)
     if think:
-        t_rate, t_penalty = _ngram_loop_stats(think)
+        t_tokens = think.split()[:MAX_LOOP_TOKENS]
+        t_rate, t_penalty = _ngram_loop_stats(t_tokens, *loop_params(len(t_tokens)))
         rate, penalty = max(rate, t_rate), min(penalty, t_penalty)
     n, repeats = bullet_repeats(head)
     if repeats:
@@ -123,11 +139,8 @@ def loop_stats(text: str) -> tuple[float, float]:
     return rate, penalty
 
 
-def _ngram_loop_stats(text: str) -> tuple[float, float]:
-    tokens = (text[:_MAX_LOOP_CHARS] if len(text) > _MAX_LOOP_CHARS else text).split()
-    if len(tokens) > MAX_LOOP_TOKENS:
-        tokens = tokens[:MAX_LOOP_TOKENS]
-    n, k = loop_params(len(tokens))
+def _ngram_loop_stats(tokens: list[str], n: int, k: int) -> tuple[float, float]:
+    """(share of positions whose n-gram occurs >= k times, its penalty) of a token list."""
     if len(tokens) < n * k:
         return 0.0, 0.0
     # exact pruning: a looping n-gram is n consecutive tokens that each occur >= k times, and
