@@ -5,8 +5,8 @@ factuality  (evidence <-> reasoning), deduction (reasoning <-> decision), consis
 (evidence <-> decision). Two judges:
 
 `LocalJudge` (default: deterministic, offline, ~2 ms per thesis with retrieval). Claims are the first
-SATURATION bullets of each section (the judge reads no further: padding a section cannot move s) and
-every statement outside the bullets (section prose, the conclusion, text outside the blocks). Per
+bullets of each section, as many as it has expected items (below; the judge reads no further, so
+padding a section cannot move s), and every statement outside the bullets (section prose, the conclusion, text outside the blocks). Per
 claim i:
 - a bullet is judged against its own retrieved passages only (its cited ones + top-k), never the
   whole prompt. Its grounding g_i = the mean of the checks that apply, each asked of the evidence
@@ -40,9 +40,12 @@ into R with its stance, so leaving out the evidence against the decision (cherry
 swapping it for weaker evidence) costs, while covering more than an honest thesis does earns nothing.
 Then factuality F = sum f_i / (claims + OMITTED_WEIGHT * uncovered), where a statement's f_i counts at
 most at the bullets' own F (a statement outside the bullets can lower F, never raise it); deduction
-D = F * (1 - |R - P| / 2) where R is the f-weighted mean stance of the bullets, the conclusion and the
-uncovered expected items (prose and stray text carry no weight in it) and P the decision's position
-(schema.DEFAULT_POSITIONS):
+D = F * (1 - |R - P| / 2) where P is the decision's position (schema.DEFAULT_POSITIONS) and R the
+reasoning's reading of the expected items: the f-weighted mean of the stance c of the read bullets
+that ground each expected item, of an uncovered expected item's own stance (at the mean weight, as if
+read at face value: leaving out or swapping the evidence against the decision cannot move R), and of
+the conclusion (prose and stray text carry no weight; bullets on items a section does not expect
+weigh in F only):
 only grounded reasoning can support a decision, so a fluent story built on misread evidence earns no
 deduction credit (this is what ranks "claims contradict the evidence" below "decision contradicts the
 claims"); consistency C = 1 - |E - P|/2 with E the net-to-gross stance of every passage of the context
@@ -252,69 +255,89 @@ class LocalJudge:
         return st
 
     @staticmethod
-    def _expected(ctx: JudgeContext) -> tuple[tuple[str, ...], dict[str, float]]:
-        """The expected items of every section (`canonical_items`) and the item stances, per index."""
+    def _expected(ctx: JudgeContext) -> tuple[dict[str, tuple[str, ...]], dict[str, float]]:
+        """The expected items of each section (`canonical_items`) and the item stances, per index."""
         feats = ctx.index.features
         hit = feats.get("expected")
         if hit is None:
-            stances = item_stances(ctx.index.evidence)
-            expected = tuple(i for ids in canonical_items(ctx.index.evidence).values() for i in ids)
-            hit = feats["expected"] = (expected, stances)
+            hit = feats["expected"] = (canonical_items(ctx.index.evidence), item_stances(ctx.index.evidence))
         return hit
 
+    def _read_bullets(self, thesis: ThesisClaims, ctx: JudgeContext) -> list[tuple[Claim, list[tuple[int, float]]]]:
+        """The bullets the judge reads: per section, as many as it has expected items (where an
+        honest thesis stops; SATURATION for a section the prompt does not have)."""
+        expected = self._expected(ctx)[0]
+        seen: dict[str, int] = {}
+        out = []
+        for cl, cps in zip(thesis.claims, ctx.claim_passages, strict=True):
+            if cl.kind != "bullet":
+                continue
+            rank = seen[cl.section] = seen.get(cl.section, -1) + 1
+            if rank < len(expected.get(cl.section, ())) or (cl.section not in expected and rank < SATURATION):
+                out.append((cl, cps))
+        return out
+
     def _claim_f(self, claim: Claim, cps: list[tuple[int, float]], ctx: JudgeContext, st: list[float],
-                 report: EvidenceReport | None) -> tuple[float, float]:
+                 report: EvidenceReport | None, addressed: frozenset[str] = frozenset()) -> tuple[float, float]:
         """(f_i, c_i) of one claim (module docstring)."""
         if claim.kind == "bullet":
             g = self._grounding(claim, cps, ctx, report) * self._fact_support(claim, cps, ctx)
+            e = self._evidence_stance(claim, cps, ctx, st)
         else:
-            g = self._statement_grounding(claim, ctx, report)
+            g = self._statement_grounding(claim, ctx, report, addressed)
+            e = self._grounded_stance(ctx, addressed)
         # an opinion that copies its evidence states no view of its own (same rule as the reward)
         copied = opinion_copied_share(claim.opinion, ctx.index.grounding) > 0.5
         c = 0.0 if copied else stance(claim.opinion)
-        e = self._evidence_stance(claim, cps, ctx, st) if claim.kind == "bullet" else self._grounded_stance(ctx, report)
         # a stance-free opinion does not agree with evidence that has a stance
         return (g * (1.0 - abs(e)) if abs(c) < 1e-6 else g * (1.0 - abs(c - e) / 2.0)), c
+
+    def _reading(self, bullets: list[tuple[Claim, float, float]], report: EvidenceReport | None,
+                 ctx: JudgeContext) -> tuple[list[tuple[float, float]], frozenset[str], list[float]]:
+        """The reasoning's reading of the expected items, as (weight, stance) terms of R: an item a
+        read bullet grounds weighs that bullet's f with its opinion's stance c; an expected item
+        with a stance that no read bullet grounds weighs the mean f with the item's own stance (as
+        if read at face value, so leaving it out or swapping it for another item cannot move R).
+        Bullets on items the section does not expect weigh in F, never in R. Also returns the items
+        the read bullets ground and the stances of the expected items left out (charged in F)."""
+        expected, stances = self._expected(ctx)
+        grounds = {k: report.bullets[cl.ref].supporting if report is not None else () for k, (cl, _, _) in enumerate(bullets)}
+        addressed = frozenset(i for ids in grounds.values() for i in ids)
+        mean_f = sum(f for _, f, _ in bullets) / len(bullets) if bullets else 0.0
+        terms: list[tuple[float, float]] = []
+        omitted: list[float] = []
+        for item in (i for ids in expected.values() for i in ids):
+            readers = [(f, c) for k, (_, f, c) in enumerate(bullets) if item in grounds[k]]
+            if readers:
+                terms.append((sum(f for f, _ in readers) / len(readers), sum(c for _, c in readers) / len(readers)))
+            elif abs(stances[item]) > STANCE_FLOOR:
+                omitted.append(stances[item])
+                terms.append((mean_f, stances[item]))
+        return terms, addressed, omitted
 
     def judge(self, thesis: ThesisClaims, ctx: JudgeContext) -> Verdict:
         st = self._passage_stances(ctx)
         report = evidence_report(thesis.thesis, ctx.index.grounding) if thesis.thesis is not None else None
-        bullets = [(cl, cps) for cl, cps in zip(thesis.claims, ctx.claim_passages, strict=True) if cl.kind == "bullet"]
-        f_vals: list[float] = []
-        c_vals: list[float] = []
-        for claim, cps in bullets:
-            f, c = self._claim_f(claim, cps, ctx, st, report)
-            f_vals.append(f)
-            c_vals.append(c)
-        # what the bullets the judge reads ground (a credited quote or a backed number), not what they cite
-        addressed = {i for cl, _ in bullets if report is not None for i in report.bullets[cl.ref].supporting}
-        expected, stances = self._expected(ctx)
-        omitted = [stances[i] for i in expected if i not in addressed and abs(stances[i]) > STANCE_FLOOR]
+        bullets = [(cl, *self._claim_f(cl, cps, ctx, st, report)) for cl, cps in self._read_bullets(thesis, ctx)]
+        terms, addressed, omitted = self._reading(bullets, report, ctx)
+        f_vals = [f for _, f, _ in bullets]
         n_f = len(f_vals) + OMITTED_WEIGHT * len(omitted)
         F_bullets = sum(f_vals) / n_f if n_f else 0.0
         # a statement outside the bullets can lower F, never raise it: it enters the mean at most at
         # F_bullets; only the conclusion also states a reading (R), prose and stray text do not
-        statements = [(cl, cps) for cl, cps in zip(thesis.claims, ctx.claim_passages, strict=True) if cl.kind != "bullet"]
-        for claim, cps in statements:
-            f, c = self._claim_f(claim, cps, ctx, st, report)
-            f_vals.append(min(f, F_bullets))
-            c_vals.append(c if claim.kind == "conclusion" else 0.0)
-            n_f += 1
+        for claim, cps in zip(thesis.claims, ctx.claim_passages, strict=True):
+            if claim.kind != "bullet":
+                f, c = self._claim_f(claim, cps, ctx, st, report, addressed)
+                f_vals.append(min(f, F_bullets))
+                n_f += 1
+                if claim.kind == "conclusion":
+                    terms.append((min(f, F_bullets), c))
         F = sum(f_vals) / n_f if f_vals else 0.0
         position = DEFAULT_POSITIONS.get(thesis.decision or "", None)
         if position is None:
             return Verdict(F, 0.0, 0.0, "no valid decision")
-        mean_f = sum(f_vals) / len(f_vals) if f_vals else 0.0
-        w_o = OMITTED_WEIGHT * mean_f
-        # prose and stray text (c = 0 by construction) carry no weight in the reasoning's stance
-        weights = [w if (k < len(bullets) or statements[k - len(bullets)][0].kind == "conclusion") else 0.0
-                   for k, w in enumerate(f_vals)]
-        wsum = sum(weights) + w_o * len(omitted)
-        R = (
-            (sum(w * c for w, c in zip(weights, c_vals, strict=True)) + w_o * sum(omitted)) / wsum
-            if wsum > 1e-9
-            else 0.0
-        )
+        wsum = sum(w for w, _ in terms)
+        R = sum(w * c for w, c in terms) / wsum if wsum > 1e-9 else 0.0
         D = F * (1.0 - abs(R - position) / 2.0)
         # the evidence <-> decision edge reads every passage of the context that has a stance (either
         # direction): neither the passages the thesis cites nor its conclusion move it. Not only the
@@ -336,23 +359,24 @@ class LocalJudge:
         return fact_support(claim.opinion, texts)
 
     @staticmethod
-    def _statement_grounding(claim: Claim, ctx: JudgeContext, report: EvidenceReport | None) -> float:
+    def _statement_grounding(claim: Claim, ctx: JudgeContext, report: EvidenceReport | None,
+                             addressed: frozenset[str]) -> float:
         """g of a statement outside the bullets: its evidence-report score (precision of its
         citations against the grounded evidence; 0 if it invents) times the share of its facts that
-        the grounded evidence, or an item it quotes with credit, holds."""
+        the evidence the read bullets ground, or an item it quotes with credit, holds."""
         if report is None or claim.ref >= len(report.statements):
             return 0.0
         grounding = ctx.index.grounding
-        pool = set(report.grounded)
+        pool = set(addressed)
         pool.update(c for c in claim.citations for q in claim.quotes if quote_credited(q, c, grounding))
         texts = [grounding.items[i].text for i in sorted(pool) if i in grounding.items]
         return report.statements[claim.ref].score * fact_support(claim.opinion, texts)
 
-    def _grounded_stance(self, ctx: JudgeContext, report: EvidenceReport | None) -> float:
-        """The mean stance of the items the bullets ground: what a statement outside the bullets
-        restates, whatever it cites or whatever its words retrieve."""
+    def _grounded_stance(self, ctx: JudgeContext, addressed: frozenset[str]) -> float:
+        """The mean stance of the items the read bullets ground: what a statement outside the
+        bullets restates, whatever it cites or whatever its words retrieve."""
         stances = self._expected(ctx)[1]
-        ids = [i for i in (report.grounded if report is not None else ()) if i in stances]
+        ids = [i for i in addressed if i in stances]
         return sum(stances[i] for i in ids) / len(ids) if ids else 0.0
 
     @staticmethod

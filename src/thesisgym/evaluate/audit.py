@@ -31,6 +31,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from thesisgym.rewards.skill import SkillCurve, skill_curve
 from thesisgym.schema import LABELS, SECTIONS
 
 __all__ = [
@@ -455,21 +456,52 @@ def _invented_facts(doc: Doc, row: dict, rng: random.Random) -> str | None:
     return _set_opinions(rng.choice(INVENTED_FACTS))(doc, row, rng)
 
 
+def _stances(row: dict) -> dict[str, float]:
+    """The judge's stance of every item of the row (its lexicon and technical levels), by id."""
+    from thesisgym.consistency.judges import item_stances
+
+    return item_stances(row["evidence"])
+
+
 def _cherry_pick(doc: Doc, row: dict, rng: random.Random) -> str | None:
-    from thesisgym.consistency import stance
     from thesisgym.schema import DEFAULT_POSITIONS
 
     want = DEFAULT_POSITIONS.get(doc.decision, 0.0)
     if want == 0:
         return None
+    stances = _stances(row)
     doc = doc.copy()
     dropped = 0
     for k, (name, bullets) in enumerate(doc.sections):
-        keep = [b for b in bullets if stance(str((_item(row, b.cite) or {}).get("text", ""))) * want >= 0]
+        keep = [b for b in bullets if stances.get(b.cite.upper(), 0.0) * want >= 0]
         if keep and len(keep) < len(bullets):
             dropped += len(bullets) - len(keep)
             doc.sections[k] = (name, keep)
     return doc.render() if dropped else None
+
+
+def _cherry_pick_swap(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """Replace each bullet whose evidence disagrees with the decision by a bullet on a left-out item
+    of its section that agrees with it: the same count, a selection that suits the decision."""
+    from thesisgym.schema import DEFAULT_POSITIONS
+
+    want = DEFAULT_POSITIONS.get(doc.decision, 0.0)
+    if want == 0:
+        return None
+    stances = _stances(row)
+    doc = doc.copy()
+    left = _left_out(doc, row)
+    swapped = 0
+    for _, bullets in doc.sections:
+        for k, b in enumerate(bullets):
+            if stances.get(b.cite.upper(), 0.0) * want >= 0:
+                continue
+            pool = [i for i in left.get(_section_of(row, b.cite) or "", []) if stances.get(i.upper(), 0.0) * want > 0]
+            if pool:
+                bullets[k] = _teacher_bullet(row, pool[0], rng)
+                left[_section_of(row, b.cite) or ""].remove(pool[0])
+                swapped += 1
+    return doc.render() if swapped else None
 
 
 def _flip_opinions(doc: Doc, row: dict, rng: random.Random) -> str | None:
@@ -826,6 +858,8 @@ FAMILIES: tuple[Family, ...] = (
     Family("cherry_pick", "drop the bullets whose evidence disagrees with the decision", _cherry_pick,
            "consistency"),
     Family("opinion_flipped", "opinions read their evidence backwards", _flip_opinions, "consistency"),
+    Family("cherry_pick_swap", "swap the bullets whose evidence disagrees with the decision for left-out ones that agree",
+           _cherry_pick_swap, "consistency"),
     # citing for credit: citations outside bullets, or beside no support, never pay
     Family("cite_all_in_conclusion", "the conclusion cites every id of the prompt", _cite_in_conclusion("runs")),
     Family("cite_all_in_conclusion_list", "the conclusion cites every id as one list (sources: [T1, T2, ...])",
@@ -905,15 +939,21 @@ class _Scorer:
         self.verifier = ConsistencyVerifier(judge="local")
         self.tr1 = trading_r1_weights()
 
-    def __call__(self, texts: Sequence[str], row: dict) -> list[dict[str, float]]:
-        """Scores of several theses of one row: the verifier indexes and retrieves for them at once."""
+    def s(self, texts: Sequence[str], row: dict) -> list[float]:
+        """s of several theses of one row: the verifier indexes and retrieves for them at once."""
+        return [r.s for r in self.verifier.score_batch(list(texts), [row["evidence"]] * len(texts))]
+
+    def scores(self, texts: Sequence[str], row: dict, s: Sequence[float]) -> list[dict[str, float]]:
         from thesisgym.rewards import score_completion
 
-        results = self.verifier.score_batch(list(texts), [row["evidence"]] * len(texts))
-        out = [score_completion(t, row, consistency_s=r.s) for t, r in zip(texts, results, strict=True)]
+        out = [score_completion(t, row, consistency_s=x) for t, x in zip(texts, s, strict=True)]
         for scores in out:
             scores["trading_r1"] = sum(w * scores[k] for k, w in self.tr1.items())
         return out
+
+    def __call__(self, texts: Sequence[str], row: dict) -> list[dict[str, float]]:
+        """Scores of several theses of one row."""
+        return self.scores(texts, row, self.s(texts, row))
 
 
 SEMANTIC = ("fsr", "dsr")  # the recipes with a consistency judge
@@ -928,19 +968,57 @@ def _judged(family: Family) -> tuple[str, ...]:
     return (("evidence",) if family.target == "evidence" else ()) + RECIPES
 
 
-def _audit_rows(args: tuple[list[dict], list[int], tuple[str, ...], int, Any]) -> dict:
-    """Worker: honest + every family on a chunk of rows -> {family: {component: [(win, margin)]}}."""
-    rows, indices, names, seed, teacher = args
+SKILL_RECIPES = ("weighted", "trading_r1", "fsr", "dsr", "market_only")
+_CONCLUSION_VIEW_RE = re.compile(r"supports an? [a-z ]+ view")
+
+
+def with_decision(doc: Doc, decision: str) -> str:
+    """The thesis with another decision, its conclusion saying so: what a writer who decides
+    `decision` on the same evidence writes (the skill check scores every decision this way)."""
+    other = doc.copy()
+    other.decision = decision
+    words = decision.replace("_", " ").lower()
+    other.conclusion = _CONCLUSION_VIEW_RE.sub(f"supports a {words} view", other.conclusion)
+    return other.render()
+
+
+def _skill_row(scorer: _Scorer, doc: Doc, row: dict) -> dict:
+    """Each shipped recipe's reward for each decision on one row (the honest thesis, decision
+    swapped): on the realised forward return ("table") and, on a synthetic row, on the true
+    expected return in its place ("expected": the reward in expectation over the market's noise,
+    what the truth oracle's curve is measured on)."""
+    texts = [with_decision(doc, d) for d in LABELS]
+    s = scorer.s(texts, row)
+
+    def table(scores: list[dict[str, float]]) -> dict[str, dict[str, float]]:
+        return {r: {d: sc["market" if r == "market_only" else r] for d, sc in zip(LABELS, scores, strict=True)}
+                for r in SKILL_RECIPES}
+
+    truth = row.get("true_expected_return")
+    truth = float(truth) if isinstance(truth, (int, float)) and math.isfinite(truth) else math.nan
+    out = {"label": row.get("label"), "truth": truth, "table": table(scorer.scores(texts, row, s))}
+    if math.isfinite(truth):
+        out["expected"] = table(scorer.scores(texts, dict(row, fwd_return=truth), s))
+    return out
+
+
+def _audit_rows(args: tuple[list[dict], list[int], tuple[str, ...], int, Any, bool]) -> dict:
+    """Worker: honest + every family on a chunk of rows -> {family: {component: [(win, margin)]}},
+    plus (skill) every recipe's reward for every decision per row."""
+    rows, indices, names, seed, teacher, skill = args
     from thesisgym.rewards.base import strict_rewards
 
     scorer = _Scorer()
     fams = [f for f in FAMILIES if f.name in names]
     out: dict[str, dict[str, list[tuple[bool, float]]]] = {f.name: {c: [] for c in COMPONENTS} for f in fams}
     honest_scores: dict[str, list[float]] = {c: [] for c in COMPONENTS}
+    skill_rows: list[dict] = []
     with strict_rewards():  # a verifier bug must fail the audit, not pose as a low score
         for row, i in zip(rows, indices, strict=True):
             text = teacher.write(row, seed=i)[0]
             doc = Doc.parse(text)
+            if skill:
+                skill_rows.append(_skill_row(scorer, doc, row))
             hacks = []
             for fam in fams:
                 hacked = fam.mutate(doc, row, random.Random(_row_seed(seed, row, i, fam.name)))
@@ -956,7 +1034,7 @@ def _audit_rows(args: tuple[list[dict], list[int], tuple[str, ...], int, Any]) -
                     if math.isnan(h) or math.isnan(m):
                         continue
                     out[fam.name][c].append((m >= h - _EPS, h - m))
-    return {"families": out, "honest": honest_scores}
+    return {"families": out, "honest": honest_scores, "skill": skill_rows}
 
 
 @dataclass
@@ -967,14 +1045,17 @@ class AuditResult:
     table: list[dict[str, Any]]
     honest_means: dict[str, float]
     seconds: float
+    skill: list[SkillCurve] = field(default_factory=list)
 
     def failed(self, threshold: float) -> list[str]:
-        """Families whose win rate on a judged column exceeds `threshold`."""
-        return [
+        """Families whose win rate on a judged column exceeds `threshold`, and "constant_decision"
+        when a reward-vs-skill check fails (rewards.skill)."""
+        out = [
             r["family"]
             for r in self.table
             if any(r["win"][c] is not None and r["win"][c] > threshold for c in r["judged_on"])
         ]
+        return out + (["constant_decision"] if any(not c.passes for c in self.skill) else [])
 
     def as_dict(self, threshold: float | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -982,6 +1063,7 @@ class AuditResult:
             "seconds": round(self.seconds, 2),
             "honest_means": self.honest_means,
             "families": self.table,
+            "skill": [c.as_dict() for c in self.skill],
         }
         if threshold is not None:
             out["threshold"] = threshold
@@ -996,9 +1078,11 @@ def run_audit(
     seed: int = 0,
     workers: int = 1,
     teacher: Any = None,
+    skill: bool = True,
 ) -> AuditResult:
     """Audit the reward stack on `rows` (module docstring). `teacher` writes the honest theses
-    (default: `TemplateTeacher(seed)`, calibrated on the rows when there are at least 10)."""
+    (default: `TemplateTeacher(seed)`, calibrated on the rows when there are at least 10).
+    `skill`: also run the constant-decision check (`skill_curves`)."""
     import time
 
     from thesisgym.teachers import TemplateTeacher
@@ -1020,12 +1104,16 @@ def run_audit(
             teacher.calibrate(rows)
     t0 = time.perf_counter()
     workers = max(1, min(int(workers), len(rows)))
-    chunks = [(rows[k::workers], list(range(k, len(rows), workers)), names, seed, teacher) for k in range(workers)]
+    chunks = [(rows[k::workers], list(range(k, len(rows), workers)), names, seed, teacher, skill)
+              for k in range(workers)]
     if workers == 1:
         parts = [_audit_rows(chunks[0])]
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             parts = list(pool.map(_audit_rows, chunks))
+    # rows came back in worker order: put them back in row order for the skill check
+    order = [i for k in range(workers) for i in range(k, len(rows), workers)]
+    skill_rows = [r for _, r in sorted(zip(order, [r for p in parts for r in p["skill"]], strict=True))] if skill else []
     table = []
     for fam in (f for f in FAMILIES if f.name in names):
         merged = {c: [x for p in parts for x in p["families"][fam.name][c]] for c in COMPONENTS}
@@ -1043,4 +1131,37 @@ def run_audit(
         )
     honest = {c: [x for p in parts for x in p["honest"][c]] for c in COMPONENTS}
     means = {c: (sum(v) / len(v)) if v else math.nan for c, v in honest.items()}
-    return AuditResult(len(rows), table, means, time.perf_counter() - t0)
+    return AuditResult(len(rows), table, means, time.perf_counter() - t0, skill_curves(skill_rows))
+
+
+def truth_decisions(expected: Sequence[float]) -> list[str]:
+    """The synthetic market's truth oracle as decisions: the true expected returns cut at the
+    schema.LABEL_QUANTILES of their own distribution (so its class mix is the labels' mix)."""
+    import numpy as np
+
+    from thesisgym.schema import LABEL_QUANTILES
+
+    cuts = np.quantile(np.asarray(expected, dtype=float), list(LABEL_QUANTILES))
+    return [LABELS[int(np.searchsorted(cuts, x, side="right"))] for x in expected]
+
+
+def skill_curves(skill_rows: Sequence[dict]) -> list[SkillCurve]:
+    """Reward-vs-skill curves of every shipped recipe, for the label oracle and, on synthetic rows,
+    the truth oracle (rewards.skill); rows where a recipe is not applicable (no label, no forward
+    return) are left out of that recipe's curve."""
+    curves: list[SkillCurve] = []
+    truth_rows = [r for r in skill_rows if math.isfinite(r["truth"])]
+    truth = dict(zip(map(id, truth_rows), truth_decisions([r["truth"] for r in truth_rows]), strict=True)) \
+        if len(truth_rows) >= 10 else {}
+    for recipe in SKILL_RECIPES:
+        for oracle in ("label", "truth"):
+            key = "table" if oracle == "label" else "expected"
+            use = [r for r in skill_rows
+                   if (r["label"] in LABELS if oracle == "label" else id(r) in truth)
+                   and all(math.isfinite(v) for v in r[key][recipe].values())]
+            if not use:
+                continue
+            decisions = [r["label"] if oracle == "label" else truth[id(r)] for r in use]
+            curves.append(skill_curve(recipe, f"{oracle} oracle", [r[key][recipe] for r in use], decisions,
+                                      [r["label"] for r in use]))
+    return curves

@@ -39,7 +39,9 @@ the quote and source terms mean (verifier v2: every rule below is an exact check
   span of the same item, in order, of at least MIN_SEGMENT_WORDS words; a gap of more than
   MAX_GAP_WORDS words is not credited; a gap that leaves out a word which changes what the evidence
   says (`lexicon.protected_word`: a negation, a hedge or modal, a direction or stance word, a fact
-  term, an event verb with an opposite, a number) makes the quote a misquote, i.e. a hallucination. So does a quote (with or without "...") whose
+  term, an event verb with an opposite, a number; or a name: a word the item writes capitalised,
+  stopwords aside, so "Apple ... unveils a phone" cannot drop "'s rival Samsung") makes the quote
+  a misquote, i.e. a hallucination. So does a quote (with or without "...") whose
   span starts right after a negation (two words back) or a modal (one word back) of its sentence:
   "be enough to save the stock" of "won't be enough to save the stock".
 - Count: the bullet-count term saturates where an honest thesis stops: 1 at lo = min(SATURATION,
@@ -139,7 +141,7 @@ COMMON_ITEMS = 3
 COMMON_SHARE = 0.25
 REL_TOL = 0.005
 MIN_SEGMENT_WORDS = 2
-MAX_GAP_WORDS = 12
+MAX_GAP_WORDS = 5
 SATURATION = 4  # bullets per section where the count term (and the judge's coverage) saturates
 OUTSIDE_WEIGHT = 0.5
 CITE_COST = 0.01  # per id a statement outside the bullets cites
@@ -240,16 +242,36 @@ def _placements(segments: Sequence[str], hay: str, limit: int = 8) -> Iterable[l
     return place(0, 0)
 
 
-def _gapped_status(segments: Sequence[str], hay: str) -> int:
+_CAPITALISED_RE = re.compile(r"\b[A-Z][\w'&.-]*")
+
+
+def _names(item: EvidenceItemView, index: EvidenceIndex) -> frozenset[str]:
+    """The words `item` writes capitalised (lower-cased, stopwords aside): names an ellipsis must
+    not drop. Memoised per index."""
+    memo = _memo(index, "names")
+    hit = memo.get(item.id)
+    if hit is None:
+        words = (w.lower().strip(_QUOTE_STRIP + "()[]") for w in _CAPITALISED_RE.findall(item.text))
+        hit = memo[item.id] = frozenset(w for w in words if w and w not in STOPWORDS and w not in _FUNCTION_WORDS)
+    return hit
+
+
+_FUNCTION_WORDS = frozenset(["a", "an", "as", "at", "by", "in", "is", "it", "of", "on", "or", "to", "up", "we", "our",
+                             "its", "his", "her", "new", "all", "one", "two", "q1", "q2", "q3", "q4"])
+
+
+def _gapped_status(segments: Sequence[str], hay: str, names: frozenset[str] = frozenset()) -> int:
     """2: the segments are spans of `hay` in order with short gaps that leave out nothing that
     changes the meaning (module docstring); 1: spans, but a gap is too long or a segment too short
-    (true, not credited); 0: no placement, or every placement leaves out a protected word
-    (a misquote). The best placement counts."""
+    (true, not credited); 0: no placement, or every placement leaves out a protected word or one of
+    `names` (a misquote). The best placement counts."""
     short = any(len(seg.split()) < MIN_SEGMENT_WORDS for seg in segments)
     best = 0
     for spans in _placements(segments, hay):
         gaps = [hay[a:b].split() for (_, a), (b, _) in zip(spans, spans[1:], strict=False)]
-        if any(protected_word(w) for gap in gaps for w in gap) or _cut_qualifier(hay, spans[0][0]):
+        if any(protected_word(w) or w.strip(_QUOTE_STRIP + "()[]") in names for gap in gaps for w in gap) or (
+            _cut_qualifier(hay, spans[0][0])
+        ):
             continue
         if short or any(len(gap) > MAX_GAP_WORDS for gap in gaps):
             best = 1
@@ -358,7 +380,7 @@ def _span_in(quote_norm: str, item: EvidenceItemView, index: EvidenceIndex) -> i
         hit = 0
         segments = _segments(quote_norm)
         if len(segments) > 1:
-            hit = _gapped_status(segments, item.norm_text) if segments[0] in item.norm_text else 0
+            hit = _gapped_status(segments, item.norm_text, _names(item, index)) if segments[0] in item.norm_text else 0
         else:
             bounds = _span_bounds(segments, item.norm_text)
             if bounds is not None and not _cut_qualifier(item.norm_text, bounds[0]):
@@ -572,10 +594,16 @@ def _verified_check(word_count: int, item_id: str) -> BulletCheck:
     check = _verified_checks.get(key)
     if check is None:
         r_opinion = _opinion_score(word_count, True, True)
-        check = _make_check(0.4 * r_opinion + 0.6, False, (), 1.0, True, r_opinion, (item_id,))
+        check = _make_check(_bullet_score(r_opinion, True, 1.0), False, (), 1.0, True, r_opinion, (item_id,))
         if len(_verified_checks) < 65_536:
             _verified_checks[key] = check
     return check
+
+
+def _bullet_score(r_opinion: float, quote_verified: bool, p: float) -> float:
+    """Trading-R1's R_bullet = 0.4 R_opinion + 0.35 quote + 0.25 source, the quote and source terms
+    weighted by the citation precision p (one expression for the fast and the full path)."""
+    return 0.4 * r_opinion + 0.35 * (1.0 if quote_verified else 0.0) * p + 0.25 * p
 
 
 def _zero(reason: str, precision: float) -> BulletCheck:
@@ -711,8 +739,7 @@ def _full_check(bullet: Bullet, index: EvidenceIndex, section: str | None, words
     if known and not existing:
         misfiled = ", ".join(f"{it.id} ({it.section})" for it in known)
         return _zero(f"misfiled: cites {misfiled} under <{section}>", 0.0)
-    p = precision if has_source else 0.0
-    score = 0.4 * r_opinion + 0.35 * (1.0 if quote_verified else 0.0) * p + 0.25 * p
+    score = _bullet_score(r_opinion, quote_verified, precision if has_source else 0.0)
     return _make_check(score, False, (), precision, quote_verified, r_opinion, grounded)
 
 
