@@ -248,7 +248,7 @@ def test_parts_move_the_expected_way():
     # credited (0.5, the reward's own rule)
     assert honest.factuality > 0.5 and honest.deduction > 0.35 and honest.consistency > 0.6
     # the same kind of claims on other random items: about the same factuality, less deduction
-    assert dec.factuality == pytest.approx(honest.factuality, abs=0.1 + 0.05) and dec.deduction < honest.deduction
+    assert dec.factuality == pytest.approx(honest.factuality, abs=0.15) and dec.deduction < honest.deduction
     # E is the net stance of the whole context (+0.43 on these ~70 % bullish items), so a SELL loses
     # ~0.18 of consistency against the STRONG_BUY, and reading the evidence backwards loses more
     assert dec.consistency < honest.consistency - 0.15 and cl.consistency < dec.consistency

@@ -6,6 +6,8 @@ import asyncio
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from test_rewards_fixtures import GOLD_BULLETS, assemble, gold_thesis, make_row
 from thesisgym.rewards import (
@@ -394,12 +396,14 @@ def test_templated_repetition_is_a_mild_penalty_not_a_loop_verdict():
     phrase = (
         "I read this item as a clear negative that could push the price lower in the days ahead "
         "and I would not hold the shares into that risk"
-    )  # 27 words > n = 21 for this length
+    )  # 27 words
     bullets = {
         k: [f"{phrase}, {b}" if i == 0 else b for i, b in enumerate(v)] for k, v in GOLD_BULLETS.items()
     }
-    rate, penalty = loop_stats(assemble(bullets))  # the phrase opens 6 bullets of a ~900-word thesis
-    assert 0 < rate < 0.15 and -0.3 < penalty < 0
+    # the phrase opens 6 bullets of a ~900-word thesis: 120 of its 10-gram positions repeat 4+ times,
+    # 0.15 per 800 tokens: a style defect (-0.3), far from a loop verdict (-1)
+    rate, penalty = loop_stats(assemble(bullets))
+    assert 0 < rate <= 0.15 and -0.3 <= penalty < 0
 
 
 def test_rewards_are_pure_and_grounding_never_reads_the_future():
@@ -442,3 +446,62 @@ def test_guarded_recipes_are_the_paper_formula_at_full_evidence_and_fall_with_it
         assert g_hidden == pytest.approx(paper(-3.0, 0.8) + 0.5 * (0.8 - 1)) and g_hidden < g_honest
     with pytest.raises(ValueError, match="formula"):
         make_combined_reward("fsr", formula="nope")
+
+
+# --- errors: one counted path, consistency failures included ------------------------------------------
+def test_consistency_failures_in_a_combined_reward_are_counted_and_raise_in_strict_mode():
+    from thesisgym.rewards.base import reset_reward_errors, reward_errors, strict_rewards
+
+    row = make_row(fwd_return=0.07, fwd_vol=0.035)
+    reset_reward_errors()
+    junk = {
+        "raises": lambda prompts, completions, **kw: 1 / 0,
+        "short": lambda prompts, completions, **kw: [0.5],  # one value for two completions
+        "nan": lambda prompts, completions, **kw: [float("nan"), "high"],
+    }
+    for name, fn in junk.items():
+        logged: dict[str, float] = {}
+        values = call(make_combined_reward("fsr", consistency=fn), [gold_thesis()] * 2, [row] * 2,
+                      log_metric=lambda k, v, d=logged: d.__setitem__(k, v))
+        assert all(v is not None for v in values), name
+        assert logged["fsr_reward/s_is_placeholder"] == 1.0, name  # the grounding placeholder stood in
+    assert reward_errors("fsr_reward/consistency") == 1 + 1 + 2
+    none_is_not_an_error = lambda prompts, completions, **kw: [None, 0.5]  # noqa: E731
+    call(make_combined_reward("fsr", consistency=none_is_not_an_error), [gold_thesis()] * 2, [row] * 2)
+    assert reward_errors("fsr_reward/consistency") == 4
+    with strict_rewards(), pytest.raises(ZeroDivisionError):
+        call(make_combined_reward("fsr", consistency=junk["raises"]), [gold_thesis()], [row])
+    reset_reward_errors()
+
+
+# --- the loop term cannot be diluted ----------------------------------------------------------------------
+@settings(max_examples=60, deadline=None)
+@given(
+    copies=st.integers(4, 12),
+    filler=st.lists(st.sampled_from(["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta",
+                                     "lambda", "zeta", "eta", "iota", "rho", "tau", "phi", "chi"]),
+                    min_size=0, max_size=3000),
+    where=st.sampled_from(["tail", "think", "head"]),
+)
+def test_adding_text_never_lowers_the_loop_penalty(copies, filler, where):
+    from thesisgym.rewards.loops import loop_stats
+
+    phrase = "tilts the balance toward upside for the shares over the coming week as the source says"
+    base = gold_thesis().replace("<conclusion>", "<conclusion>" + " ".join([phrase] * copies) + " ", 1)
+    extra = " ".join(filler)
+    padded = {"tail": base + "\n" + extra, "think": base.replace("<think>", "<think>" + extra + " ", 1),
+              "head": extra + "\n" + base}[where]
+    assert loop_stats(padded)[1] <= loop_stats(base)[1] + 1e-12
+
+
+def test_skill_curve_arithmetic():
+    from thesisgym.rewards.skill import skill_curve
+
+    # two rows; the oracle is right on both; a constant BUY is right on one
+    table = [{"STRONG_SELL": -1, "SELL": -1, "HOLD": -1, "BUY": 1, "STRONG_BUY": -1},
+             {"STRONG_SELL": -1, "SELL": 1, "HOLD": -1, "BUY": -1, "STRONG_BUY": -1}]
+    curve = skill_curve("weighted", "label oracle", table, ["BUY", "SELL"], ["BUY", "SELL"])
+    assert curve.reward_at[0.0] == pytest.approx(-0.6) and curve.reward_at[1.0] == pytest.approx(1.0)
+    assert curve.constants["BUY"] == 0.0 and curve.majority == ("SELL", 0.5) or curve.majority[1] == 0.5
+    # R(p) = -0.6 + 1.6 p reaches the best constant (0) at p* = 0.375; accuracy p + (1 - p)/5 = 0.5 there too
+    assert curve.p_star == pytest.approx(0.375) and curve.p_majority == pytest.approx(0.375) and curve.passes

@@ -11,12 +11,14 @@ loop_rate = share of token positions whose n-gram occurs >= k times (0 = no repe
 penalty   = 0 when no n-gram reaches k, else -min(1, 2 * loop_rate), in [-1, 0].
 
 A share falls when text is added, and (n, k) grow with the length: padding a thesis with fresh text
-would dilute its repetition. So the thesis (not the thinking) is also measured with the parameters
-of a LOOP_REF_TOKENS-token output, n = 10 and k = 4, and its repeated positions are counted per
-LOOP_REF_TOKENS tokens whatever the length: text appended anywhere can only add repeated n-grams to
-that count, never remove one. The loop_rate reported is the worse of the two.
-Proportional on purpose: a templated phrase repeated four times in a 500-word thesis (loop_rate
-~0.07, penalty ~-0.13) is a style defect, while a model stuck in a cycle until the token limit
+would dilute its repetition. So the thesis (everything but the thinking) is measured with fixed
+parameters, THESIS_N = 10 and THESIS_K = 4 (those of a 400-token output), whatever its length, and
+its repeated positions are counted per LOOP_REF_TOKENS = 800 tokens: loop_rate = repeated /
+LOOP_REF_TOKENS (capped at 1). Text added anywhere can only add repeated n-grams to that count,
+never remove one. The thinking, which may run to thousands of tokens, keeps the length-scaled share
+above.
+Proportional on purpose: a 20-word templated phrase repeated four times in a thesis (loop_rate
+~0.06, penalty ~-0.11) is a style defect, while a model stuck in a cycle until the token limit
 (loop_rate >= 0.5) gets the full -1.
 
 Repeated bullets: a bullet (a line opening with "-", "*", "•" or "1.") that repeats an earlier one
@@ -45,10 +47,11 @@ import numpy as np
 from thesisgym.rewards.base import log_metric, per_completion
 from thesisgym.thesis import completion_text, normalize_text, split_think
 
-__all__ = ["LOOP_REF_TOKENS", "MAX_LOOP_TOKENS", "loop_params", "loop_penalty", "loop_rate", "loop_stats"]
+__all__ = ["LOOP_REF_TOKENS", "MAX_LOOP_TOKENS", "THESIS_K", "THESIS_N", "loop_params", "loop_penalty", "loop_rate", "loop_stats"]
 
 MAX_LOOP_TOKENS = 50_000
-LOOP_REF_TOKENS = 400
+LOOP_REF_TOKENS = 800
+THESIS_N, THESIS_K = 10, 4
 _MAX_LOOP_CHARS = 600_000
 _BASE = np.uint64(1_000_003)
 
@@ -120,12 +123,9 @@ def loop_stats(text: str) -> tuple[float, float]:
     tokens = body.split()
     if len(tokens) > MAX_LOOP_TOKENS:
         tokens = tokens[:MAX_LOOP_TOKENS]
-    rate, penalty = _ngram_loop_stats(tokens, *loop_params(len(tokens)))
-    n_ref, k_ref = loop_params(LOOP_REF_TOKENS)
-    if len(tokens) > LOOP_REF_TOKENS:  # at the reference length both measures are the same
-        fixed = _ngram_loop_stats(tokens, n_ref, k_ref)[0] * len(tokens) / LOOP_REF_TOKENS
-        if fixed > rate:
-            rate, penalty = min(1.0, fixed), -min(1.0, 2.0 * fixed)
+    # fixed parameters and a count per LOOP_REF_TOKENS tokens: adding text cannot dilute it
+    rate = min(1.0, _repeated_positions(tokens, THESIS_N, THESIS_K)[0] / LOOP_REF_TOKENS)
+    penalty = -min(1.0, 2.0 * rate) if rate else 0.0
     if think:
         t_tokens = think.split()[:MAX_LOOP_TOKENS]
         t_rate, t_penalty = _ngram_loop_stats(t_tokens, *loop_params(len(t_tokens)))
@@ -139,28 +139,33 @@ def loop_stats(text: str) -> tuple[float, float]:
     return rate, penalty
 
 
-def _ngram_loop_stats(tokens: list[str], n: int, k: int) -> tuple[float, float]:
-    """(share of positions whose n-gram occurs >= k times, its penalty) of a token list."""
+def _repeated_positions(tokens: list[str], n: int, k: int) -> tuple[int, int]:
+    """(n-gram positions whose n-gram occurs >= k times, n-gram positions) of a token list."""
+    m = len(tokens) - n + 1
     if len(tokens) < n * k:
-        return 0.0, 0.0
+        return 0, max(m, 0)
     # exact pruning: a looping n-gram is n consecutive tokens that each occur >= k times, and
     # honest prose almost never has such a run; the n-gram hashing below runs only when it does
     freq = Counter(tokens)
     if not _has_run(tokens, freq, k, n):
-        return 0.0, 0.0
+        return 0, m
     vocab = dict(zip(freq, range(len(freq)), strict=True))
     ids = np.fromiter(map(vocab.__getitem__, tokens), dtype=np.int64, count=len(tokens))
     ids = ids.astype(np.uint64) + np.uint64(1)
-    m = len(ids) - n + 1
     h = np.zeros(m, dtype=np.uint64)
     with np.errstate(over="ignore"):
         for j in range(n):
             h = h * _BASE + ids[j : j + m]
     _, inverse, counts = np.unique(h, return_inverse=True, return_counts=True)
-    repeated = counts[inverse] >= k
-    if not repeated.any():
+    return int((counts[inverse] >= k).sum()), m
+
+
+def _ngram_loop_stats(tokens: list[str], n: int, k: int) -> tuple[float, float]:
+    """(share of positions whose n-gram occurs >= k times, its penalty) of a token list."""
+    repeated, m = _repeated_positions(tokens, n, k)
+    if not repeated:
         return 0.0, 0.0
-    rate = float(repeated.mean())
+    rate = repeated / m
     return rate, -min(1.0, 2.0 * rate)
 
 
