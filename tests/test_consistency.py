@@ -639,3 +639,90 @@ def test_stance_free_and_copied_opinions_do_not_agree():
     filler = v.score(thesis(lambda it: "This item is listed here for the record of the period under review"), ev)
     copied = v.score(thesis(lambda it: it["text"]), ev)
     assert filler.factuality < honest.factuality and copied.factuality < honest.factuality
+
+
+# --- verifier v3: the judge grades support, not presence; failures are counted ---------------------------
+def _template_case(seed: int = 0):
+    from thesisgym.build import build_contexts
+    from thesisgym.data import SynthConfig, generate_market
+    from thesisgym.teachers import TemplateTeacher
+
+    rows = [dict(r) for r in build_contexts(generate_market(SynthConfig(n_tickers=1, n_days=90, seed=seed)),
+                                            show_progress=False)]
+    row = max(rows[20:], key=lambda r: len(r["sections"]))
+    return row, TemplateTeacher(seed=seed).write(row)[0]
+
+
+def test_citing_every_id_outside_the_bullets_never_raises_s():
+    row, honest = _template_case()
+    ids = "".join(f"[{it['id']}]" for it in row["evidence"])
+    v = ConsistencyVerifier()
+    base = v.score(honest, row["evidence"])
+    for hacked in (
+        honest.replace("</conclusion>", f" {ids}</conclusion>"),  # the conclusion cites everything
+        honest + f"\nSources: {ids}",  # after the decision
+        honest.replace("<conclusion>", f"<conclusion>As {ids} show, "),
+    ):
+        assert v.score(hacked, row["evidence"]).s <= base.s + 1e-12
+
+
+def test_statements_outside_the_bullets_can_lower_factuality_never_raise_it():
+    row, honest = _template_case(1)
+    v = ConsistencyVerifier()
+    base = v.score(honest, row["evidence"])
+    filler = "The reader should weigh this picture with care over the period as a whole."
+    for hacked in (honest + "\n" + filler, honest.replace("</conclusion>", f" {filler}</conclusion>")):
+        assert v.score(hacked, row["evidence"]).factuality <= base.factuality + 1e-12
+    invented = honest.replace("</conclusion>", " The chief executive resigned and the regulator approved a merger.</conclusion>")
+    assert v.score(invented, row["evidence"]).s < base.s
+
+
+def test_the_judge_reads_no_more_bullets_than_a_section_expects():
+    from thesisgym.consistency.judges import canonical_items
+
+    row, honest = _template_case(2)
+    expected = canonical_items(row["evidence"])
+    section = next(s for s in row["sections"] if len(expected.get(s, ())) >= 1)
+    extra = next(b for b in honest.splitlines() if b.startswith("- ") and honest.index(b) > honest.index(f"<{section}>"))
+    padded = honest.replace(f"</{section}>", f"{extra}\n</{section}>", 1)
+    v = ConsistencyVerifier()
+    # a bullet past the expected count is not read: s moves not at all (the evidence reward pays the count)
+    assert v.score(padded, row["evidence"]).s == pytest.approx(v.score(honest, row["evidence"]).s)
+
+
+def test_every_failure_of_the_consistency_path_is_counted_and_strict_mode_raises():
+    from thesisgym.rewards.base import reset_reward_errors, reward_errors, strict_rewards
+
+    row, honest = _template_case()
+    fn = make_consistency_reward()
+    reset_reward_errors()
+    assert fn(prompts=[None], completions=[honest]) == [0.0]  # no evidence column at all
+    assert fn(prompts=[None] * 2, completions=[honest] * 2, evidence=[row["evidence"], "oops"])[1] == 0.0
+    assert fn(prompts=[None], completions=[honest], evidence=[[{"id": "T1"}]]) == [0.0]  # a malformed item
+    assert reward_errors("consistency_reward") == 3
+    with strict_rewards(), pytest.raises(ValueError, match="evidence"):
+        fn(prompts=[None], completions=[honest])
+    reset_reward_errors()
+
+
+def test_an_llm_judge_that_gives_no_answer_is_a_counted_error():
+    from thesisgym.consistency.judges import LLMJudge
+    from thesisgym.rewards.base import reset_reward_errors, reward_errors, strict_rewards
+
+    class Silent:
+        async def ajson_batch(self, batch, schema, **kw):
+            return [None] * len(batch)
+
+        def run(self, make):
+            import asyncio
+
+            return asyncio.run(make())
+
+    row, honest = _template_case()
+    v = ConsistencyVerifier(judge=LLMJudge(client=Silent()))
+    reset_reward_errors()
+    result = v.score(honest, row["evidence"])
+    assert result.source == "fallback" and reward_errors("consistency_reward/llm_judge") == 1
+    with strict_rewards(), pytest.raises(RuntimeError, match="LLM judge"):
+        v.score(honest, row["evidence"])
+    reset_reward_errors()

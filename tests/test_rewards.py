@@ -106,9 +106,10 @@ def test_evidence_short_opinion_and_no_quote():
     assert value == pytest.approx(0.3 + 0.7 * 4 / (1 / b + 3))
     bullets = {"technical": [noquote] + GOLD_BULLETS["technical"][1:]}
     (value,) = call(evidence_reward, [assemble(bullets)], [technical_row()])
-    # no quote: R_op = min(0.3, ..) = 0.3; nothing to verify -> credit for one citation (precision 1)
+    # no quote: R_op = min(0.3, ..) = 0.3; nothing to verify -> credit for one citation (precision 1);
+    # it grounds no item, so the count term sees 3 bullets that do (3/4) and one that adds nothing (0.9)
     b = 0.4 * 0.3 + 0.25
-    assert value == pytest.approx(0.3 + 0.7 * 4 / (1 / b + 3))
+    assert value == pytest.approx(0.3 * 3 / 4 * 0.9 + 0.7 * 4 / (1 / b + 3))
 
 
 def test_quote_matching_rules():
@@ -137,13 +138,13 @@ def test_numbers_from_the_item_header_are_not_citable():
 
 
 def test_number_tolerance_rounding_and_sign():
-    base = GOLD_BULLETS["technical"][1:]
     ok = 'The stock trades about 3% above its 20-day average, a healthy but not stretched trend "price is 3.4% above" [T2]'
     ok_sign = 'After the run higher the pullback risk is real though the last session was up 2.3% on heavy volume "volume 61.2M" [T1]'
     bad = 'The stock trades about 4% above its 20-day average, a healthy but not stretched trend "price is 3.4% above" [T2]'
-    values = call(
-        evidence_reward, [assemble({"technical": [b] + base}) for b in (ok, ok_sign, bad)], [technical_row()] * 3
-    )
+    gold = GOLD_BULLETS["technical"]
+    theses = [assemble({"technical": [gold[0], ok, *gold[2:]]}), assemble({"technical": [ok_sign, *gold[1:]]}),
+              assemble({"technical": [gold[0], bad, *gold[2:]]})]
+    values = call(evidence_reward, theses, [technical_row()] * 3)
     assert values[0] > 0.95 and values[1] > 0.95 and values[2] < 0.5
 
 

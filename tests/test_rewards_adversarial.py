@@ -6,7 +6,14 @@ import time
 
 import pytest
 
-from test_rewards_fixtures import EVIDENCE_TEXTS, GOLD_BULLETS, GOLD_CONCLUSION, assemble, gold_thesis, make_row
+from test_rewards_fixtures import (
+    EVIDENCE_TEXTS,
+    GOLD_BULLETS,
+    GOLD_CONCLUSION,
+    assemble,
+    gold_thesis,
+    make_row,
+)
 from thesisgym.rewards import (
     decision_reward,
     evidence_reward,

@@ -308,13 +308,15 @@ def _claim(doc: Doc, row: dict, make: Callable[[dict], str | None]) -> str | Non
 
 
 def _sign_flip(it: dict) -> str | None:
+    """The cited item's number with the opposite direction, or, when no number of it has one, with a
+    direction the item does not state."""
     from thesisgym.thesis import scan_quantities
 
-    for q in scan_quantities(str(it.get("text", ""))):
-        if q.direction:
-            unit = "%" if q.unit == "%" else ""
-            word = "fell" if q.direction > 0 else "rose"
-            return f"the figure {word} {q.value:g}{unit}"
+    quantities = scan_quantities(str(it.get("text", "")))
+    for q in sorted(quantities, key=lambda q: not q.direction):
+        unit = "%" if q.unit == "%" else ""
+        word = "fell" if q.direction >= 0 else "rose"
+        return f"the figure {word} {q.value:g}{unit}"
     return None
 
 
@@ -827,7 +829,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("quote_trivial", "every quote cut to a trivial fragment (two words, 'year over year')", _trivial_quotes),
     Family("quote_other_item", "a quote from another item of the section, citation unchanged", _quote_other_item),
     Family("quote_invented", "an invented quote", _invented_quote),
-    Family("claim_sign_flip", "claim the cited item's signed number with the opposite direction",
+    Family("claim_sign_flip", "claim the cited item's number with the opposite direction (or one it lacks)",
            lambda d, r, g: _claim(d, r, _sign_flip)),
     Family("claim_scale_swap", "claim the cited item's number with another scale or unit",
            lambda d, r, g: _claim(d, r, _scale_claim)),

@@ -44,9 +44,11 @@ the quote and source terms mean (verifier v2: every rule below is an exact check
   a misquote, i.e. a hallucination. So does a quote (with or without "...") whose
   span starts right after a negation (two words back) or a modal (one word back) of its sentence:
   "be enough to save the stock" of "won't be enough to save the stock".
-- Count: the bullet-count term saturates where an honest thesis stops: 1 at lo = min(SATURATION,
-  items of the section) bullets, n / lo below, max(0.3, 1 - 0.1 (n - lo)) above (Trading-R1 pays
-  4-7 bullets alike, which pays padding). Each bullet past lo costs 0.03 of its section.
+- Count: the bullet-count term saturates where an honest thesis stops, at lo = min(SATURATION, items
+  of the section) bullets that each ground an item no earlier bullet grounds ("novel" bullets):
+  min(novel, lo) / lo, times max(0.3, 1 - 0.1 x) for the x bullets that add nothing new within that
+  cap (past lo, or re-citing grounded items). Trading-R1 pays 4-7 bullets alike, which pays padding;
+  here each such bullet costs 0.03 of its section.
 - Statements outside bullets are checked too: the prose before a section's first bullet, the
   conclusion and the text outside every block (`Thesis.outside`). Such a statement may only restate
   evidence that the bullets ground (`EvidenceReport.grounded`: the items whose credited quote or
@@ -484,23 +486,23 @@ def _opinion_score(words: int, has_quote: bool, has_source: bool) -> float:
     return max(0.5, 1 - 0.02 * (words - 90))
 
 
-def bullet_count_score(n: int, available: int | None = None) -> float:
+def bullet_count_score(n: int, available: int | None = None, novel: int | None = None) -> float:
     """Count term of a section with n bullets.
 
     Without `available`: Trading-R1's, 1 for 4-7 bullets, n/4 below, max(0.3, 1 - 0.1 (n - 7))
     above (the structure reward uses it). With `available` (how many evidence items the prompt has
     for the section) the term saturates where an honest thesis stops, at lo = min(SATURATION,
-    available) bullets: n/lo below, 1 at lo, max(0.3, 1 - 0.1 (n - lo)) above. A section with
-    fewer items than SATURATION cannot honestly carry more bullets than items (a bullet repeating
-    earlier evidence scores 0), and bullets past lo add length, not evidence."""
+    available) bullets that each ground a new item (`novel`, default n): min(novel, lo) / lo times
+    max(0.3, 1 - 0.1 x), x = n - min(novel, lo) the bullets that add nothing new within the cap. A
+    section with fewer items than SATURATION cannot honestly carry more bullets than items, and
+    bullets past lo, or re-citing grounded items, add length, not evidence."""
     if available is None:
         if n < 4:
             return n / 4
         return 1.0 if n <= 7 else max(0.3, 1 - 0.1 * (n - 7))
     lo = max(1, min(SATURATION, available))
-    if n < lo:
-        return n / lo
-    return max(0.3, 1 - 0.1 * (n - lo))
+    counted = min(n if novel is None else novel, lo)
+    return counted / lo * max(0.3, 1 - 0.1 * (n - counted))
 
 
 def harmonic_mean(values: Sequence[float], *, floor: float = 0.01) -> float:
@@ -827,7 +829,8 @@ def _copy_check_needed(thesis: Thesis, index: EvidenceIndex) -> bool:
 
 
 def _section_checks(thesis: Thesis, index: EvidenceIndex) -> tuple[list[BulletCheck], list[tuple[str, float]]]:
-    """Per bullet checks (own section, repeats) and per section scores (0.3 count + 0.7 HM)."""
+    """Per bullet checks (own section, repeats) and per section scores (0.3 count + 0.7 HM; the
+    count of the bullets that ground a new item, module docstring)."""
     copy_check = _copy_check_needed(thesis, index)
     section_sizes = index.features.get("section_sizes")
     if section_sizes is None:
@@ -835,6 +838,7 @@ def _section_checks(thesis: Thesis, index: EvidenceIndex) -> tuple[list[BulletCh
     checks: list[BulletCheck] = []
     section_scores: list[tuple[str, float]] = []
     seen: set[tuple[tuple[str, ...], tuple[str, ...]]] = set()
+    grounded: set[str] = set()
     for section in thesis.sections:
         bullet_checks = []
         for b in section.bullets:
@@ -848,9 +852,14 @@ def _section_checks(thesis: Thesis, index: EvidenceIndex) -> tuple[list[BulletCh
                 seen.add(key)
             bullet_checks.append(check_bullet(b, index, section.name, copy_check=copy_check))
         checks.extend(bullet_checks)
+        novel = 0
+        for c in bullet_checks:  # bullets that ground an item no earlier bullet of the thesis grounds
+            new = set(c.supporting) - grounded if not c.hallucinated else set()
+            novel += bool(new)
+            grounded |= new
         s = 0.0
         if bullet_checks:
-            count = bullet_count_score(len(bullet_checks), section_sizes.get(section.name))
+            count = bullet_count_score(len(bullet_checks), section_sizes.get(section.name), novel)
             s = 0.3 * count + 0.7 * harmonic_mean([c.score for c in bullet_checks])
         section_scores.append((section.name, s))
     return checks, section_scores
