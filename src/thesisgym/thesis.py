@@ -514,7 +514,10 @@ def _parse_bullets(chunks: list[str]) -> tuple[Bullet, ...]:
                 all_groups = pieces[2::3]
                 groups = tuple(filter(None, all_groups))
                 citations = _citations(groups) if groups else ()
-                words = _opinion_words(pieces[0::3], all_groups)
+                if all(map(_cite_ids, groups)):  # every group cites: one space each, as a substitution
+                    words = " ".join(pieces[0::3]).split()
+                else:  # "[...]" that cites nothing is the analyst's text
+                    words = _opinion_words(pieces[0::3], all_groups)
         opinion = " ".join(words)
         n_words = len(words)
         numbers: tuple[tuple[float, int], ...] = ()
@@ -665,18 +668,22 @@ def _next_closing(tags: list[_Tag]) -> list[int]:
     return next_close
 
 
-@dataclass
 class _Walk:
-    """What one pass over the blocks of a completion collects."""
+    """What one pass over the blocks of a completion collects (a plain slotted class: one per
+    completion on the hot path)."""
 
-    sections: list[Section] = field(default_factory=list)
-    conclusion: str | None = None
-    decisions: list[str] = field(default_factory=list)
-    decision_pos: list[int] = field(default_factory=list)
-    block_order: list[str] = field(default_factory=list)
-    unknown: dict[str, None] = field(default_factory=dict)
-    spans: list[tuple[int, int]] = field(default_factory=list)  # (start, end) of each block
-    last_block_end: int = -1
+    __slots__ = ("block_order", "conclusion", "decision_pos", "decisions", "last_block_end", "sections", "spans",
+                 "unknown")
+
+    def __init__(self) -> None:
+        self.sections: list[Section] = []
+        self.conclusion: str | None = None
+        self.decisions: list[str] = []
+        self.decision_pos: list[int] = []
+        self.block_order: list[str] = []
+        self.unknown: dict[str, None] = {}
+        self.spans: list[tuple[int, int]] = []  # (start, end) of each block
+        self.last_block_end = -1
 
 
 def _add_block(walk: _Walk, name: str, content: str, seen: set[str], warnings: list[str]) -> None:
@@ -746,11 +753,12 @@ def _outside_text(body: str, spans: list[tuple[int, int]]) -> str:
     pieces = []
     pos = 0
     for start, end in spans:
-        if start > pos:
+        if start > pos and not body[pos:start].isspace():
             pieces.append(body[pos:start])
         pos = max(pos, end)
-    pieces.append(body[pos:])
-    return " ".join(" ".join(pieces).split())
+    if pos < len(body) and not body[pos:].isspace():
+        pieces.append(body[pos:])
+    return " ".join(" ".join(pieces).split()) if pieces else ""
 
 
 def _final_decision(walk: _Walk, errors: list[str]) -> str | None:

@@ -198,26 +198,43 @@ _SENTENCE_END = ".;:!?"
 _EDGE_MODALS = frozenset(["may", "might", "could", "would", "should", "will", "can"])
 
 
+_TOKEN_RE = re.compile(r"\S+")
+_cut_cache: dict[str, frozenset[int]] = {}
+
+
+def _cut_starts(hay: str) -> frozenset[int]:
+    """Offsets in `hay` where a span would leave a qualifier of its sentence just outside: word
+    starts right after a negation (one or two words back) or a modal (one word back), without a
+    sentence end in between ("won't | be enough"). Memoised by text (bounded)."""
+    hit = _cut_cache.get(hay)
+    if hit is None:
+        hit = _cut_cache[hay] = _find_cut_starts(hay)
+        if len(_cut_cache) > 65_536:
+            _cut_cache.clear()
+    return hit
+
+
+def _find_cut_starts(hay: str) -> frozenset[int]:
+    starts: set[int] = set()
+    tokens = list(_TOKEN_RE.finditer(hay))
+    for k, tok in enumerate(tokens):
+        w = tok.group(0)
+        word = w.strip(_QUOTE_STRIP + "()[]")
+        negation = word in NEGATIONS or word.endswith("n't")
+        if not (negation or word in _EDGE_MODALS) or w[-1] in _SENTENCE_END:
+            continue
+        for j in (k + 1, k + 2) if negation else (k + 1,):
+            if j < len(tokens):
+                starts.add(tokens[j].start())
+                if tokens[j].group(0)[-1] in _SENTENCE_END:
+                    break
+    return frozenset(starts)
+
+
 def _cut_qualifier(hay: str, start: int) -> bool:
     """Whether the span starting at hay[start] leaves a qualifier of its sentence just outside: a
     negation among the two words before it, or a modal right before it ("won't | be enough")."""
-    if start == 0:
-        return False
-    words = hay[max(0, start - 40) : start].split()
-    if not words:
-        return False
-    if start - 40 > 0:
-        words = words[1:]  # the first may be cut
-    before: list[str] = []
-    for w in reversed(words):
-        if w[-1] in _SENTENCE_END:
-            break
-        before.append(w.strip(_QUOTE_STRIP + "()[]"))
-        if len(before) == 2:
-            break
-    if before and (before[0] in _EDGE_MODALS):
-        return True
-    return any(w in NEGATIONS or w.endswith("n't") for w in before)
+    return start > 0 and start in _cut_starts(hay)
 
 
 def _spans(segments: Sequence[str], hay: str) -> bool:
@@ -584,21 +601,26 @@ def _make_check(
     return check
 
 
-_verified_checks: dict[tuple[int, str], BulletCheck] = {}
+_verified_checks: dict[str, dict[int, BulletCheck]] = {}
 register_cache(_verified_checks.clear)
+register_cache(_cut_cache.clear)
 
 
 def _verified_check(word_count: int, item_id: str) -> BulletCheck:
     """The check of a bullet with one verified quote from its one cited id and no claim numbers:
     it depends on the word count and the id alone, and BulletCheck is immutable, so one
     shared instance per (word count, id) serves every such bullet (most honest bullets)."""
-    key = (word_count, item_id)
-    check = _verified_checks.get(key)
+    by_words = _verified_checks.get(item_id)
+    if by_words is None:
+        if len(_verified_checks) >= 16_384:  # ids repeat across prompts (T1, N2, ...): a few hundred in practice
+            _verified_checks.clear()
+        by_words = _verified_checks[item_id] = {}
+    check = by_words.get(word_count)
     if check is None:
         r_opinion = _opinion_score(word_count, True, True)
-        check = _make_check(_bullet_score(r_opinion, True, 1.0), False, (), 1.0, True, r_opinion, (item_id,))
-        if len(_verified_checks) < 65_536:
-            _verified_checks[key] = check
+        check = by_words[word_count] = _make_check(
+            _bullet_score(r_opinion, True, 1.0), False, (), 1.0, True, r_opinion, (item_id,)
+        )
     return check
 
 
@@ -660,7 +682,8 @@ def _fast_check(bullet: Bullet, index: EvidenceIndex, section: str | None, words
         end != -1
         and not (f[-1].isdigit() and _CUT_AFTER.match(hay, end) is not None)
         and not (f[0].isdigit() and end > len(f) and hay[end - len(f) - 1] in ".,")
-        and not _cut_qualifier(hay, end - len(f))
+        and not ((cuts := _cut_cache.get(hay)) is None and (cuts := _cut_starts(hay)) is None)
+        and not (cuts and end > len(f) and (end - len(f)) in cuts)
         and (
             (n_content := len(set(_CONTENT_RE.findall(f)) - STOPWORDS)) >= 2 * MIN_CONTENT_WORDS
             or (n_content >= MIN_CONTENT_WORDS and _joined(index).count(f) < COMMON_ITEMS)
@@ -668,7 +691,7 @@ def _fast_check(bullet: Bullet, index: EvidenceIndex, section: str | None, words
             or _informative(qn, index, n_content if len(f) == len(qn) else None)
         )
     ):
-        return _verified_checks.get((words, item.id)) or _verified_check(words, item.id)
+        return _verified_check(words, item.id)
     return None
 
 
@@ -735,7 +758,7 @@ def _full_check(bullet: Bullet, index: EvidenceIndex, section: str | None, words
         precision = math.nan
     has_source = bool(existing)
     r_opinion = _opinion_score(words, quote_verified, has_source)
-    grounded = tuple(sorted(supporting))
+    grounded = tuple(supporting) if len(supporting) < 2 else tuple(sorted(supporting))
     if reasons:
         return _make_check(0.0, True, tuple(reasons), precision, False, r_opinion)
     if known and not existing:
@@ -761,7 +784,9 @@ def check_bullet(
     the thesis shares a single 4-gram with the evidence). `fast=False` skips the fast path for the
     common honest shape (the result is the same: tests/test_rewards_fuzz.py checks it).
     """
-    words = _own_words(bullet, index, copy_check)
+    words = bullet.word_count
+    if copy_check and words >= COPY_NGRAM:
+        words = _own_words(bullet, index, copy_check)
     if fast:
         check = _fast_check(bullet, index, section, words)
         if check is not None:
@@ -774,6 +799,8 @@ def check_statement(text: str, index: EvidenceIndex, grounded: frozenset[str], w
     evidence the bullets ground (`grounded`) or that it quotes itself. Its citations are graded
     for precision (and cost CITE_COST each), its numbers must be backed by those items, and its
     length costs (`where` "conclusion": past CONCLUSION_WORDS; anything else: every word)."""
+    if '"' not in text and "[" not in text and "\u201c" not in text and _DIGIT_RE.search(text) is None:
+        return _length_check(StatementCheck(where, 1.0, False, ()), text)  # nothing to verify but its length
     b = parse_bullet(text)
     items = index.items
     reasons = [f"cites unknown id {c}" for c in b.citations if c not in items]
@@ -792,18 +819,24 @@ def check_statement(text: str, index: EvidenceIndex, grounded: frozenset[str], w
                     if not _quantity_supported(c, backers)]
     if reasons:
         return StatementCheck(where, 0.0, True, tuple(reasons))
-    why = []
+    why: tuple[str, ...] = ()
     score = 1.0
     if b.citations:
         precision = sum(c in pool for c in b.citations) / len(b.citations)
         score = precision * (1.0 - CITE_COST) ** len(b.citations)
-        why.append(f"cites {len(b.citations)} ids outside the bullets, {precision:.0%} of them grounded")
-    words = len(text.split())
-    excess = words if where != "conclusion" else words - CONCLUSION_WORDS
-    if excess > 0:
-        score *= max(0.0, 1.0 - excess / STRAY_WORDS)
-        why.append(f"{words} words {'outside the bullets' if where != 'conclusion' else 'of conclusion'}")
-    return StatementCheck(where, score, False, tuple(why))
+        why = (f"cites {len(b.citations)} ids outside the bullets, {precision:.0%} of them grounded",)
+    return _length_check(StatementCheck(where, score, False, why), text)
+
+
+def _length_check(check: StatementCheck, text: str) -> StatementCheck:
+    """The statement's score times its length term (module docstring)."""
+    words = text.count(" ") + 1
+    excess = words if check.where != "conclusion" else words - CONCLUSION_WORDS
+    if excess <= 0:
+        return check
+    what = "outside the bullets" if check.where != "conclusion" else "of conclusion"
+    return StatementCheck(check.where, check.score * max(0.0, 1.0 - excess / STRAY_WORDS), check.hallucinated,
+                          (*check.reasons, f"{words} words {what}"))
 
 
 def _statements(thesis: Thesis) -> list[tuple[str, str]]:
@@ -828,9 +861,11 @@ def _copy_check_needed(thesis: Thesis, index: EvidenceIndex) -> bool:
     return bytes(map(tokens.__contains__, words)).find(b"\x01\x01\x01\x01") != -1
 
 
-def _section_checks(thesis: Thesis, index: EvidenceIndex) -> tuple[list[BulletCheck], list[tuple[str, float]]]:
-    """Per bullet checks (own section, repeats) and per section scores (0.3 count + 0.7 HM; the
-    count of the bullets that ground a new item, module docstring)."""
+def _section_checks(
+    thesis: Thesis, index: EvidenceIndex
+) -> tuple[list[BulletCheck], list[tuple[str, float]], frozenset[str]]:
+    """Per bullet checks (own section, repeats), per section scores (0.3 count + 0.7 HM; the count
+    of the bullets that ground a new item, module docstring) and the items the bullets ground."""
     copy_check = _copy_check_needed(thesis, index)
     section_sizes = index.features.get("section_sizes")
     if section_sizes is None:
@@ -841,6 +876,7 @@ def _section_checks(thesis: Thesis, index: EvidenceIndex) -> tuple[list[BulletCh
     grounded: set[str] = set()
     for section in thesis.sections:
         bullet_checks = []
+        novel = 0  # bullets that ground an item no earlier bullet of the thesis grounds
         for b in section.bullets:
             # what the bullet offers as evidence: its cited ids and its quotes as parsed (copies
             # told apart by case or invisible characters are the loop term's business, loops.py)
@@ -850,19 +886,18 @@ def _section_checks(thesis: Thesis, index: EvidenceIndex) -> tuple[list[BulletCh
                     bullet_checks.append(_REPEATED)
                     continue
                 seen.add(key)
-            bullet_checks.append(check_bullet(b, index, section.name, copy_check=copy_check))
+            check = check_bullet(b, index, section.name, copy_check=copy_check)
+            bullet_checks.append(check)
+            if check.supporting and not grounded.issuperset(check.supporting):
+                novel += 1
+                grounded.update(check.supporting)
         checks.extend(bullet_checks)
-        novel = 0
-        for c in bullet_checks:  # bullets that ground an item no earlier bullet of the thesis grounds
-            new = set(c.supporting) - grounded if not c.hallucinated else set()
-            novel += bool(new)
-            grounded |= new
         s = 0.0
         if bullet_checks:
             count = bullet_count_score(len(bullet_checks), section_sizes.get(section.name), novel)
             s = 0.3 * count + 0.7 * harmonic_mean([c.score for c in bullet_checks])
         section_scores.append((section.name, s))
-    return checks, section_scores
+    return checks, section_scores, frozenset(grounded)
 
 
 def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
@@ -872,7 +907,7 @@ def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
     Bullets are checked against their own section (misfiling) and against the thesis's earlier
     bullets (a bullet repeating earlier evidence scores 0).
     """
-    checks, section_scores = _section_checks(thesis, index)
+    checks, section_scores, grounded = _section_checks(thesis, index)
     score = harmonic_mean([s for _, s in section_scores]) if section_scores else 0.0
     if score <= 0.01 + 1e-12 and all(s == 0.0 for _, s in section_scores):
         score = 0.0
@@ -884,10 +919,10 @@ def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
         index.features["sections"] = prompt_sections
     if prompt_sections:
         score *= len(prompt_sections.intersection(thesis.section_names)) / len(prompt_sections)
-    grounded = frozenset(i for c in checks if not c.hallucinated for i in c.supporting)
     statements = tuple(check_statement(text, index, grounded, where) for where, text in _statements(thesis))
     for st in statements:
-        score *= 1.0 - OUTSIDE_WEIGHT * (1.0 - st.score)
+        if st.score != 1.0:
+            score *= 1.0 - OUTSIDE_WEIGHT * (1.0 - st.score)
     n = len(checks)
     n_bad = sum(c.hallucinated for c in checks)
     precisions = [c.precision for c in checks if not math.isnan(c.precision)]

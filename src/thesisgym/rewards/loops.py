@@ -115,11 +115,23 @@ def bullet_repeats(text: str) -> tuple[int, int]:
     return n, repeats
 
 
+def _split(text: str) -> tuple[str, str | None]:
+    """(thesis, thinking) of a text, as `thesis.split_think` cuts them (as tokens: only token
+    boundaries matter here); the canonical one leading <think> block is cut with str.find."""
+    if "think" not in text and "THINK" not in text and "Think" not in text:
+        return text, None
+    if text.startswith("<think>") and text.count("think") == 2 and text.count("THINK") == text.count("Think") == 0:
+        end = text.find("</think>")
+        if end != -1:
+            return text[end + 8 :], text[7:end]
+    return split_think(text)
+
+
 def loop_stats(text: str) -> tuple[float, float]:
     """(loop_rate, penalty) of a text: the worse of the n-gram measure of its thinking, that of the
     rest, and the bullet measure (module docstring)."""
     head = text[:_MAX_LOOP_CHARS] if len(text) > _MAX_LOOP_CHARS else text
-    body, think = split_think(head) if "think" in head.lower() else (head, None)
+    body, think = _split(head)
     tokens = body.split()
     if len(tokens) > MAX_LOOP_TOKENS:
         tokens = tokens[:MAX_LOOP_TOKENS]
