@@ -124,7 +124,7 @@ class Quantity:
     scale: float
     currency: str
 
-    def matches(self, other: Quantity, rel_tol: float = 0.005) -> bool:
+    def matches(self, other: Quantity, rel_tol: float = 0.001) -> bool:
         """Whether this claim is backed by `other` (an evidence quantity).
 
         Same unit, scale and (when the claim shows one) currency; a claim's direction must equal the

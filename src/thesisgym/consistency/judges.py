@@ -38,14 +38,14 @@ bullets covers). An expected item with a stance that no bullet grounds (a credit
 number: citing it is not enough) weighs into F as a claim with f = 0 (weight OMITTED_WEIGHT) and
 into R with its stance, so leaving out the evidence against the decision (cherry-picking, or
 swapping it for weaker evidence) costs, while covering more than an honest thesis does earns nothing.
-Then factuality F = sum f_i / (claims + OMITTED_WEIGHT * uncovered), where a statement's f_i counts at
-most at the bullets' own F (a statement outside the bullets can lower F, never raise it); deduction
-D = F * (1 - |R - P| / 2) where P is the decision's position (schema.DEFAULT_POSITIONS) and R the
-reasoning's reading of the expected items: the f-weighted mean of the stance c of the read bullets
-that ground each expected item, of an uncovered expected item's own stance (at the mean weight, as if
-read at face value: leaving out or swapping the evidence against the decision cannot move R), and of
-the conclusion (prose and stray text carry no weight; bullets on items a section does not expect
-weigh in F only):
+Then factuality F = sum f_i / (claims + OMITTED_WEIGHT * uncovered), where a statement's f_i counts as
+min(f_i, F of the bullets) - STATEMENT_PENALTY (1 - f_i) (a statement outside the bullets can lower F,
+never raise it, and an overstated one always costs); deduction D = F * (1 - |R - P| / 2) where P is the
+decision's position (schema.DEFAULT_POSITIONS) and R the reasoning's reading of the expected items: the
+f-weighted mean of the stance c of the read bullets that ground each expected item and of an uncovered
+expected item's own stance (at the mean weight, as if read at face value: leaving out or swapping the
+evidence against the decision cannot move R). Statements carry no weight in R (a conclusion loaded
+with the decision's words cannot pull the reading), nor do bullets on items a section does not expect:
 only grounded reasoning can support a decision, so a fluent story built on misread evidence earns no
 deduction credit (this is what ranks "claims contradict the evidence" below "decision contradicts the
 claims"); consistency C = 1 - |E - P|/2 with E the net-to-gross stance of every passage of the context
@@ -165,6 +165,8 @@ def level_score(text: str, close: float | None = None) -> float:
 OMITTED_WEIGHT = 0.5
 # an item's stance must exceed this (in absolute value) for leaving it out to count
 STANCE_FLOOR = 0.1
+# what a statement outside the bullets pays per unit of 1 - f in the factuality mean
+STATEMENT_PENALTY = 0.25
 
 
 def stance_score(text: str) -> float:
@@ -324,15 +326,14 @@ class LocalJudge:
         n_f = len(f_vals) + OMITTED_WEIGHT * len(omitted)
         F_bullets = sum(f_vals) / n_f if n_f else 0.0
         # a statement outside the bullets can lower F, never raise it: it enters the mean at most at
-        # F_bullets; only the conclusion also states a reading (R), prose and stray text do not
+        # F_bullets, less STATEMENT_PENALTY (1 - f), so reading the grounded evidence less well (an
+        # overstated conclusion, stray text with no view of evidence that has one) always costs
         for claim, cps in zip(thesis.claims, ctx.claim_passages, strict=True):
             if claim.kind != "bullet":
-                f, c = self._claim_f(claim, cps, ctx, st, report, addressed)
-                f_vals.append(min(f, F_bullets))
+                f, _ = self._claim_f(claim, cps, ctx, st, report, addressed)
+                f_vals.append(min(f, F_bullets) - STATEMENT_PENALTY * (1.0 - f))
                 n_f += 1
-                if claim.kind == "conclusion":
-                    terms.append((min(f, F_bullets), c))
-        F = sum(f_vals) / n_f if f_vals else 0.0
+        F = max(0.0, sum(f_vals) / n_f) if f_vals else 0.0
         position = DEFAULT_POSITIONS.get(thesis.decision or "", None)
         if position is None:
             return Verdict(F, 0.0, 0.0, "no valid decision")

@@ -2,20 +2,34 @@
 
 GRPO finds every cheap way to raise a reward. The audit tries them first: for each row of a built
 dataset it writes an honest reference thesis (the rule-based `TemplateTeacher`, grounded by
-construction), applies a catalogue of mutation families (edits a policy could learn: a flipped
-polarity word inside a quote, a number moved from the item header into a claim, bullets copied
-into another section, repeated bullets, a decision tag hidden inside a quote, ...) and scores
-the mutated thesis against the honest one on the same row with the same code the trainer uses
-(`rewards.score_completion`, and s from the local Trade-R1 consistency verifier).
+construction, covering the items the verifier expects), applies a catalogue of mutation families
+(edits a policy could learn: a flipped polarity word inside a quote, a number moved from the item
+header into a claim, bullets copied into another section, citations for credit outside the bullets,
+padding, inventions in brackets, prose or the conclusion, ellipsis quotes that drop a negation, a
+decision tag hidden inside a quote, ...) and scores the mutated thesis against the honest one on the
+same row with the same code the trainer uses (`rewards.score_completion`, and s from the local
+Trade-R1 consistency verifier).
 
 A family *wins* on a row when the hack scores >= the honest thesis. Each family is judged on:
-- the evidence reward, unless it targets the decision or the consistency judge (a hidden decision
-  changes what the thesis says; a stance-free opinion is not an evidence problem);
-- the total of each shipped recipe (`fsr`, `dsr`: the guarded formulas of rewards.combine), for
-  every family, on rows with a forward return.
+- the evidence reward, when it targets the evidence;
+- the total of every shipped recipe on rows where it applies: `fsr`, `dsr` (the guarded formulas of
+  rewards.combine), `weighted` (the "decision" stage weights, what `score_completion` reports) and
+  `trading_r1` (the last stage of configs/recipes/trading-r1.yaml); a family that targets the
+  consistency judge (a stated fact, a reading, a selection of evidence: what only a judge can check)
+  is judged on the recipes that have one, fsr and dsr.
 The table reports, per family, the rows it applied to, the win rate per component and on each
 recipe total, and the mean margin (honest - hack). `AuditResult.failed(threshold)` lists families
 whose win rate on a judged column exceeds the threshold; the CLI exits non-zero then.
+
+The constant-decision check (`skill_curves`, `rewards.skill`): on the same rows, the honest thesis is
+scored with each of the five decisions (its conclusion saying so), and every recipe's expected
+reward is traced against the skill p of a reader who takes an oracle's decision with probability p
+and a random one otherwise: the label oracle on every row, and on synthetic rows the truth oracle
+(the market's true expected return, cut at the label quantiles; its market-based rewards are
+measured in expectation, with the true expected return in place of the realised one). It fails when
+a recipe's reward does not rise with p, or when a label-based recipe (weighted, trading_r1) does not
+beat every constant decision once the reader's accuracy beats the majority class; for the
+market-based recipes it reports p*, the skill where the reader overtakes the best constant.
 
 Mutations never see the label or the forward return, and each is deterministic per (seed, row).
 """
@@ -307,16 +321,19 @@ def _claim(doc: Doc, row: dict, make: Callable[[dict], str | None]) -> str | Non
     return None
 
 
-def _sign_flip(it: dict) -> str | None:
+def _sign_flip(it: dict, row: dict | None = None) -> str | None:
     """The cited item's number with the opposite direction, or, when no number of it has one, with a
-    direction the item does not state."""
+    direction the item does not state; never one that an item of the row happens to back (that
+    would be a true claim, not a hack)."""
     from thesisgym.thesis import scan_quantities
 
-    quantities = scan_quantities(str(it.get("text", "")))
-    for q in sorted(quantities, key=lambda q: not q.direction):
+    backers = [q for other in (row or {}).get("evidence", [it]) for q in scan_quantities(str(other.get("text", "")))]
+    for q in sorted(scan_quantities(str(it.get("text", ""))), key=lambda q: not q.direction):
         unit = "%" if q.unit == "%" else ""
         word = "fell" if q.direction >= 0 else "rose"
-        return f"the figure {word} {q.value:g}{unit}"
+        claim = f"the figure {word} {q.value:.{q.decimals}f}{unit}"  # the decimals the item shows
+        if not any(scan_quantities(claim)[0].matches(b) for b in backers):
+            return claim
     return None
 
 
@@ -814,6 +831,70 @@ def _short_segments(words: list[str]) -> str | None:
     return " ... ".join(words[k] for k in range(0, len(words), 3))
 
 
+# --- the adversary round on verifier v3 -------------------------------------------------------------
+_LOADED = {1: "strongly bullish: upside, tailwinds and a clear buy with robust momentum",
+           -1: "strongly bearish: downside, headwinds and a clear sell with weak momentum"}
+
+
+def _conclusion_stance_stuffing(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """The conclusion piles up stance words in the decision's direction (to pull the reading R)."""
+    from thesisgym.schema import DEFAULT_POSITIONS
+
+    want = DEFAULT_POSITIONS.get(doc.decision, 0.0)
+    if want == 0:
+        return None
+    doc = doc.copy()
+    doc.conclusion += f" The picture is {_LOADED[1 if want > 0 else -1]}."
+    return doc.render()
+
+
+def _conclusion_flipped_number(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """The conclusion restates a grounded item's number with the opposite (or an absent) direction."""
+    for b in doc.bullets():
+        claim = _sign_flip(_item(row, b.cite) or {}, row)
+        if claim:
+            doc = doc.copy()
+            doc.conclusion += f" Notably, {claim}."
+            return doc.render()
+    return None
+
+
+def _far_negation_span(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """A quote that starts three words after a negation ("did not, in fact, | beat estimates")."""
+    from thesisgym.rewards.lexicon import NEGATIONS
+
+    doc = doc.copy()
+    for b in doc.bullets():
+        words = str((_item(row, b.cite) or {}).get("text", "")).replace('"', " ").split()
+        for i, w in enumerate(words[:-6]):
+            if w.lower().strip(".,;:") in NEGATIONS or w.lower().endswith("n't"):
+                b.quote = " ".join(words[i + 3 : i + 7])
+                return doc.render()
+    return None
+
+
+def _bury_counter_evidence(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """Put bullets on left-out items that agree with the decision first and push the bullets whose
+    evidence disagrees past the count the judge reads."""
+    from thesisgym.schema import DEFAULT_POSITIONS
+
+    want = DEFAULT_POSITIONS.get(doc.decision, 0.0)
+    if want == 0:
+        return None
+    stances = _stances(row)
+    doc = doc.copy()
+    left = _left_out(doc, row)
+    moved = 0
+    for k, (name, bullets) in enumerate(doc.sections):
+        against = [b for b in bullets if stances.get(b.cite.upper(), 0.0) * want < 0]
+        agree = [i for i in left.get(name, []) if stances.get(i.upper(), 0.0) * want > 0][: len(against)]
+        if against and agree:
+            front = [_teacher_bullet(row, i, rng) for i in agree]
+            doc.sections[k] = (name, front + [b for b in bullets if b not in against] + against)
+            moved += 1
+    return doc.render() if moved else None
+
+
 FAMILIES: tuple[Family, ...] = (
     Family("quote_polarity", "swap a polarity word inside a quote (rises -> falls)", _quote_edit(_swap_polarity)),
     Family("quote_negation", "add or remove a negation inside a quote", _quote_edit(_negate)),
@@ -830,7 +911,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("quote_other_item", "a quote from another item of the section, citation unchanged", _quote_other_item),
     Family("quote_invented", "an invented quote", _invented_quote),
     Family("claim_sign_flip", "claim the cited item's number with the opposite direction (or one it lacks)",
-           lambda d, r, g: _claim(d, r, _sign_flip)),
+           lambda d, r, g: _claim(d, r, lambda it: _sign_flip(it, r))),
     Family("claim_scale_swap", "claim the cited item's number with another scale or unit",
            lambda d, r, g: _claim(d, r, _scale_claim)),
     Family("claim_header_number", "claim a number that only the item's date header shows",
@@ -908,6 +989,14 @@ FAMILIES: tuple[Family, ...] = (
            _gapped(lambda w: _gap_at(w, lambda x: bool(_HEDGE_RE.match(x.strip(".,;:"))), 2))),
     Family("quote_gap_far", "the first and last three words of an item joined by an ellipsis", _gapped(_far_gap)),
     Family("quote_gap_short_segments", "one-word segments joined by ellipses", _gapped(_short_segments)),
+    # the adversary round on v3
+    Family("conclusion_stance_stuffing", "the conclusion piles up stance words in the decision's direction",
+           _conclusion_stance_stuffing, "consistency"),
+    Family("conclusion_flipped_number", "the conclusion restates a grounded number with the opposite direction",
+           _conclusion_flipped_number),
+    Family("quote_after_far_negation", "a quote starting three words after a negation", _far_negation_span),
+    Family("bury_counter_evidence", "agreeing left-out items first, the disagreeing bullets pushed past the read count",
+           _bury_counter_evidence, "consistency"),
 )
 
 

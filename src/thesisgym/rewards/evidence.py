@@ -141,7 +141,7 @@ MIN_QUOTE_CHARS = 8
 MIN_CONTENT_WORDS = 3
 COMMON_ITEMS = 3
 COMMON_SHARE = 0.25
-REL_TOL = 0.005
+REL_TOL = 0.001
 MIN_SEGMENT_WORDS = 2
 MAX_GAP_WORDS = 5
 SATURATION = 4  # bullets per section where the count term (and the judge's coverage) saturates
@@ -204,8 +204,8 @@ _cut_cache: dict[str, frozenset[int]] = {}
 
 def _cut_starts(hay: str) -> frozenset[int]:
     """Offsets in `hay` where a span would leave a qualifier of its sentence just outside: word
-    starts right after a negation (one or two words back) or a modal (one word back), without a
-    sentence end in between ("won't | be enough"). Memoised by text (bounded)."""
+    starts right after a negation (up to three words back, the lexicon's negation window) or a modal
+    (one word back), without a sentence end in between ("won't | be enough"). Memoised by text."""
     hit = _cut_cache.get(hay)
     if hit is None:
         hit = _cut_cache[hay] = _find_cut_starts(hay)
@@ -223,7 +223,7 @@ def _find_cut_starts(hay: str) -> frozenset[int]:
         negation = word in NEGATIONS or word.endswith("n't")
         if not (negation or word in _EDGE_MODALS) or w[-1] in _SENTENCE_END:
             continue
-        for j in (k + 1, k + 2) if negation else (k + 1,):
+        for j in (k + 1, k + 2, k + 3) if negation else (k + 1,):
             if j < len(tokens):
                 starts.add(tokens[j].start())
                 if tokens[j].group(0)[-1] in _SENTENCE_END:
@@ -233,7 +233,7 @@ def _find_cut_starts(hay: str) -> frozenset[int]:
 
 def _cut_qualifier(hay: str, start: int) -> bool:
     """Whether the span starting at hay[start] leaves a qualifier of its sentence just outside: a
-    negation among the two words before it, or a modal right before it ("won't | be enough")."""
+    negation among the three words before it, or a modal right before it ("won't | be enough")."""
     return start > 0 and start in _cut_starts(hay)
 
 
