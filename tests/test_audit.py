@@ -50,6 +50,8 @@ RARE = {
     "cherry_pick_swap": "a left-out item that agrees with a decision that a bullet's evidence contradicts",
     "cherry_pick": "a bullet whose evidence contradicts a directional decision",
     "pad_left_out_to_7": "a section with more items than the thesis covers",
+    "quote_after_far_negation": "an item with a negation and six more words",
+    "bury_counter_evidence": "a left-out item that agrees with a decision that a bullet's evidence contradicts",
 }
 
 
@@ -199,9 +201,12 @@ def test_every_single_mutation_lowers_the_evidence_reward(row_i, teacher_seed, b
 def test_rare_families_apply_where_their_evidence_is():
     import random
 
+    from thesisgym.consistency import ConsistencyVerifier
     from thesisgym.evaluate.audit import FAMILIES
     from thesisgym.rewards import score_completion
     from thesisgym.teachers import TemplateTeacher
+
+    judge = ConsistencyVerifier()
 
     items = [
         ("T1", "technical", "open 10.00 high 10.50 low 9.90 close 10.40 volume 1000 change +4.00%"),
@@ -212,16 +217,19 @@ def test_rare_families_apply_where_their_evidence_is():
         ("T6", "technical", "open 11.20 high 11.30 low 10.40 close 10.50 volume 1000 change -7.10%"),
         ("N1", "news", "Acme says it will not cut its dividend and may raise it later this year after record sales"),
         ("N2", "news", "Acme won't let a weak quarter derail its plan to open three new plants in Asia"),
+        ("N3", "news", "Acme beats estimates and raises guidance as demand surges"),
+        ("N4", "news", "Acme shares rally after an upgrade to outperform"),
     ]
     row = {"ticker": "ACME", "asof": "2024-03-08", "variation": 0, "sections": ["technical", "news"], "label": "BUY",
            "fwd_return": 0.02, "fwd_vol": 0.04,
            "evidence": [{"id": i, "section": s, "date": "2024-03-08", "source": "x", "text": t} for i, s, t in items]}
     honest = TemplateTeacher(seed=0).write(row)[0]
-    doc = Doc.parse(honest)
+    assert Doc.parse(honest).decision == "BUY"  # the selection families need a directional decision
     for fam in (f for f in FAMILIES if f.name in RARE):
         hacked = next((h for k in range(20) if (h := fam.mutate(Doc.parse(honest), row, random.Random(k)))), None)
-        if fam.name in ("cherry_pick", "cherry_pick_swap") and doc.decision in ("HOLD",):
-            continue  # a directional decision is what these need
         assert hacked is not None, fam.name
-        honest_scores, hacked_scores = score_completion(honest, row), score_completion(hacked, row)
-        assert hacked_scores["fsr"] < honest_scores["fsr"], fam.name
+        # s from the local consistency judge, as the shipped recipes use it
+        honest_s, hacked_s = (judge.score(t, row["evidence"]).s for t in (honest, hacked))
+        honest_scores = score_completion(honest, row, consistency_s=honest_s)
+        hacked_scores = score_completion(hacked, row, consistency_s=hacked_s)
+        assert hacked_scores["fsr"] < honest_scores["fsr"] and hacked_scores["dsr"] < honest_scores["dsr"], fam.name

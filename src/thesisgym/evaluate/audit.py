@@ -861,7 +861,7 @@ def _conclusion_flipped_number(doc: Doc, row: dict, rng: random.Random) -> str |
 
 def _far_negation_span(doc: Doc, row: dict, rng: random.Random) -> str | None:
     """A quote that starts three words after a negation ("did not, in fact, | beat estimates")."""
-    from thesisgym.rewards.lexicon import NEGATIONS
+    from thesisgym.consistency.judges import NEGATIONS
 
     doc = doc.copy()
     for b in doc.bullets():
