@@ -501,7 +501,9 @@ def _parse_bullets(chunks: list[str]) -> tuple[Bullet, ...]:
                 opinion_parts, quote, group, after = outside
                 quote = quote.strip()
                 quotes = (quote,) if quote else ()
-                citations = _citations((group,))
+                citations = _cite_ids(group)
+                if len(citations) > 1:  # "[T1, T1]": in order, without duplicates
+                    citations = _citations((group,))
                 if citations:
                     words = " ".join(opinion_parts).split()
                 else:  # "[...]" that cites nothing is the analyst's text

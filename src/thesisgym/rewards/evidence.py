@@ -214,7 +214,15 @@ def _cut_starts(hay: str) -> frozenset[int]:
     return hit
 
 
+_QUALIFIER_RE = re.compile(
+    r"(?<![\w'])(?:" + "|".join(re.escape(w) for w in sorted(NEGATIONS | _EDGE_MODALS, key=len, reverse=True))
+    + r")(?![\w'])|n't\b"
+)
+
+
 def _find_cut_starts(hay: str) -> frozenset[int]:
+    if _QUALIFIER_RE.search(hay) is None:  # most items have no negation or modal: one C-level scan
+        return frozenset()
     starts: set[int] = set()
     tokens = list(_TOKEN_RE.finditer(hay))
     for k, tok in enumerate(tokens):
@@ -654,47 +662,6 @@ def _own_words(bullet: Bullet, index: EvidenceIndex, copy_check: bool) -> int:
     return words
 
 
-def _fast_check(bullet: Bullet, index: EvidenceIndex, section: str | None, words: int) -> BulletCheck | None:
-    """The check of the common honest shape (one own-section citation, one plain informative quote,
-    no claim numbers), or None when the bullet needs the full path. The rules of _span_in
-    and quote_informative, inlined for one plain segment; any doubt -> None. check_bullet's
-    `fast=False` skips this; tests/test_rewards_fuzz.py checks both paths agree."""
-    if len(bullet.citations) != 1 or len(bullet.quotes) != 1 or bullet.numbers:
-        return None
-    item = index.items.get(bullet.citations[0])
-    q = bullet.quotes[0]
-    if item is None or (section is not None and item.section != section) or not q.isascii():
-        return None
-    qn = q.lower()
-    f = qn.strip(_QUOTE_STRIP)
-    if len(f) < MIN_QUOTE_CHARS or "..." in f:
-        return None
-    hay = item.norm_text
-    end = hay.find(f)  # find_span, inlined for the first occurrence (word-bounded in the usual case)
-    if end != -1:
-        pos, end = end, end + len(f)
-        if not (
-            (pos == 0 or not f[0].isalnum() or not hay[pos - 1].isalnum())
-            and (end == len(hay) or not f[-1].isalnum() or not hay[end].isalnum())
-        ):
-            end = find_span(f, hay, pos + 1)
-    if (
-        end != -1
-        and not (f[-1].isdigit() and _CUT_AFTER.match(hay, end) is not None)
-        and not (f[0].isdigit() and end > len(f) and hay[end - len(f) - 1] in ".,")
-        and not ((cuts := _cut_cache.get(hay)) is None and (cuts := _cut_starts(hay)) is None)
-        and not (cuts and end > len(f) and (end - len(f)) in cuts)
-        and (
-            (n_content := len(set(_CONTENT_RE.findall(f)) - STOPWORDS)) >= 2 * MIN_CONTENT_WORDS
-            or (n_content >= MIN_CONTENT_WORDS and _joined(index).count(f) < COMMON_ITEMS)
-            # the count is of f: the same as of qn when stripping removed nothing
-            or _informative(qn, index, n_content if len(f) == len(qn) else None)
-        )
-    ):
-        return _verified_check(words, item.id)
-    return None
-
-
 def _quote_checks(
     bullet: Bullet, index: EvidenceIndex, known: list[EvidenceItemView], own: set[str], reasons: list[str]
 ) -> tuple[set[str], int, bool]:
@@ -787,11 +754,53 @@ def check_bullet(
     words = bullet.word_count
     if copy_check and words >= COPY_NGRAM:
         words = _own_words(bullet, index, copy_check)
-    if fast:
-        check = _fast_check(bullet, index, section, words)
-        if check is not None:
-            return check
+    # the fast path: the common honest shape (one own-section citation, one plain informative quote,
+    # no claim numbers); the rules of _span_in and quote_informative, inlined for one plain segment,
+    # any doubt -> the full path (tests/test_rewards_fuzz.py checks that both agree)
+    if fast and len(bullet.citations) == 1 and len(bullet.quotes) == 1 and not bullet.numbers:
+        item = index.items.get(bullet.citations[0])
+        q = bullet.quotes[0]
+        if item is not None and (section is None or item.section == section) and q.isascii():
+            qn = q.lower()
+            f = qn.strip(_QUOTE_STRIP)
+            if len(f) >= MIN_QUOTE_CHARS and "..." not in f and _fast_credited(f, qn, item.norm_text, index):
+                by_words = _verified_checks.get(item.id)
+                check = by_words.get(words) if by_words is not None else None
+                return check if check is not None else _verified_check(words, item.id)
     return _full_check(bullet, index, section, words)
+
+
+def _fast_credited(f: str, qn: str, hay: str, index: EvidenceIndex) -> bool:
+    """Whether the plain quote `f` (`qn` before stripping its edges) is credited in the body `hay`:
+    find_span for its first occurrence, numbers kept whole, no qualifier cut off, informative."""
+    end = hay.find(f)
+    if end != -1:
+        pos, end = end, end + len(f)
+        if not (
+            (pos == 0 or not f[0].isalnum() or not hay[pos - 1].isalnum())
+            and (end == len(hay) or not f[-1].isalnum() or not hay[end].isalnum())
+        ):
+            end = find_span(f, hay, pos + 1)
+    if end == -1:
+        return False
+    start = end - len(f)
+    if (f[-1].isdigit() and _CUT_AFTER.match(hay, end) is not None) or (
+        f[0].isdigit() and start > 0 and hay[start - 1] in ".,"
+    ):
+        return False
+    if start > 0:
+        cuts = _cut_cache.get(hay)
+        if cuts is None:
+            cuts = _cut_starts(hay)
+        if start in cuts:
+            return False
+    n_content = len(set(_CONTENT_RE.findall(f)) - STOPWORDS)
+    return (
+        n_content >= 2 * MIN_CONTENT_WORDS
+        or (n_content >= MIN_CONTENT_WORDS and _joined(index).count(f) < COMMON_ITEMS)
+        # the count is of f: the same as of qn when stripping removed nothing
+        or _informative(qn, index, n_content if len(f) == len(qn) else None)
+    )
 
 
 def check_statement(text: str, index: EvidenceIndex, grounded: frozenset[str], where: str = "conclusion") -> StatementCheck:
