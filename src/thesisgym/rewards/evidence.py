@@ -270,6 +270,8 @@ def _placements(segments: Sequence[str], hay: str, limit: int = 8) -> Iterable[l
 
 
 _CAPITALISED_RE = re.compile(r"\b[A-Z][\w'&.-]*")
+_FUNCTION_WORDS = frozenset(["a", "an", "as", "at", "by", "in", "is", "it", "of", "on", "or", "to", "up", "we", "our",
+                             "its", "his", "her", "new", "all", "one", "two", "q1", "q2", "q3", "q4"])
 
 
 def _names(item: EvidenceItemView, index: EvidenceIndex) -> frozenset[str]:
@@ -281,10 +283,6 @@ def _names(item: EvidenceItemView, index: EvidenceIndex) -> frozenset[str]:
         words = (w.lower().strip(_QUOTE_STRIP + "()[]") for w in _CAPITALISED_RE.findall(item.text))
         hit = memo[item.id] = frozenset(w for w in words if w and w not in STOPWORDS and w not in _FUNCTION_WORDS)
     return hit
-
-
-_FUNCTION_WORDS = frozenset(["a", "an", "as", "at", "by", "in", "is", "it", "of", "on", "or", "to", "up", "we", "our",
-                             "its", "his", "her", "new", "all", "one", "two", "q1", "q2", "q3", "q4"])
 
 
 def _gapped_status(segments: Sequence[str], hay: str, names: frozenset[str] = frozenset()) -> int:
