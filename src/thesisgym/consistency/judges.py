@@ -4,10 +4,10 @@ A judge returns three alignments in [0, 1] (Trade-R1's triangular consistency me
 factuality  (evidence <-> reasoning), deduction (reasoning <-> decision), consistency
 (evidence <-> decision). Two judges:
 
-`LocalJudge` (default: deterministic, offline, ~2 ms per thesis with retrieval). Claims are the first
+`LocalJudge` (default: deterministic, offline, ~1 ms per thesis with retrieval). Claims are the first
 bullets of each section, as many as it has expected items (below; the judge reads no further, so
-padding a section cannot move s), and every statement outside the bullets (section prose, the conclusion, text outside the blocks). Per
-claim i:
+padding a section cannot move s), and every statement outside the bullets (section prose, the
+conclusion, text outside the blocks). Per claim i:
 - a bullet is judged against its own retrieved passages only (its cited ones + top-k), never the
   whole prompt. Its grounding g_i = the mean of the checks that apply, each asked of the evidence
   reward's own checker (`rewards.evidence` on the rewards' `EvidenceIndex` of the same evidence list,
@@ -19,24 +19,26 @@ claim i:
   direction, unit and scale. A bullet with none of these checks grounds nothing: g_i = 0.
 - a statement outside the bullets may only restate the evidence the bullets ground (the items holding
   a credited quote or a backed number of a bullet, `EvidenceReport.grounded`) or that it quotes
-  itself: g_i is its score in the evidence report (0 for an unknown id, a quote in no item or an
-  unbacked number, else the precision of its citations against that evidence; 1 when it cites
-  nothing), so a conclusion citing every id is graded for precision and earns nothing for count.
+  itself: g_i is its score in the evidence report (`evidence.check_statement`: 0 for an unknown id, a
+  quote in no item or an unbacked number, else the precision of its citations against that evidence,
+  less 1 % per id cited and a length term; 1 for a short one that cites nothing), so a conclusion
+  citing every id is graded for precision and earns nothing for count.
 - g_i is multiplied by the fact support of the opinion: the share of the facts it states
   (`rewards.lexicon.FACT_TERMS`: actors, corporate events, business figures) found in its cited
-  items (a bullet; else its retrieved passages), or in the grounded evidence (a statement), so "the
+  items (a bullet; else its retrieved passages), or in the items the read bullets ground (a
+  statement), so "the
   chief executive resigned" over an item that says nothing of it does not count as agreeing with it.
 - stance c_i in [-1, 1] of the opinion (quotes removed; if the opinion carries no signal the author is
   taken to adopt the quote's), and stance e_i of its evidence (a bullet: its cited passages, else the
-  retrieved ones weighted by score; a statement: the items the bullets ground, whatever it cites or
-  its words retrieve), both from `stance()` below; passages also get the direction of the technical
+  retrieved ones weighted by score; a statement: the items the read bullets ground, whatever it cites
+  or its words retrieve), both from `stance()` below; passages also get the direction of the technical
   levels they state (`level_score`: a moving average against the latest close, RSI, MACD histogram).
 - f_i = g_i * (1 - |c_i - e_i| / 2): a grounded claim that reads the evidence backwards scores ~0.
 Coverage: each section has its expected items (`canonical_items`: the min(SATURATION, n) items with
 the strongest stance, the newest first among equals; what an honest thesis that stops at SATURATION
 bullets covers). An expected item with a stance that no bullet grounds (a credited quote or backed
 number: citing it is not enough) weighs into F as a claim with f = 0 (weight OMITTED_WEIGHT) and
-into R with its stance, so leaving out the evidence against the decision (cherry-picking, or
+into R at its own stance, so leaving out the evidence against the decision (cherry-picking, or
 swapping it for weaker evidence) costs, while covering more than an honest thesis does earns nothing.
 Then factuality F = sum f_i / (claims + OMITTED_WEIGHT * uncovered), where a statement's f_i counts as
 min(f_i, F of the bullets) - STATEMENT_PENALTY (1 - f_i) (a statement outside the bullets can lower F,
@@ -63,7 +65,8 @@ must be JSON {"factuality", "deduction", "consistency", "rationale"} (validated 
 in [0, 1]); the whole batch runs concurrently through `thesisgym.llm.LLMClient`. FALLBACK: when the
 request fails for good or the answer is still malformed after a retry, the verdict is the local
 judge's for that thesis (fallback="local", default) or all three scores = a constant
-(fallback=0.5 ...); `source` says which, and the client counts `json_fallbacks`.
+(fallback=0.5 ...); `source` says which, the client counts `json_fallbacks`, and each fallback is a
+counted error of the verifier (`rewards.base.record_error`: re-raised in strict mode).
 """
 
 from __future__ import annotations

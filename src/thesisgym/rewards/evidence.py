@@ -2,7 +2,7 @@
 
 The paper's Stage II reward pays a bullet for *having* a quote and a source. That is trivially
 hackable: invent a quote, cite any id. We keep the formula exactly (SPEC section 6) and change what
-the quote and source terms mean (verifier v2: every rule below is an exact check, no similarity):
+the quote and source terms mean (every rule below is an exact check, no similarity):
 
 - Citations. An id counts only if it exists in this prompt's evidence (else: hallucination) and
   belongs to the bullet's own section: a bullet in <news> citing T3 is *misfiled* and scores 0, so
@@ -18,15 +18,15 @@ the quote and source terms mean (verifier v2: every rule below is an exact check
 - Quotes must be informative: at least MIN_CONTENT_WORDS distinct content words, or a number with
   its context (a content word, or two words); and not a phrase found in COMMON_ITEMS or more items
   of the prompt that are also at least COMMON_SHARE of its items (a company name, boilerplate). An
-  uninformative quote
-  ("year over year", "the company") or one shorter than MIN_QUOTE_CHARS is not credited (not a
-  hallucination either): the bullet is scored as if it had no quote.
+  uninformative quote ("year over year", "the company") or one shorter than MIN_QUOTE_CHARS is not
+  credited (not a hallucination either): the bullet is scored as if it had no quote.
 - Numbers in the opinion are quantities (`thesis.scan_quantities`): each must match a quantity of a
   cited item's body with the same unit (%, bp, x), scale (thousand/million/billion/trillion),
   currency when the claim shows one, and direction when the claim states one ("fell 0.65%" is not
   "+0.65%"). Rounding rule: magnitudes agree within REL_TOL relative, or the evidence rounded to
   the decimals the claim shows equals the claim ("12%" for 12.4%). Numbers of the date/source header
-  back nothing. A number with no match is a hallucination. Bracketed text is never a claim.
+  back nothing. A number with no match is a hallucination. A [...] group that cites nothing is the
+  analyst's text (`thesis.parse_bullet`): its numbers are claims like any other.
 - Opinions are the analyst's words: the share of the opinion's word 4-grams that appear in the
   prompt's evidence bodies is removed from its word count (copying evidence is not writing).
 - A bullet repeating an earlier bullet's evidence (same cited items and same quotes) scores 0.
@@ -34,15 +34,14 @@ the quote and source terms mean (verifier v2: every rule below is an exact check
   holds one of its verified quotes or backs one of its claim numbers. A bullet with nothing to
   verify gets credit for one citation at most (precision = 1/len(citations)). Both the quote term
   and the source term are multiplied by it, so citing every id on every bullet pays ~1/N.
-
 - Ellipsis quotes ("...", "[...]", "…") shorten a quote, never change it: every segment is a
   span of the same item, in order, of at least MIN_SEGMENT_WORDS words; a gap of more than
   MAX_GAP_WORDS words is not credited; a gap that leaves out a word which changes what the evidence
   says (`lexicon.protected_word`: a negation, a hedge or modal, a direction or stance word, a fact
   term, an event verb with an opposite, a number; or a name: a word the item writes capitalised,
   stopwords aside, so "Apple ... unveils a phone" cannot drop "'s rival Samsung") makes the quote
-  a misquote, i.e. a hallucination. So does a quote (with or without "...") whose
-  span starts right after a negation (two words back) or a modal (one word back) of its sentence:
+  a misquote, i.e. a hallucination. So does a quote (with or without "...") whose span starts
+  right after a negation (up to three words back) or a modal (one word back) of its sentence:
   "be enough to save the stock" of "won't be enough to save the stock".
 - Count: the bullet-count term saturates where an honest thesis stops, at lo = min(SATURATION, items
   of the section) bullets that each ground an item no earlier bullet grounds ("novel" bullets):
