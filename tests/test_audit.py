@@ -40,28 +40,45 @@ def synthetic_dataset(tmp_path_factory) -> Path:
     return _save(store, tmp_path_factory.mktemp("audit"), context=ContextConfig(**DEMO_CONTEXT))
 
 
-# Documented gaps, measured (see the README's audit section): family -> (largest win rate allowed, why).
-# None today: opinion_flipped (1.0 % fsr / 1.4 % dsr of 294 real rows before) is at 0 % since the local
-# judge reads the direction of indicator levels against the latest close.
+# Documented gaps, measured (docs/verifier.md): family -> (largest win rate allowed, why). None today.
 REAL_DATA_GAPS: dict[str, tuple[float, str]] = {}
+# Families that need a rare shape of evidence, so they may apply to no row of a 60-row sample; each is
+# exercised on a row built for it in test_rare_families_apply_where_their_evidence_is.
+RARE = {
+    "quote_gap_drops_negation": "an item with a negation",
+    "quote_gap_drops_hedge": "an item with a hedge or modal",
+    "cherry_pick_swap": "a left-out item that agrees with a decision that a bullet's evidence contradicts",
+    "cherry_pick": "a bullet whose evidence contradicts a directional decision",
+    "pad_left_out_to_7": "a section with more items than the thesis covers",
+    "quote_after_far_negation": "an item with a negation and six more words",
+    "bury_counter_evidence": "a left-out item that agrees with a decision that a bullet's evidence contradicts",
+}
 
 
 def _check(report: dict, min_rows: int, gaps: dict | None = None, *, min_family_rows: int | None = None) -> None:
     gaps = gaps or {}
     min_family_rows = min_rows // 3 if min_family_rows is None else min_family_rows
-    assert report["rows"] >= min_rows and len(report["families"]) == len(FAMILIES) >= 25
+    assert report["rows"] >= min_rows and len(report["families"]) == len(FAMILIES) >= 60
     for fam in report["families"]:
         # every family applies to rows, and loses to the honest thesis on >= 99 % of them on each
-        # column it is judged on (evidence unless it targets the decision/judge/loop; each recipe)
-        assert fam["rows"] >= min_family_rows, fam
+        # column it is judged on (evidence when it targets the evidence; the totals of every recipe,
+        # only fsr and dsr for a family that targets the consistency judge)
         judged = set(fam["judged_on"])
-        assert set(fam["judged_on"]) >= {"fsr", "dsr"}
+        assert judged >= {"fsr", "dsr"}
         assert ("evidence" in judged) == (fam["target"] == "evidence")
+        assert ("weighted" in judged) == (fam["target"] != "consistency")
+        if fam["family"] in RARE and fam["rows"] == 0:
+            continue
+        assert fam["rows"] >= (1 if fam["family"] in RARE else min_family_rows), fam
         bound = gaps.get(fam["family"], (0.01, ""))[0]
         for col in judged:
             assert fam["win"][col] is not None and fam["win"][col] <= bound, (fam["family"], col, fam["win"][col])
             assert fam["margin"][col] > 0, (fam["family"], col)
     assert set(report["failed"]) <= set(gaps)
+    # the constant-decision check: every shipped recipe pays skill (label oracle on every row set)
+    curves = {(c["recipe"], c["oracle"]): c for c in report["skill"]}
+    assert {r for r, o in curves if o == "label oracle"} == {"weighted", "trading_r1", "fsr", "dsr", "market_only"}
+    assert all(c["passes"] for c in curves.values()), [c for c in curves.values() if not c["passes"]]
 
 
 def test_audit_cli_on_a_fresh_synthetic_dataset(synthetic_dataset, tmp_path):
@@ -71,6 +88,7 @@ def test_audit_cli_on_a_fresh_synthetic_dataset(synthetic_dataset, tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert "quote_polarity" in result.output and "every family stays at or below 1%" in result.output
+    assert "constant-decision check" in result.output and "truth oracle" in result.output
     report = json.loads(out.read_text())
     _check(report, 60)
     # the honest reference is what an honest thesis scores: grounded, nothing hallucinated
@@ -147,13 +165,16 @@ def _property_rows() -> list[dict]:
 
 
 EVIDENCE_FAMILIES = [f for f in FAMILIES if f.target == "evidence"]
+# adding bullets on evidence the thesis left out is an improvement for a thesis that stops short of
+# the count where the reward saturates; these are hacks only against one that does not (bullets=None)
+SATURATED_ONLY = {"dump_bullet", "pad_left_out_to_7", "cite_bare_bullet"}
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     row_i=st.integers(0, 10_000),
     teacher_seed=st.integers(0, 2**16),
-    bullets=st.sampled_from([(1, 2), (2, 4), (4, 7)]),
+    bullets=st.sampled_from([None, (1, 2), (2, 4), (4, 7)]),
     family=st.sampled_from(EVIDENCE_FAMILIES),
     mut_seed=st.integers(0, 2**16),
 )
@@ -166,6 +187,8 @@ def test_every_single_mutation_lowers_the_evidence_reward(row_i, teacher_seed, b
 
     rows = _property_rows()
     row = rows[row_i % len(rows)]
+    if family.name in SATURATED_ONLY:
+        bullets = None
     honest = TemplateTeacher(seed=teacher_seed, bullets=bullets).write(row)[0]
     hacked = family.mutate(Doc.parse(honest), row, random.Random(mut_seed))
     assume(hacked is not None)
@@ -173,3 +196,40 @@ def test_every_single_mutation_lowers_the_evidence_reward(row_i, teacher_seed, b
         before = score_completion(honest, row)["evidence"]
         after = score_completion(hacked, row)["evidence"]
     assert after < before, (family.name, before, after)
+
+
+def test_rare_families_apply_where_their_evidence_is():
+    import random
+
+    from thesisgym.consistency import ConsistencyVerifier
+    from thesisgym.evaluate.audit import FAMILIES
+    from thesisgym.rewards import score_completion
+    from thesisgym.teachers import TemplateTeacher
+
+    judge = ConsistencyVerifier()
+
+    items = [
+        ("T1", "technical", "open 10.00 high 10.50 low 9.90 close 10.40 volume 1000 change +4.00%"),
+        ("T2", "technical", "open 10.60 high 10.70 low 10.20 close 10.30 volume 1000 change -2.10%"),
+        ("T3", "technical", "open 10.40 high 10.80 low 10.30 close 10.60 volume 1000 change +1.20%"),
+        ("T4", "technical", "open 10.70 high 10.90 low 10.50 close 10.80 volume 1000 change +0.90%"),
+        ("T5", "technical", "open 10.90 high 11.40 low 10.80 close 11.30 volume 1000 change +4.60%"),
+        ("T6", "technical", "open 11.20 high 11.30 low 10.40 close 10.50 volume 1000 change -7.10%"),
+        ("N1", "news", "Acme says it will not cut its dividend and may raise it later this year after record sales"),
+        ("N2", "news", "Acme won't let a weak quarter derail its plan to open three new plants in Asia"),
+        ("N3", "news", "Acme beats estimates and raises guidance as demand surges"),
+        ("N4", "news", "Acme shares rally after an upgrade to outperform"),
+    ]
+    row = {"ticker": "ACME", "asof": "2024-03-08", "variation": 0, "sections": ["technical", "news"], "label": "BUY",
+           "fwd_return": 0.02, "fwd_vol": 0.04,
+           "evidence": [{"id": i, "section": s, "date": "2024-03-08", "source": "x", "text": t} for i, s, t in items]}
+    honest = TemplateTeacher(seed=0).write(row)[0]
+    assert Doc.parse(honest).decision == "BUY"  # the selection families need a directional decision
+    for fam in (f for f in FAMILIES if f.name in RARE):
+        hacked = next((h for k in range(20) if (h := fam.mutate(Doc.parse(honest), row, random.Random(k)))), None)
+        assert hacked is not None, fam.name
+        # s from the local consistency judge, as the shipped recipes use it
+        honest_s, hacked_s = (judge.score(t, row["evidence"]).s for t in (honest, hacked))
+        honest_scores = score_completion(honest, row, consistency_s=honest_s)
+        hacked_scores = score_completion(hacked, row, consistency_s=hacked_s)
+        assert hacked_scores["fsr"] < honest_scores["fsr"] and hacked_scores["dsr"] < honest_scores["dsr"], fam.name

@@ -242,10 +242,13 @@ def test_parts_move_the_expected_way():
     th = three_theses(rng, ev, 1)
     r = dict(zip(th, ConsistencyVerifier().score_batch(list(th.values()), [ev] * 4), strict=False))
     honest, dec, cl = r["honest"], r["decision_contradicts_claims"], r["claims_contradict_evidence"]
-    # the honest thesis leaves ~13 passages with a stance unaddressed (OMITTED_WEIGHT each), hence < 0.7;
-    # quotes that cut a number from its unit are true but not credited (0.5, the reward's own rule)
-    assert honest.factuality > 0.5 and honest.deduction > 0.4 and honest.consistency > 0.6
-    assert dec.factuality == pytest.approx(honest.factuality, abs=0.1) and dec.deduction < 0.3
+    # this honest thesis picks its items at random, so it leaves ~14 expected items with a stance
+    # uncovered (OMITTED_WEIGHT each in F; read at face value in R, which pulls R toward the
+    # evidence's own mix), hence < 0.7; quotes that cut a number from its unit are true but not
+    # credited (0.5, the reward's own rule)
+    assert honest.factuality > 0.5 and honest.deduction > 0.35 and honest.consistency > 0.6
+    # the same kind of claims on other random items: about the same factuality, less deduction
+    assert dec.factuality == pytest.approx(honest.factuality, abs=0.15) and dec.deduction < honest.deduction
     # E is the net stance of the whole context (+0.43 on these ~70 % bullish items), so a SELL loses
     # ~0.18 of consistency against the STRONG_BUY, and reading the evidence backwards loses more
     assert dec.consistency < honest.consistency - 0.15 and cl.consistency < dec.consistency
@@ -266,9 +269,11 @@ def test_hallucinated_citations_and_numbers_lower_factuality():
 
 def _claim_grounding(v: ConsistencyVerifier, bullet: str, ev: list[dict], section: str = "fundamentals") -> float:
     from thesisgym.consistency import LocalJudge
+    from thesisgym.rewards.evidence import evidence_report
 
     thesis, ctx = v.prepare(f"<{section}>\n{bullet}\n</{section}><decision>BUY</decision>", ev)
-    return LocalJudge._grounding(thesis.claims[0], ctx.claim_passages[0], ctx)
+    report = evidence_report(thesis.thesis, ctx.index.grounding)
+    return LocalJudge._grounding(thesis.claims[0], ctx.claim_passages[0], ctx, report)
 
 
 def test_judge_grounds_claims_with_the_evidence_rewards_checker():
@@ -284,7 +289,8 @@ def test_judge_grounds_claims_with_the_evidence_rewards_checker():
     assert ctx.index.grounding is evidence_index(ev)  # the very index the evidence reward reads
     g = lambda b: _claim_grounding(v, b, ev)  # noqa: E731
     assert g('- A good quarter "demand for cloud services improved" [F1]') == 1.0
-    assert g('- A good quarter "demand for cloud services worsened" [F1]') == 0.5  # cites fine, quote false
+    # a false quote: the citation supports nothing (precision 0), the quote is no span (0)
+    assert g('- A good quarter "demand for cloud services worsened" [F1]') == 0.0
     assert g('- A good quarter "Revenue rose 3.2% to $20.75" [F1]') == 0.75  # true span, cuts "million"
     assert g('- Sales rose 3.2% "demand for cloud services improved" [F1]') == 1.0
     assert g('- Sales fell 3.2% "demand for cloud services improved" [F1]') == pytest.approx(2 / 3)
@@ -630,3 +636,90 @@ def test_stance_free_and_copied_opinions_do_not_agree():
     filler = v.score(thesis(lambda it: "This item is listed here for the record of the period under review"), ev)
     copied = v.score(thesis(lambda it: it["text"]), ev)
     assert filler.factuality < honest.factuality and copied.factuality < honest.factuality
+
+
+# --- verifier v3: the judge grades support, not presence; failures are counted ---------------------------
+def _template_case(seed: int = 0):
+    from thesisgym.build import build_contexts
+    from thesisgym.data import SynthConfig, generate_market
+    from thesisgym.teachers import TemplateTeacher
+
+    rows = [dict(r) for r in build_contexts(generate_market(SynthConfig(n_tickers=1, n_days=90, seed=seed)),
+                                            show_progress=False)]
+    row = max(rows[20:], key=lambda r: len(r["sections"]))
+    return row, TemplateTeacher(seed=seed).write(row)[0]
+
+
+def test_citing_every_id_outside_the_bullets_never_raises_s():
+    row, honest = _template_case()
+    ids = "".join(f"[{it['id']}]" for it in row["evidence"])
+    v = ConsistencyVerifier()
+    base = v.score(honest, row["evidence"])
+    for hacked in (
+        honest.replace("</conclusion>", f" {ids}</conclusion>"),  # the conclusion cites everything
+        honest + f"\nSources: {ids}",  # after the decision
+        honest.replace("<conclusion>", f"<conclusion>As {ids} show, "),
+    ):
+        assert v.score(hacked, row["evidence"]).s <= base.s + 1e-12
+
+
+def test_statements_outside_the_bullets_can_lower_factuality_never_raise_it():
+    row, honest = _template_case(1)
+    v = ConsistencyVerifier()
+    base = v.score(honest, row["evidence"])
+    filler = "The reader should weigh this picture with care over the period as a whole."
+    for hacked in (honest + "\n" + filler, honest.replace("</conclusion>", f" {filler}</conclusion>")):
+        assert v.score(hacked, row["evidence"]).factuality <= base.factuality + 1e-12
+    invented = honest.replace("</conclusion>", " The chief executive resigned and the regulator approved a merger.</conclusion>")
+    assert v.score(invented, row["evidence"]).s < base.s
+
+
+def test_the_judge_reads_no_more_bullets_than_a_section_expects():
+    from thesisgym.consistency.judges import canonical_items
+
+    row, honest = _template_case(2)
+    expected = canonical_items(row["evidence"])
+    section = next(s for s in row["sections"] if len(expected.get(s, ())) >= 1)
+    extra = next(b for b in honest.splitlines() if b.startswith("- ") and honest.index(b) > honest.index(f"<{section}>"))
+    padded = honest.replace(f"</{section}>", f"{extra}\n</{section}>", 1)
+    v = ConsistencyVerifier()
+    # a bullet past the expected count is not read: s moves not at all (the evidence reward pays the count)
+    assert v.score(padded, row["evidence"]).s == pytest.approx(v.score(honest, row["evidence"]).s)
+
+
+def test_every_failure_of_the_consistency_path_is_counted_and_strict_mode_raises():
+    from thesisgym.rewards.base import reset_reward_errors, reward_errors, strict_rewards
+
+    row, honest = _template_case()
+    fn = make_consistency_reward()
+    reset_reward_errors()
+    assert fn(prompts=[None], completions=[honest]) == [0.0]  # no evidence column at all
+    assert fn(prompts=[None] * 2, completions=[honest] * 2, evidence=[row["evidence"], "oops"])[1] == 0.0
+    assert fn(prompts=[None], completions=[honest], evidence=[[{"id": "T1"}]]) == [0.0]  # a malformed item
+    assert reward_errors("consistency_reward") == 3
+    with strict_rewards(), pytest.raises(ValueError, match="evidence"):
+        fn(prompts=[None], completions=[honest])
+    reset_reward_errors()
+
+
+def test_an_llm_judge_that_gives_no_answer_is_a_counted_error():
+    from thesisgym.consistency.judges import LLMJudge
+    from thesisgym.rewards.base import reset_reward_errors, reward_errors, strict_rewards
+
+    class Silent:
+        async def ajson_batch(self, batch, schema, **kw):
+            return [None] * len(batch)
+
+        def run(self, make):
+            import asyncio
+
+            return asyncio.run(make())
+
+    row, honest = _template_case()
+    v = ConsistencyVerifier(judge=LLMJudge(client=Silent()))
+    reset_reward_errors()
+    result = v.score(honest, row["evidence"])
+    assert result.source == "fallback" and reward_errors("consistency_reward/llm_judge") == 1
+    with strict_rewards(), pytest.raises(RuntimeError, match="LLM judge"):
+        v.score(honest, row["evidence"])
+    reset_reward_errors()

@@ -6,6 +6,8 @@ import asyncio
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from test_rewards_fixtures import GOLD_BULLETS, assemble, gold_thesis, make_row
 from thesisgym.rewards import (
@@ -104,9 +106,10 @@ def test_evidence_short_opinion_and_no_quote():
     assert value == pytest.approx(0.3 + 0.7 * 4 / (1 / b + 3))
     bullets = {"technical": [noquote] + GOLD_BULLETS["technical"][1:]}
     (value,) = call(evidence_reward, [assemble(bullets)], [technical_row()])
-    # no quote: R_op = min(0.3, ..) = 0.3; nothing to verify -> credit for one citation (precision 1)
+    # no quote: R_op = min(0.3, ..) = 0.3; nothing to verify -> credit for one citation (precision 1);
+    # it grounds no item, so the count term sees 3 bullets that do (3/4) and one that adds nothing (0.9)
     b = 0.4 * 0.3 + 0.25
-    assert value == pytest.approx(0.3 + 0.7 * 4 / (1 / b + 3))
+    assert value == pytest.approx(0.3 * 3 / 4 * 0.9 + 0.7 * 4 / (1 / b + 3))
 
 
 def test_quote_matching_rules():
@@ -135,13 +138,13 @@ def test_numbers_from_the_item_header_are_not_citable():
 
 
 def test_number_tolerance_rounding_and_sign():
-    base = GOLD_BULLETS["technical"][1:]
     ok = 'The stock trades about 3% above its 20-day average, a healthy but not stretched trend "price is 3.4% above" [T2]'
     ok_sign = 'After the run higher the pullback risk is real though the last session was up 2.3% on heavy volume "volume 61.2M" [T1]'
     bad = 'The stock trades about 4% above its 20-day average, a healthy but not stretched trend "price is 3.4% above" [T2]'
-    values = call(
-        evidence_reward, [assemble({"technical": [b] + base}) for b in (ok, ok_sign, bad)], [technical_row()] * 3
-    )
+    gold = GOLD_BULLETS["technical"]
+    theses = [assemble({"technical": [gold[0], ok, *gold[2:]]}), assemble({"technical": [ok_sign, *gold[1:]]}),
+              assemble({"technical": [gold[0], bad, *gold[2:]]})]
+    values = call(evidence_reward, theses, [technical_row()] * 3)
     assert values[0] > 0.95 and values[1] > 0.95 and values[2] < 0.5
 
 
@@ -166,10 +169,9 @@ def test_evidence_without_evidence_column_makes_every_bullet_a_hallucination():
 # --- decision matrix --------------------------------------------------------------------------
 def test_matrix_file_variants_and_documented_asymmetry():
     printed = load_decision_matrix("paper_printed").matrix
-    text = load_decision_matrix().matrix
-    assert load_decision_matrix().variant == "text"
+    text = load_decision_matrix("text").matrix
     assert printed[0] == (1.00, 0.75, -1.25, -2.00, -2.25)  # as printed (docs/spec.md, section 6.3)
-    assert text == tuple(zip(*printed, strict=True))  # default = transpose
+    assert text == tuple(zip(*printed, strict=True))  # "text" = transpose
     cross = [(p, t) for p in (3, 4) for t in (0, 1)]  # bullish call, bearish truth
     for p in range(5):
         for t in range(p):
@@ -181,9 +183,37 @@ def test_matrix_file_variants_and_documented_asymmetry():
                 assert text[p][t] == text[mirror[0]][mirror[1]]
 
 
+def test_default_matrix_pays_skill_over_every_constant_on_any_label_mix():
+    import numpy as np
+
+    from thesisgym.rewards.skill import constant_rewards, reader_reward
+
+    default = load_decision_matrix()
+    # a missing decision costs more than any wrong one: hiding the decision never pays
+    assert default.variant == "calibrated" and default.missing == default.lo == -1.5
+    assert default.missing < min(v for row in default.matrix for v in row)
+    text = load_decision_matrix("text")
+    rng = np.random.default_rng(0)
+    for mix in [(0.03, 0.12, 0.38, 0.32, 0.15), *rng.dirichlet(np.ones(5), size=200)]:
+        top = max(mix)
+        for matrix in (default, text):
+            constants = constant_rewards(matrix, mix)
+            # a reader right with accuracy a, else a random wrong class
+            above = reader_reward(matrix, mix, accuracy=min(1.0, top + 0.01))
+            if matrix is default:
+                assert above > max(constants.values()), mix
+                at = reader_reward(matrix, mix, accuracy=top)
+                assert at == pytest.approx(max(constants.values()))
+    # the paper's graded matrix fails it on the paper's own label mix: always-HOLD wins at the threshold
+    paper_mix = (0.03, 0.12, 0.38, 0.32, 0.15)
+    assert reader_reward(text, paper_mix, accuracy=0.38) < constant_rewards(text, paper_mix)["HOLD"]
+
+
 def test_decision_reward_values():
     texts = [assemble(decision=d) for d in ("BUY", "STRONG_BUY", "SELL", None)]
-    assert call(decision_reward, texts, [make_row()] * 4) == [1.0, 0.75, -1.25, -1.5]
+    assert call(decision_reward, texts, [make_row()] * 4) == [1.0, -1.0, -1.0, -1.5]
+    graded = make_decision_reward(variant="text", name="decision_text")
+    assert call(graded, texts, [make_row()] * 4) == [1.0, 0.75, -1.25, -1.5]
     printed = make_decision_reward(variant="paper_printed", name="decision_printed")
     assert call(printed, texts, [make_row()] * 4) == [1.0, 0.75, -1.5, -1.5]
     assert call(decision_reward, [gold_thesis()], [make_row(label=None)]) == [None]
@@ -290,7 +320,7 @@ def test_placeholder_s_and_consistency_fallback():
     )
     # placeholder s = grounding: 1.0 for gold; below 1 when one bullet is hallucinated
     assert values[0] == pytest.approx(-1.0) and values[1] < values[0]
-    assert logged["dsr_reward/s_fallback"] == 1.0
+    assert logged["dsr_reward/s_is_placeholder"] == 1.0
     assert make_combined_reward("fsr")(
         prompts=["p"], completions=[gold_thesis()], fwd_return=[float("nan")], fwd_vol=[0.1]
     ) == [None]
@@ -367,12 +397,14 @@ def test_templated_repetition_is_a_mild_penalty_not_a_loop_verdict():
     phrase = (
         "I read this item as a clear negative that could push the price lower in the days ahead "
         "and I would not hold the shares into that risk"
-    )  # 27 words > n = 21 for this length
+    )  # 27 words
     bullets = {
         k: [f"{phrase}, {b}" if i == 0 else b for i, b in enumerate(v)] for k, v in GOLD_BULLETS.items()
     }
-    rate, penalty = loop_stats(assemble(bullets))  # the phrase opens 6 bullets of a ~900-word thesis
-    assert 0 < rate < 0.15 and -0.3 < penalty < 0
+    # the phrase opens 6 bullets of a ~900-word thesis: 120 of its 10-gram positions repeat 4+ times,
+    # 0.15 per 800 tokens: a style defect (-0.3), far from a loop verdict (-1)
+    rate, penalty = loop_stats(assemble(bullets))
+    assert 0 < rate <= 0.15 and -0.3 <= penalty < 0
 
 
 def test_rewards_are_pure_and_grounding_never_reads_the_future():
@@ -415,3 +447,62 @@ def test_guarded_recipes_are_the_paper_formula_at_full_evidence_and_fall_with_it
         assert g_hidden == pytest.approx(paper(-3.0, 0.8) + 0.5 * (0.8 - 1)) and g_hidden < g_honest
     with pytest.raises(ValueError, match="formula"):
         make_combined_reward("fsr", formula="nope")
+
+
+# --- errors: one counted path, consistency failures included ------------------------------------------
+def test_consistency_failures_in_a_combined_reward_are_counted_and_raise_in_strict_mode():
+    from thesisgym.rewards.base import reset_reward_errors, reward_errors, strict_rewards
+
+    row = make_row(fwd_return=0.07, fwd_vol=0.035)
+    reset_reward_errors()
+    junk = {
+        "raises": lambda prompts, completions, **kw: 1 / 0,
+        "short": lambda prompts, completions, **kw: [0.5],  # one value for two completions
+        "nan": lambda prompts, completions, **kw: [float("nan"), "high"],
+    }
+    for name, fn in junk.items():
+        logged: dict[str, float] = {}
+        values = call(make_combined_reward("fsr", consistency=fn), [gold_thesis()] * 2, [row] * 2,
+                      log_metric=lambda k, v, d=logged: d.__setitem__(k, v))
+        assert all(v is not None for v in values), name
+        assert logged["fsr_reward/s_is_placeholder"] == 1.0, name  # the grounding placeholder stood in
+    assert reward_errors("fsr_reward/consistency") == 1 + 1 + 2
+    none_is_not_an_error = lambda prompts, completions, **kw: [None, 0.5]  # noqa: E731
+    call(make_combined_reward("fsr", consistency=none_is_not_an_error), [gold_thesis()] * 2, [row] * 2)
+    assert reward_errors("fsr_reward/consistency") == 4
+    with strict_rewards(), pytest.raises(ZeroDivisionError):
+        call(make_combined_reward("fsr", consistency=junk["raises"]), [gold_thesis()], [row])
+    reset_reward_errors()
+
+
+# --- the loop term cannot be diluted ----------------------------------------------------------------------
+@settings(max_examples=60, deadline=None)
+@given(
+    copies=st.integers(4, 12),
+    filler=st.lists(st.sampled_from(["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta",
+                                     "lambda", "zeta", "eta", "iota", "rho", "tau", "phi", "chi"]),
+                    min_size=0, max_size=3000),
+    where=st.sampled_from(["tail", "think", "head"]),
+)
+def test_adding_text_never_lowers_the_loop_penalty(copies, filler, where):
+    from thesisgym.rewards.loops import loop_stats
+
+    phrase = "tilts the balance toward upside for the shares over the coming week as the source says"
+    base = gold_thesis().replace("<conclusion>", "<conclusion>" + " ".join([phrase] * copies) + " ", 1)
+    extra = " ".join(filler)
+    padded = {"tail": base + "\n" + extra, "think": base.replace("<think>", "<think>" + extra + " ", 1),
+              "head": extra + "\n" + base}[where]
+    assert loop_stats(padded)[1] <= loop_stats(base)[1] + 1e-12
+
+
+def test_skill_curve_arithmetic():
+    from thesisgym.rewards.skill import skill_curve
+
+    # two rows; the oracle is right on both; a constant BUY is right on one
+    table = [{"STRONG_SELL": -1, "SELL": -1, "HOLD": -1, "BUY": 1, "STRONG_BUY": -1},
+             {"STRONG_SELL": -1, "SELL": 1, "HOLD": -1, "BUY": -1, "STRONG_BUY": -1}]
+    curve = skill_curve("weighted", "label oracle", table, ["BUY", "SELL"], ["BUY", "SELL"])
+    assert curve.reward_at[0.0] == pytest.approx(-0.6) and curve.reward_at[1.0] == pytest.approx(1.0)
+    assert curve.constants["BUY"] == 0.0 and curve.majority == ("SELL", 0.5) or curve.majority[1] == 0.5
+    # R(p) = -0.6 + 1.6 p reaches the best constant (0) at p* = 0.375; accuracy p + (1 - p)/5 = 0.5 there too
+    assert curve.p_star == pytest.approx(0.375) and curve.p_majority == pytest.approx(0.375) and curve.passes

@@ -6,7 +6,14 @@ import time
 
 import pytest
 
-from test_rewards_fixtures import EVIDENCE_TEXTS, GOLD_BULLETS, assemble, gold_thesis, make_row
+from test_rewards_fixtures import (
+    EVIDENCE_TEXTS,
+    GOLD_BULLETS,
+    GOLD_CONCLUSION,
+    assemble,
+    gold_thesis,
+    make_row,
+)
 from thesisgym.rewards import (
     decision_reward,
     evidence_reward,
@@ -244,7 +251,7 @@ def test_gold_thesis_on_pipeline_contexts_scores_high():
             assert 15 <= bullet.word_count <= 25 and len(bullet.quotes) == 1 and len(bullet.citations) == 1
         scores = score_completion(gold, row)
         assert scores["n_hallucinated"] == 0 and scores["citation_precision"] == 1.0, scores
-        assert scores["structure"] >= 0.9 and scores["evidence"] >= 0.9, scores
+        assert scores["structure"] >= 0.9 and scores["evidence"] >= 0.85, scores
         assert structure_reward(prompts=[row["prompt"]], completions=[gold], sections=[row["sections"]]) == [
             scores["structure"]
         ]
@@ -262,6 +269,9 @@ def test_gold_thesis_on_pipeline_contexts_scores_high():
         sparse_scores = score_completion(_pipeline_gold(row, reuse=False), row)
         assert sparse_scores["n_hallucinated"] == 0
         assert sparse_scores["evidence"] == pytest.approx(1.0)
+        # re-quoting an item to reach four bullets adds length, not evidence: it never pays
+        if any(counts[s] < 4 for s in present):
+            assert scores["evidence"] < sparse_scores["evidence"]
         assert sparse_scores["evidence"] == pytest.approx(
             harmonic_mean([0.3 * bullet_count_score(n, counts[s]) + 0.7 for n, s in zip(ns, present, strict=True)])
         )
@@ -367,3 +377,107 @@ def test_repeated_bullets_and_their_invisible_variants_are_a_loop():
     for text in (assemble(x5), assemble(variants)):
         assert loop_penalty(prompts=["p"], completions=[text]) == [-1.0]
         assert score_completion(text, make_row())["dsr"] < HONEST["dsr"] - 1.0
+
+
+# --- verifier v3: citing for credit, length, inventions outside opinions, gapped quotes --------------
+ALL_CITES = "".join(f"[{i}]" for i in EVIDENCE_TEXTS)
+
+
+def _with(conclusion: str = GOLD_CONCLUSION, tail: str = "", prose: str = "", **kw) -> dict:
+    text = assemble(conclusion=conclusion, **kw)
+    if prose:
+        text = text.replace("<technical>\n", f"<technical>\n{prose}\n", 1)
+    return score_completion(text + tail, make_row())
+
+
+def test_citations_outside_bullets_are_graded_never_paid_for_count():
+    grounded = "".join(f"[{i}]" for i in ("T1", "F1", "N3"))  # items the gold bullets ground
+    for tail_or_conclusion in (
+        {"conclusion": GOLD_CONCLUSION + " " + ALL_CITES},  # every id, most of them never grounded
+        {"conclusion": GOLD_CONCLUSION + " " + grounded},  # only grounded ids: still not paid
+        {"tail": "\nSources: " + ALL_CITES},  # after the decision
+        {"prose": "Items reviewed: " + ALL_CITES},  # before the first bullet
+    ):
+        scores = _with(**tail_or_conclusion)
+        assert scores["evidence"] < HONEST["evidence"], tail_or_conclusion
+    unknown = _with(conclusion=GOLD_CONCLUSION + " [Z9]")
+    assert unknown["evidence"] <= 0.5 * HONEST["evidence"] + 1e-9  # an unknown id outside bullets invents
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        {"conclusion": GOLD_CONCLUSION + " Revenue is set to jump 41.7% next quarter."},
+        {"tail": "\nUpdate: revenue jumped 41.7% this quarter."},
+        {"prose": "Revenue jumped 41.7% this quarter."},
+        {"bullets": {**GOLD_BULLETS, "news": [GOLD_BULLETS["news"][0].replace(' "', ' [revenue jumped 41.7%] "', 1),
+                                              *GOLD_BULLETS["news"][1:]]}},
+    ],
+)
+def test_an_invented_number_is_caught_wherever_it_is_written(where):
+    scores = _with(**where)
+    assert scores["evidence"] < HONEST["evidence"] - 0.2, where
+    # a number the bullets ground may be restated outside them (T1's "up 2.3% on the day")
+    fine = _with(conclusion=GOLD_CONCLUSION + " The stock rose 2.3% on the day.")
+    assert fine["evidence"] == pytest.approx(HONEST["evidence"])
+
+
+def test_padding_saturates_where_an_honest_thesis_stops():
+    from thesisgym.rewards.evidence import bullet_count_score
+
+    # the count term peaks at min(4, items) bullets and falls past it (Trading-R1 pays 4-7 alike)
+    assert bullet_count_score(4, 4) == 1.0 > bullet_count_score(5, 4) > bullet_count_score(7, 4)
+    assert bullet_count_score(2, 2) == 1.0 > bullet_count_score(3, 2) and bullet_count_score(1, 2) == 0.5
+    assert bullet_count_score(5) == bullet_count_score(7) == 1.0  # the structure reward keeps the paper's
+    requote = {**GOLD_BULLETS, "technical": [*GOLD_BULLETS["technical"],
+                                             GOLD_BULLETS["technical"][0].replace("up 2.3% on the day", "volume 61.2M")]}
+    assert _with(bullets=requote)["evidence"] < HONEST["evidence"]
+    # text outside the bullets and blocks costs: a 50 KB tail, a long preamble
+    filler = " ".join(["the reader should weigh this picture with care"] * 20)
+    for stray in ({"tail": "\n" + filler * 40}, {"prose": filler}):
+        scores = _with(**stray)
+        assert scores["structure"] < HONEST["structure"] and scores["evidence"] < HONEST["evidence"], stray
+        assert scores["weighted"] < HONEST["weighted"] and scores["fsr"] < HONEST["fsr"]
+
+
+EV = {"id": "N1", "section": "news", "date": "2024-03-01", "source": "x",
+      "text": "Apple's rival Samsung won't cut prices; Samsung expects record orders of 12.5 million phones, "
+              "up 8% from a year earlier, driven by strong demand in Asia"}
+
+
+@pytest.mark.parametrize(
+    ("quote", "credited", "found"),
+    [
+        ("Samsung expects record orders of 12.5 million phones", True, True),  # a plain span
+        ("Samsung expects record orders ... from a year earlier", False, False),  # drops "12.5", "up 8%"
+        ("Samsung won't ... prices", False, False),  # drops "cut": an event verb
+        ("Apple's rival Samsung ... cut prices", False, False),  # drops "won't"
+        ("cut prices; Samsung expects record orders", False, False),  # the span starts right after "won't"
+        ("Apple's ... won't cut prices", False, False),  # drops a name ("rival Samsung")
+        ("up 8% from a year earlier ... demand in Asia", False, False),  # drops "strong"
+        ("orders of 12.5 million phones, up 8% ... a year earlier", True, True),  # drops "from": fine
+        ("Samsung ... orders", False, False),  # one-word segments; the gap drops "expects record"
+    ],
+)
+def test_an_ellipsis_may_shorten_a_quote_never_change_it(quote, credited, found):
+    from thesisgym.rewards.base import evidence_index
+    from thesisgym.rewards.evidence import quote_credited, quote_found
+
+    index = evidence_index([EV])
+    assert quote_credited(quote, "N1", index) is credited, quote
+    assert quote_found(quote, "N1", index) is found, quote
+
+
+def test_an_ellipsis_with_a_long_gap_or_a_short_segment_is_true_but_not_credited():
+    from thesisgym.rewards.base import evidence_index
+    from thesisgym.rewards.evidence import MAX_GAP_WORDS, quote_credited, quote_found
+
+    text = "the board met in the usual place at the usual hour on a quiet afternoon and then it went home"
+    index = evidence_index([{"id": "N1", "section": "news", "text": text}])
+    words = text.split()
+    far = " ".join(words[:3]) + " ... " + " ".join(words[-3:])
+    assert len(words) - 6 > MAX_GAP_WORDS
+    assert quote_found(far, "N1", index) and not quote_credited(far, "N1", index)
+    near = " ".join(words[:4]) + " ... " + " ".join(words[7:11])
+    assert quote_credited(near, "N1", index)  # a 3-word gap of filler: an honest shortening
+    assert quote_found("board ... usual", "N1", index) and not quote_credited("board ... usual", "N1", index)

@@ -25,7 +25,7 @@ COLS = {k: [v] for k, v in ROW.items() if k != "prompt"}
 RANGES = [
     (structure_reward, 0.0, 1.0),
     (evidence_reward, 0.0, 1.0),
-    (decision_reward, -2.25, 1.0),
+    (decision_reward, -1.5, 1.0),
     (market_reward, -3.0, 3.0),
     (loop_penalty, -1.0, 0.0),
     (make_combined_reward("fsr", formula="paper"), -3.0, 5.0),
@@ -156,3 +156,69 @@ def test_arbitrary_columns(ret, vol, label):
     for fn, lo, hi in RANGES:
         (value,) = fn(prompts=[None], completions=[GOLD], **cols)
         assert value is None or (math.isfinite(value) and lo - 1e-9 <= value <= hi + 1e-9)
+
+
+# --- the fast path of check_bullet equals the full path ------------------------------------------------
+def _both_paths(bullet_text: str, row: dict, section: str | None) -> None:
+    from thesisgym.rewards.base import evidence_index
+    from thesisgym.rewards.evidence import check_bullet
+    from thesisgym.thesis import parse_bullet
+
+    index = evidence_index(row["evidence"])
+    bullet = parse_bullet(bullet_text)
+    with strict_rewards():
+        fast = check_bullet(bullet, index, section)
+        full = check_bullet(bullet, index, section, fast=False)
+    assert fast == full, (bullet_text, fast, full)
+
+
+_WORDS = ["the", "stock", "looks", "strong", "and", "I", "weigh", "it", "as", "a", "real", "signal", "for", "holders"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    item=st.sampled_from(sorted(ROW_ITEMS := {it["id"]: it for it in ROW["evidence"]})),
+    start=st.integers(0, 12),
+    length=st.integers(1, 12),
+    opinion=st.lists(st.sampled_from(_WORDS + ["3%", "2.3%", "up", "down", "$1.2", "million", "not"]), max_size=25),
+    cite=st.one_of(st.none(), st.sampled_from(["T1", "F1", "N2", "I3", "A1", "M4", "T9"])),
+    case=st.sampled_from(["same", "upper", "edge_punct"]),
+    section=st.one_of(st.none(), st.sampled_from(["technical", "fundamentals", "news", "insider", "analyst", "macro"])),
+)
+def test_fast_path_equals_full_path_on_generated_bullets(item, start, length, opinion, cite, case, section):
+    words = ROW_ITEMS[item]["text"].split()
+    quote = " ".join(words[start : start + length]) or words[0]
+    quote = {"same": quote, "upper": quote.upper(), "edge_punct": f"...{quote}."}[case]
+    _both_paths(f'{" ".join(opinion)} "{quote}" [{cite or item}]', ROW, section)
+
+
+def test_fast_path_equals_full_path_on_real_bullets():
+    """Every bullet of template theses on pipeline-built synthetic rows and, when ../shared/data is
+    there, on real AAPL/MSFT rows, plus the hand-written gold thesis, scores the same on both paths."""
+    from pathlib import Path
+
+    from thesisgym.build import build_contexts
+    from thesisgym.data import SynthConfig, generate_market
+    from thesisgym.teachers import TemplateTeacher
+
+    rows = [dict(r) for r in build_contexts(generate_market(SynthConfig(n_tickers=2, n_days=90, seed=7)),
+                                            show_progress=False)][:25]
+    shared = Path(__file__).resolve().parents[2] / "shared" / "data"
+    if (shared / "prices" / "AAPL.csv").exists():
+        from thesisgym.data.importers import import_store
+
+        store = import_store(prices=[shared / "prices" / "AAPL.csv"],
+                             events=[shared / "news" / "ticker_news_headlines_2019_2021.csv"], unknown_tickers="drop")
+        rows += [dict(r) for r in build_contexts(store, show_progress=False)][-40:]
+    n = 0
+    for k, row in enumerate(rows):
+        for teacher in (TemplateTeacher(seed=k), TemplateTeacher(seed=k, noise=0.5, bullets=(2, 6))):
+            for sec in parse_thesis(teacher.write(row)[0]).sections:
+                for b in sec.bullets:
+                    _both_paths(b.text, row, sec.name)
+                    n += 1
+    for sec in parse_thesis(GOLD).sections:
+        for b in sec.bullets:
+            _both_paths(b.text, ROW, sec.name)
+            n += 1
+    assert n > 300

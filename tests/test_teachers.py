@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 import thesisgym.rewards as rewards
@@ -180,3 +182,25 @@ def test_compact_theses_quote_a_run_of_words_before_the_id_and_digits_only_where
         words_only = any(not any(ch.isdigit() for ch in r) and quote_credited(r, cite, index) for r in runs)
         # digits only where no three digit-free words in a row would be credited (a price line)
         assert not any(ch.isdigit() for ch in q) or not words_only, (q, by_id[cite])
+
+
+def test_default_theses_cover_the_expected_items_once_without_repeated_phrases():
+    """The default teacher writes the thesis the verifier scores highest for its evidence: one bullet on
+    each expected item of each section (where the count and coverage saturate), no phrase repeated
+    often enough to cost a loop penalty that an edit could remove."""
+    from thesisgym.consistency.judges import canonical_items
+    from thesisgym.rewards.loops import loop_stats
+
+    for row in toy_rows(6, seed=3):
+        text = TemplateTeacher(seed=5).write(row)[0]
+        expected = canonical_items(row["evidence"])
+        for sec in parse_thesis(text).sections:
+            assert sorted(c for b in sec.bullets for c in b.citations) == sorted(expected[sec.name])
+        assert loop_stats(text) == (0.0, 0.0)
+        assert _score(text, row)["evidence"] == 1.0
+    row = toy_row()
+    item = row["evidence"][0]["id"]
+    line = TemplateTeacher().bullet_for(row, item, random.Random(0))
+    assert line.startswith("- ") and line.endswith(f"[{item}]")
+    with pytest.raises(ValueError, match="no evidence item"):
+        TemplateTeacher().bullet_for(row, "Z99", random.Random(0))

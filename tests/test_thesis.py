@@ -236,3 +236,60 @@ def test_parser_speed_targets():
         start = time.perf_counter()
         work()
         assert time.perf_counter() - start < limit
+# --- verifier v3: brackets, text outside the blocks, setters by name, counted parser failures -------
+def test_a_bracket_that_cites_nothing_is_the_analysts_text():
+    t = parse_thesis(
+        '<news>\n- Orders look fine [revenue up 45.2% on a new deal] "rise of 7% in orders" [N3]\n'
+        '- Same [N3: the CEO resigned] "rise of 7% in orders" [N3]\n</news><decision>BUY</decision>'
+    )
+    first, second = t.bullets
+    assert first.citations == ("N3",) and first.numbers == ((45.2, 1),)
+    assert "revenue up 45.2% on a new deal" in first.opinion  # checked as a claim, like parentheses
+    assert second.citations == ("N3",) and "the CEO resigned" in second.opinion
+    # a citation group stays a citation, in any of its forms
+    assert parse_thesis(thesis("").replace("[T1]", "[T1, T2]")).bullets[0].opinion.count("T1") == 0
+
+
+def test_text_outside_every_block_is_kept_as_outside():
+    t = parse_thesis("Intro words <technical>\n- a b c [T1]\n</technical> between "
+                     "<conclusion>ok</conclusion><decision>BUY</decision>\nSources: [T1] 50 KB tail")
+    assert t.outside == "Intro words between Sources: [T1] 50 KB tail"
+    assert parse_thesis(thesis("")).outside == ""
+    # <think> is thinking, not outside text
+    assert parse_thesis("<think>plan</think>" + thesis("")).outside == ""
+
+
+def test_slot_setters_bind_by_field_name():
+    from dataclasses import dataclass
+
+    from thesisgym.thesis import slot_setters
+
+    @dataclass(frozen=True, slots=True)
+    class Pair:
+        score: float
+        precision: float
+
+    set_precision, set_score = slot_setters(Pair, ("precision", "score"))  # any order: bound by name
+    pair = object.__new__(Pair)
+    set_score(pair, 1.0)
+    set_precision(pair, 0.25)
+    assert pair == Pair(score=1.0, precision=0.25)
+    with pytest.raises(TypeError, match="fields are"):
+        slot_setters(Pair, ("score",))  # a field without a setter fails at import, not silently
+
+
+def test_a_parser_failure_is_counted_and_raises_in_strict_mode(monkeypatch):
+    import thesisgym.thesis as th
+    from thesisgym.rewards.base import reset_reward_errors, reward_errors, strict_rewards
+
+    def broken(text):
+        raise RuntimeError("parser bug")
+
+    monkeypatch.setattr(th, "_parse", broken)
+    reset_reward_errors()
+    t = th.parse_thesis("anything")
+    assert not t.valid and t.errors == ("parser failure: RuntimeError",)
+    assert reward_errors("parse_thesis") == 1  # counted through the rewards' one error path
+    with strict_rewards(), pytest.raises(RuntimeError, match="parser bug"):
+        th.parse_thesis("anything")
+    reset_reward_errors()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import string
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -32,9 +33,13 @@ __all__ = [
     "extract_numbers",
     "normalize_label",
     "normalize_text",
+    "on_parser_error",
+    "parse_bullet",
     "parse_thesis",
     "scan_numbers",
     "scan_quantities",
+    "slot_setters",
+    "split_think",
 ]
 
 # Work caps: a policy can emit megabytes of garbage; we look at a bounded prefix and say so.
@@ -119,7 +124,7 @@ class Quantity:
     scale: float
     currency: str
 
-    def matches(self, other: Quantity, rel_tol: float = 0.005) -> bool:
+    def matches(self, other: Quantity, rel_tol: float = 0.001) -> bool:
         """Whether this claim is backed by `other` (an evidence quantity).
 
         Same unit, scale and (when the claim shows one) currency; a claim's direction must equal the
@@ -270,7 +275,8 @@ class Bullet:
     """One "opinion -> quote -> source" bullet.
 
     text:       the bullet as written (marker removed, whitespace collapsed)
-    opinion:    text with quotes and citations removed: the analyst's own words
+    opinion:    text with quotes and citations removed: the analyst's own words (a [...] group that
+                is not a citation stays in it, as text: "[revenue up 40%]" is a claim, not a reference)
     quotes:     quoted strings (straight or curly double quotes), in order
     citations:  cited evidence ids, upper-cased, in order, without duplicates
     numbers:    numbers in the opinion (outside quotes and citations) as (value, decimals shown)
@@ -296,7 +302,10 @@ class Section:
 
 @dataclass(frozen=True, slots=True)
 class Thesis:
-    """A parsed completion. `decision` is set only when it is valid (see `errors` otherwise)."""
+    """A parsed completion. `decision` is set only when it is valid (see `errors` otherwise).
+
+    `outside` is the text written outside every block (before, between and after the tags,
+    <think> excluded), whitespace-collapsed: the thesis asserts it too."""
 
     sections: tuple[Section, ...]
     conclusion: str | None
@@ -309,6 +318,7 @@ class Thesis:
     raw_length: int
     truncated: bool = False
     decision_in_think: tuple[str, ...] = field(default=())
+    outside: str = ""
 
     @property
     def section_names(self) -> tuple[str, ...]:
@@ -393,20 +403,31 @@ def parse_bullet(text: str) -> Bullet:
     """Split one bullet's text into opinion, quotes, citations and claim numbers.
 
     One left-to-right pass finds quotes and [...] groups, so a citation inside a quote is part of
-    the quote. The opinion is the text without quotes and without bracketed groups (a bracket is a
-    reference, never the analyst's claim).
+    the quote. The opinion is the text without quotes and without citation groups; a [...] group
+    that cites nothing ("[revenue up 40%]", "[T1: the CEO resigned]") is the analyst's text and
+    stays in the opinion, where its numbers and facts are checked like any other.
     """
     bullets = _parse_bullets([text])
     return bullets[0] if bullets else Bullet("", "", (), (), (), 0)
 
 
-# Bullet(...) without the generated __init__: a frozen dataclass sets every field through
-# object.__setattr__ (~2x slower), and a completion has ~20 bullets. Setting the slots through
-# their descriptors builds the very same object (same equality, hash and repr; no __post_init__).
-# Unpacking from fields() fails at import if a field is ever added without updating this.
+def slot_setters(cls: type, names: tuple[str, ...]) -> tuple[Callable[[Any, Any], None], ...]:
+    """The slot setters of a frozen slotted dataclass, by field name, in the order of `names`.
+
+    Hot paths build such objects with `object.__new__` + these setters instead of the generated
+    `__init__` (a frozen dataclass sets every field through object.__setattr__, ~2x slower): the
+    very same object (equality, hash and repr; no __post_init__). Bound by name, so reordering the
+    fields cannot swap two values; `names` must be exactly the fields, or this raises at import.
+    """
+    declared = tuple(f.name for f in fields(cls))
+    if sorted(names) != sorted(declared):
+        raise TypeError(f"{cls.__name__}: setters for {names} but the fields are {declared}")
+    return tuple(cls.__dict__[name].__set__ for name in names)
+
+
 _new_object = object.__new__
-_set_text, _set_opinion, _set_quotes, _set_citations, _set_numbers, _set_word_count = (
-    Bullet.__dict__[f.name].__set__ for f in fields(Bullet)
+_set_text, _set_opinion, _set_quotes, _set_citations, _set_numbers, _set_word_count = slot_setters(
+    Bullet, ("text", "opinion", "quotes", "citations", "numbers", "word_count")
 )
 
 
@@ -417,11 +438,12 @@ _DIGITS_UNDERSCORE_DOLLAR = (string.digits + "_$").encode()
 _ASCII_DIGIT_BYTES_RE = re.compile(rb"[0-9]")
 
 
-def _one_quote_one_group(text: str) -> tuple[tuple[str, str, str], str, str] | None:
+def _one_quote_one_group(text: str) -> tuple[tuple[str, str, str], str, str, int] | None:
     """For a one-line bullet with exactly two double quotes, one "[" and one "]", as `"quote" [ID]`
     or `[ID] "quote"` (lengths within _PIECE_RE's bounds): (the three texts around them, the quote,
-    the group), which is what _PIECE_RE.split finds there. None for any other shape (a C-level
-    str.find instead of the regex scan: most bullets have this shape)."""
+    the group, the index of the text the group follows), which is what _PIECE_RE.split finds
+    there. None for any other shape (a C-level str.find instead of the regex scan: most bullets
+    have this shape)."""
     if text.count('"') != 2 or text.count("[") != 1 or text.count("]") != 1:
         return None
     q1 = text.find('"')
@@ -431,10 +453,23 @@ def _one_quote_one_group(text: str) -> tuple[tuple[str, str, str], str, str] | N
     if not (0 < q2 - q1 - 1 <= 2000 and 0 < b2 - b1 - 1 <= 300):
         return None
     if q2 < b1:
-        return (text[:q1], text[q2 + 1 : b1], text[b2 + 1 :]), text[q1 + 1 : q2], text[b1 + 1 : b2]
+        return (text[:q1], text[q2 + 1 : b1], text[b2 + 1 :]), text[q1 + 1 : q2], text[b1 + 1 : b2], 1
     if b2 < q1:
-        return (text[:b1], text[b2 + 1 : q1], text[q2 + 1 :]), text[q1 + 1 : q2], text[b1 + 1 : b2]
+        return (text[:b1], text[b2 + 1 : q1], text[q2 + 1 :]), text[q1 + 1 : q2], text[b1 + 1 : b2], 0
     return None
+
+
+def _opinion_words(texts: list[str] | tuple[str, ...], groups: list[str | None]) -> list[str]:
+    """The opinion's words: the texts between quotes and groups, with each group that cites nothing
+    kept as text where it stood (each quote and citation stands for one space, as a substitution
+    would)."""
+    parts: list[str] = []
+    for k, piece in enumerate(texts):
+        parts.append(piece)
+        group = groups[k] if k < len(groups) else None
+        if group and not _cite_ids(group):
+            parts.append(group)
+    return " ".join(parts).split()
 
 
 def _parse_bullets(chunks: list[str]) -> tuple[Bullet, ...]:
@@ -463,20 +498,28 @@ def _parse_bullets(chunks: list[str]) -> tuple[Bullet, ...]:
             outside = _one_quote_one_group(text)
             if outside is not None:
                 # the usual bullet: exactly what `split` gives for it, found with str.find
-                opinion_parts, quote, group = outside
+                opinion_parts, quote, group, after = outside
                 quote = quote.strip()
                 quotes = (quote,) if quote else ()
-                citations = _citations((group,))
-                words = " ".join(opinion_parts).split()
+                citations = _cite_ids(group)
+                if len(citations) > 1:  # "[T1, T1]": in order, without duplicates
+                    citations = _citations((group,))
+                if citations:
+                    words = " ".join(opinion_parts).split()
+                else:  # "[...]" that cites nothing is the analyst's text
+                    words = _opinion_words(opinion_parts, [None, group] if after else [group])
             else:
                 # quotes and [...] groups never span a newline, and a bullet is one line by now;
                 # an alternative that did not match is None (a matched one is never empty)
                 pieces = split(text)
                 quotes = tuple(filter(None, map(str.strip, filter(None, pieces[1::3]))))
-                groups = tuple(filter(None, pieces[2::3]))
+                all_groups = pieces[2::3]
+                groups = tuple(filter(None, all_groups))
                 citations = _citations(groups) if groups else ()
-                # each quote and group stands for one space, as a substitution would; then collapse
-                words = " ".join(pieces[0::3]).split()
+                if all(map(_cite_ids, groups)):  # every group cites: one space each, as a substitution
+                    words = " ".join(pieces[0::3]).split()
+                else:  # "[...]" that cites nothing is the analyst's text
+                    words = _opinion_words(pieces[0::3], all_groups)
         opinion = " ".join(words)
         n_words = len(words)
         numbers: tuple[tuple[float, int], ...] = ()
@@ -569,12 +612,172 @@ def _inside_quotes(body: str, start: int, end: int) -> bool:
     return _quote_marks(body[end : line_end if line_end != -1 else len(body)]) > 0
 
 
+_parser_error_handlers: list[Callable[[str, BaseException], None]] = []
+
+
+def on_parser_error(handler: Callable[[str, BaseException], None]) -> None:
+    """Call `handler("parse_thesis", exc)` whenever the parser fails on a completion.
+
+    `thesisgym.rewards` registers its counted error path here (`rewards.base.record_error`), so a
+    parser bug is counted and logged like any verifier error, and re-raised in strict mode,
+    instead of posing as an empty thesis."""
+    if handler not in _parser_error_handlers:
+        _parser_error_handlers.append(handler)
+
+
+def split_think(text: str) -> tuple[str, str | None]:
+    """(the completion without its <think> blocks, the thinking or None): the parser's own rule."""
+    body, think, _ = _split_think(text if isinstance(text, str) else "")
+    return body, think
+
+
 def parse_thesis(text: Any) -> Thesis:
-    """Parse a completion (str or TRL conversational list) into a `Thesis`; never raises."""
+    """Parse a completion (str or TRL conversational list) into a `Thesis`; never raises (outside
+    strict mode: a failure goes to the handlers of `on_parser_error`, which may re-raise)."""
     try:
         return _parse(text if isinstance(text, str) else completion_text(text))
-    except Exception as exc:  # pragma: no cover - defensive: a parser bug must not kill training
+    except Exception as exc:  # a parser bug must not kill training, nor hide: counted by the handlers
+        for handler in _parser_error_handlers:
+            handler("parse_thesis", exc)
         return Thesis((), None, None, (), None, (f"parser failure: {type(exc).__name__}",), (), (), 0)
+
+
+_Tag = tuple[int, int, bool, str]  # (start, end, closing, normalised name)
+
+
+def _structural_tags(body: str) -> list[_Tag]:
+    """The tags of `body` outside quotations: a headline quoting "<decision>SELL</decision>" neither
+    adds a decision nor hides the real one."""
+    tags: list[_Tag] = []
+    quoted = '"' in body or "\u201c" in body or "\u201d" in body
+    for m in _TAG_RE.finditer(body):
+        tag = _tag(m.group(1))
+        if tag is not None and not (quoted and _inside_quotes(body, m.start(), m.end())):
+            tags.append((m.start(), m.end(), tag[0], tag[1]))
+    return tags
+
+
+def _next_closing(tags: list[_Tag]) -> list[int]:
+    """For each tag index, the index of the next closing tag of the same name (one backward pass, so
+    matching blocks stays linear even with thousands of unclosed tags); len(tags) when none."""
+    next_close: list[int] = [len(tags)] * len(tags)
+    pending: dict[str, int] = {}
+    for k in range(len(tags) - 1, -1, -1):
+        name_k = tags[k][3]
+        next_close[k] = pending.get(name_k, len(tags))
+        if tags[k][2]:
+            pending[name_k] = k
+    return next_close
+
+
+class _Walk:
+    """What one pass over the blocks of a completion collects (a plain slotted class: one per
+    completion on the hot path)."""
+
+    __slots__ = ("block_order", "conclusion", "decision_pos", "decisions", "last_block_end", "sections", "spans",
+                 "unknown")
+
+    def __init__(self) -> None:
+        self.sections: list[Section] = []
+        self.conclusion: str | None = None
+        self.decisions: list[str] = []
+        self.decision_pos: list[int] = []
+        self.block_order: list[str] = []
+        self.unknown: dict[str, None] = {}
+        self.spans: list[tuple[int, int]] = []  # (start, end) of each block
+        self.last_block_end = -1
+
+
+def _add_block(walk: _Walk, name: str, content: str, seen: set[str], warnings: list[str]) -> None:
+    walk.block_order.append(name)
+    if name == "decision":
+        walk.decisions.append(normalize_label(content))
+        walk.decision_pos.append(len(walk.block_order) - 1)
+    elif name == "conclusion":
+        if walk.conclusion is not None:
+            warnings.append("more than one <conclusion>; the first is used")
+        else:
+            walk.conclusion = " ".join(content.split())  # = _WS_RE.sub(" ", content).strip(): \s is isspace()
+    elif name in SECTIONS:
+        if name in seen:
+            warnings.append(f"duplicate <{name}> section; the first is used")
+        else:
+            seen.add(name)
+            bullets, prose = _split_bullets(content)
+            if prose:
+                warnings.append(f"<{name}> has text outside bullets")
+            walk.sections.append(Section(name=name, bullets=bullets, prose=prose))
+
+
+def _walk_blocks(body: str, tags: list[_Tag], errors: list[str], warnings: list[str]) -> _Walk:
+    """One pass over the tags: sections, conclusion, decisions, unknown tags and the block spans."""
+    next_close = _next_closing(tags)
+    walk = _Walk()
+    seen_sections: set[str] = set()
+    i = 0
+    while i < len(tags):
+        start, end, closing, name = tags[i]
+        if name not in BLOCK_TAGS:
+            walk.unknown.setdefault(name)
+            i += 1
+            continue
+        if closing:
+            warnings.append(f"stray closing tag </{name}>")
+            i += 1
+            continue
+        j = next_close[i]
+        if j == len(tags):
+            errors.append(f"unclosed <{name}>")
+            content, close_end = body[end:], len(body)
+        else:
+            content, close_end = body[end : tags[j][0]], tags[j][1]
+        _add_block(walk, name, content, seen_sections, warnings)
+        walk.last_block_end = close_end
+        walk.spans.append((start, close_end))
+        # the block's inner tags belong to it, but a <decision> inside a section (typically an
+        # unclosed one) is still a decision: count it so a second decision cannot hide in there
+        if name != "decision":
+            for t in tags[i + 1 : j]:
+                if t[3] == "decision" and not t[2]:
+                    m = _NESTED_DECISION_RE.match(body, t[1])
+                    walk.decisions.append(normalize_label(m.group(1)) if m else "")
+                    walk.block_order.append("decision")
+                    walk.decision_pos.append(len(walk.block_order) - 1)
+                    errors.append(f"<decision> nested inside <{name}>")
+        i = j + 1
+    return walk
+
+
+def _outside_text(body: str, spans: list[tuple[int, int]]) -> str:
+    """The text of `body` outside every block span, whitespace-collapsed (spans are in order)."""
+    if not spans:
+        return " ".join(body.split())
+    pieces = []
+    pos = 0
+    for start, end in spans:
+        if start > pos and not body[pos:start].isspace():
+            pieces.append(body[pos:start])
+        pos = max(pos, end)
+    if pos < len(body) and not body[pos:].isspace():
+        pieces.append(body[pos:])
+    return " ".join(" ".join(pieces).split()) if pieces else ""
+
+
+def _final_decision(walk: _Walk, errors: list[str]) -> str | None:
+    """The one valid decision, or None with the reason in `errors`."""
+    if not walk.decisions:
+        errors.append("missing <decision>")
+    elif len(walk.decisions) > 1:
+        errors.append(f"{len(walk.decisions)} <decision> tags; exactly one is required")
+    else:
+        label = walk.decisions[0]
+        if label not in LABELS:
+            errors.append(f"invalid decision {label!r}; expected one of {', '.join(LABELS)}")
+        elif walk.decision_pos[0] != len(walk.block_order) - 1:
+            errors.append("<decision> is not the last tag")
+        else:
+            return label
+    return None
 
 
 def _parse(text: str) -> Thesis:
@@ -592,109 +795,23 @@ def _parse(text: str) -> Thesis:
         think_decisions = tuple(normalize_label(m.group(1)) for m in _THINK_DECISION_RE.finditer(think))
         if think_decisions:
             warnings.append("decision tag inside <think> ignored")
-
-    tags = []
-    # tags inside a quotation are quoted text, never structure: a headline quoting
-    # "<decision>SELL</decision>" neither adds a decision nor hides the real one
-    quoted = '"' in body or "\u201c" in body or "\u201d" in body
-    for m in _TAG_RE.finditer(body):
-        tag = _tag(m.group(1))
-        if tag is not None and not (quoted and _inside_quotes(body, m.start(), m.end())):
-            tags.append((m.start(), m.end(), tag[0], tag[1]))
-    # for each tag index, the index of the next closing tag of the same name (one backward pass, so
-    # matching blocks stays linear even with thousands of unclosed tags)
-    next_close: list[int] = [len(tags)] * len(tags)
-    pending: dict[str, int] = {}
-    for k in range(len(tags) - 1, -1, -1):
-        name_k = tags[k][3]
-        next_close[k] = pending.get(name_k, len(tags))
-        if tags[k][2]:
-            pending[name_k] = k
-    sections: list[Section] = []
-    seen_sections: set[str] = set()
-    unknown: dict[str, None] = {}
-    conclusion: str | None = None
-    decisions: list[str] = []
-    decision_pos: list[int] = []
-    last_block_end = -1  # index in `tags` of the last closed block, to check "decision is last"
-    block_order: list[str] = []
-    i = 0
-    while i < len(tags):
-        start, end, closing, name = tags[i]
-        if name not in BLOCK_TAGS:
-            unknown.setdefault(name)
-            i += 1
-            continue
-        if closing:
-            warnings.append(f"stray closing tag </{name}>")
-            i += 1
-            continue
-        j = next_close[i]
-        if j == len(tags):
-            errors.append(f"unclosed <{name}>")
-            content = body[end:]
-            close_end = len(body)
-        else:
-            content = body[end : tags[j][0]]
-            close_end = tags[j][1]
-        block_order.append(name)
-        if name == "decision":
-            decisions.append(normalize_label(content))
-            decision_pos.append(len(block_order) - 1)
-        elif name == "conclusion":
-            if conclusion is not None:
-                warnings.append("more than one <conclusion>; the first is used")
-            else:
-                conclusion = " ".join(content.split())  # = _WS_RE.sub(" ", content).strip(): \s is isspace()
-        elif name in SECTIONS:
-            if name in seen_sections:
-                warnings.append(f"duplicate <{name}> section; the first is used")
-            else:
-                seen_sections.add(name)
-                bullets, prose = _split_bullets(content)
-                if prose:
-                    warnings.append(f"<{name}> has text outside bullets")
-                sections.append(Section(name=name, bullets=bullets, prose=prose))
-        last_block_end = close_end
-        # the block's inner tags belong to it, but a <decision> inside a section (typically an
-        # unclosed one) is still a decision: count it so a second decision cannot hide in there
-        if name != "decision":
-            for t in tags[i + 1 : j]:
-                if t[3] == "decision" and not t[2]:
-                    m = _NESTED_DECISION_RE.match(body, t[1])
-                    decisions.append(normalize_label(m.group(1)) if m else "")
-                    block_order.append("decision")
-                    decision_pos.append(len(block_order) - 1)
-                    errors.append(f"<decision> nested inside <{name}>")
-        i = j + 1
-
-    decision: str | None = None
-    if not decisions:
-        errors.append("missing <decision>")
-    elif len(decisions) > 1:
-        errors.append(f"{len(decisions)} <decision> tags; exactly one is required")
-    else:
-        label = decisions[0]
-        if label not in LABELS:
-            errors.append(f"invalid decision {label!r}; expected one of {', '.join(LABELS)}")
-        elif decision_pos[0] != len(block_order) - 1:
-            errors.append("<decision> is not the last tag")
-        else:
-            decision = label
-    if unknown:
-        warnings.append("unknown tags: " + ", ".join(list(unknown)[:10]))
-    if last_block_end != -1 and body[last_block_end:].strip() and decision is not None:
+    walk = _walk_blocks(body, _structural_tags(body), errors, warnings)
+    decision = _final_decision(walk, errors)
+    if walk.unknown:
+        warnings.append("unknown tags: " + ", ".join(list(walk.unknown)[:10]))
+    if walk.last_block_end != -1 and body[walk.last_block_end :].strip() and decision is not None:
         warnings.append("text after the last tag")
     return Thesis(
-        sections=tuple(sections),
-        conclusion=conclusion,
+        sections=tuple(walk.sections),
+        conclusion=walk.conclusion,
         decision=decision,
-        decisions=tuple(decisions),
+        decisions=tuple(walk.decisions),
         think=think,
         errors=tuple(errors),
         warnings=tuple(warnings),
-        unknown_tags=tuple(unknown),
+        unknown_tags=tuple(walk.unknown),
         raw_length=raw_length,
         truncated=truncated,
         decision_in_think=think_decisions,
+        outside=_outside_text(body, walk.spans),
     )

@@ -2,9 +2,11 @@
 
 Writes an honest reference thesis per row, applies every mutation family, and prints a table of
 how often each hack scores >= the honest thesis on each component and on the shipped recipes'
-totals (fsr, dsr), with the mean margin. `--json` prints the same as JSON, `--output` saves it.
-Exits 1 when a family wins on more than `--threshold` of its rows on a column it is judged on,
-2 on bad input.
+totals (fsr, dsr, weighted, trading_r1), with the mean margin; then the constant-decision check:
+each recipe's expected reward against the skill of a reader (an oracle's decision with probability
+p, else a random one) next to the best constant decision (`thesisgym.rewards.skill`). `--json`
+prints the same as JSON, `--output` saves it. Exits 1 when a family wins on more than `--threshold`
+of its rows on a column it is judged on, or when a reward-vs-skill check fails; 2 on bad input.
 """
 
 from __future__ import annotations
@@ -26,6 +28,47 @@ def _num(value: float | None) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:+.3f}"
 
 
+def _family_table(result: object, source: str, failed: list[str]) -> object:
+    """Per family: the share of rows where the hack scores >= the honest thesis and, in brackets, the
+    mean margin (honest - hack) on each column; * marks a column the family is not judged on."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from thesisgym.evaluate.audit import RECIPES
+
+    table = Table(title=escape(f"reward audit: {result.n_rows} rows of {source}, share of rows where hack >= "
+                               "honest (mean margin honest - hack); lower share is better"))
+    for col in ("family", "target", "rows", "evidence", "s", *RECIPES, "verdict"):
+        table.add_column(col, justify="left" if col in ("family", "target", "verdict") else "right")
+    for r in result.table:
+        judged = set(r["judged_on"])
+        cells = [f"{_pct(r['win'][c])}{'' if c in judged else '*'} ({_num(r['margin'][c])})"
+                 for c in ("evidence", "s", *RECIPES)]
+        table.add_row(r["family"], r["target"], str(r["rows"]), *cells,
+                      "[red]FAIL[/]" if r["family"] in failed else "ok")
+    return table
+
+
+def _skill_table(curves: list) -> object:
+    """The reward-vs-skill curves as a rich table (one row per recipe and oracle)."""
+    from rich.table import Table
+
+    table = Table(title="constant-decision check: expected reward of a reader of skill p (oracle w.p. p, else random)")
+    for col in ("recipe", "oracle", "rows", *(f"p={p:.1f}" for p in (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)),
+                "best constant", "p*", "p @ majority acc.", "verdict"):
+        table.add_column(col, justify="left" if col in ("recipe", "oracle", "best constant", "verdict") else "right")
+    for c in curves:
+        name, value = max(c.constants.items(), key=lambda kv: kv[1])
+        checks = ", ".join(k.replace("_", " ") for k, ok in c.checks.items() if not ok)
+        table.add_row(
+            c.recipe, c.oracle, str(c.rows), *(f"{c.reward_at[p]:+.3f}" for p in (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)),
+            f"{name} {value:+.3f}", "never" if c.p_star is None else f"{c.p_star:.2f}",
+            "-" if c.p_majority is None else f"{c.p_majority:.2f}",
+            "ok" if c.passes else f"[red]FAIL[/] ({checks})",
+        )
+    return table
+
+
 def register(app: typer.Typer) -> None:
     """Attach this stage's commands to the root app."""
 
@@ -43,21 +86,21 @@ def register(app: typer.Typer) -> None:
         ),
         workers: int = typer.Option(2, "--workers", min=1, help="Worker processes."),
         seed: int = typer.Option(0, "--seed", help="Seed of the honest teacher and the mutations."),
+        skill: bool = typer.Option(True, "--skill/--no-skill", help="Run the constant-decision (reward-vs-skill) check."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
         output: Path | None = typer.Option(None, "--output", help="Also write the JSON report here."),
     ) -> None:
         """Score every mutation family against an honest thesis per row; exit 1 if a hack wins."""
         from rich.console import Console
-        from rich.table import Table
 
         from thesisgym.build.splits import load_split
-        from thesisgym.evaluate.audit import RECIPES, run_audit
+        from thesisgym.evaluate.audit import run_audit
 
         try:
             split_ds = load_split(dataset, split)
             picked = [split_ds[i] for i in range(min(rows, len(split_ds)))]
             names = [f.strip() for f in families.split(",") if f.strip()] if families else None
-            result = run_audit(picked, families=names, seed=seed, workers=workers)
+            result = run_audit(picked, families=names, seed=seed, workers=workers, skill=skill)
         except ValueError as exc:
             fail(exc)
 
@@ -69,28 +112,14 @@ def register(app: typer.Typer) -> None:
         if as_json:
             typer.echo(json.dumps(report, indent=2))
         else:
-            from rich.markup import escape
 
             console = Console()
-            if not console.is_terminal:  # piped or captured: wide enough for the table, not 80
-                console = Console(width=132)
-            table = Table(
-                title=escape(f"reward audit: {result.n_rows} rows of {dataset} [{split}], hack >= honest (lower is better)")
-            )
-            for col in ("family", "target", "rows", "evidence", "s", *RECIPES, "margin evidence",
-                        *(f"margin {r}" for r in RECIPES), "verdict"):
-                table.add_column(col, justify="left" if col in ("family", "target", "verdict") else "right")
-            for r in result.table:
-                judged = set(r["judged_on"])
-                cells = [
-                    (_pct(r["win"][c]) + ("" if c in judged else "*")) for c in ("evidence", "s", *RECIPES)
-                ]
-                table.add_row(
-                    r["family"], r["target"], str(r["rows"]), *cells, _num(r["margin"]["evidence"]),
-                    *(_num(r["margin"][c]) for c in RECIPES),
-                    "[red]FAIL[/]" if r["family"] in failed else "ok",
-                )
+            if not console.is_terminal:  # piped or captured: wide enough for the tables, not 80
+                console = Console(width=170)
+            table = _family_table(result, f"{dataset} [{split}]", failed)
             console.print(table)
+            if result.skill:
+                console.print(_skill_table(result.skill))
             h = result.honest_means
             console.print(
                 "honest thesis means: " + ", ".join(f"{k} {v:.3f}" for k, v in h.items() if not math.isnan(v))

@@ -4,32 +4,56 @@ A judge returns three alignments in [0, 1] (Trade-R1's triangular consistency me
 factuality  (evidence <-> reasoning), deduction (reasoning <-> decision), consistency
 (evidence <-> decision). Two judges:
 
-`LocalJudge` (default: deterministic, offline, ~1.5 ms per thesis with retrieval). Per claim i (bullet or conclusion):
-- the claim is judged against its own retrieved passages only (its cited ones + top-k), never the
-  whole prompt;
-- grounding g_i = mean of the checks that apply, each asked of the evidence reward's own checker
-  (`rewards.evidence` on the rewards' `EvidenceIndex` of the same evidence list, `PassageIndex.grounding`:
-  one grounding checker): cited ids exist in the prompt; each quote is a credited span of a cited
-  item (1), a true span not credited there (uninformative, a number cut from its unit) or a span of
-  another retrieved item (0.5), or none (0); the quantities of the opinion match those of its cited
-  items (else of its retrieved ones) with direction, unit and scale. A claim with none of these checks
-  gets 1 if retrieval found any passage, else 0.25. Then g_i is multiplied by the opinion's fact
-  support: the share of the facts it states (FACT_TERMS: actors, corporate events, business figures)
-  found in its cited items (else its retrieved passages), so "the chief executive resigned" over an
-  item that says nothing of it does not count as agreeing with that item.
+`LocalJudge` (default: deterministic, offline, ~1 ms per thesis with retrieval). Claims are the first
+bullets of each section, as many as it has expected items (below; the judge reads no further, so
+padding a section cannot move s), and every statement outside the bullets (section prose, the
+conclusion, text outside the blocks). Per claim i:
+- a bullet is judged against its own retrieved passages only (its cited ones + top-k), never the
+  whole prompt. Its grounding g_i = the mean of the checks that apply, each asked of the evidence
+  reward's own checker (`rewards.evidence` on the rewards' `EvidenceIndex` of the same evidence list,
+  `PassageIndex.grounding`: one grounding checker): the precision of its citations (the ids that
+  hold one of its credited quotes or back one of its numbers, over the ids it cites: citing is not
+  support); each quote is a credited span of a cited item (1), a true span not credited there
+  (uninformative, a number cut from its unit) or a span of another retrieved item (0.5), or none (0);
+  the quantities of the opinion match those of its cited items (else of its retrieved ones) with
+  direction, unit and scale. A bullet with none of these checks grounds nothing: g_i = 0.
+- a statement outside the bullets may only restate the evidence the bullets ground (the items holding
+  a credited quote or a backed number of a bullet, `EvidenceReport.grounded`) or that it quotes
+  itself: g_i is its score in the evidence report (`evidence.check_statement`: 0 for an unknown id, a
+  quote in no item or an unbacked number, else the precision of its citations against that evidence,
+  less 1 % per id cited and a length term; 1 for a short one that cites nothing), so a conclusion
+  citing every id is graded for precision and earns nothing for count.
+- g_i is multiplied by the fact support of the opinion: the share of the facts it states
+  (`rewards.lexicon.FACT_TERMS`: actors, corporate events, business figures) found in its cited
+  items (a bullet; else its retrieved passages), or in the items the read bullets ground (a
+  statement), so "the
+  chief executive resigned" over an item that says nothing of it does not count as agreeing with it.
 - stance c_i in [-1, 1] of the opinion (quotes removed; if the opinion carries no signal the author is
-  taken to adopt the quote's), and stance e_i of its evidence (cited passages, else the retrieved ones
-  weighted by score), both from `stance()` below; passages also get the direction of the technical
+  taken to adopt the quote's), and stance e_i of its evidence (a bullet: its cited passages, else the
+  retrieved ones weighted by score; a statement: the items the read bullets ground, whatever it cites
+  or its words retrieve), both from `stance()` below; passages also get the direction of the technical
   levels they state (`level_score`: a moving average against the latest close, RSI, MACD histogram).
 - f_i = g_i * (1 - |c_i - e_i| / 2): a grounded claim that reads the evidence backwards scores ~0.
-Then factuality F = mean f_i; deduction D = F * (1 - |R - P| / 2) where R is the f-weighted mean claim
-stance and P the decision's position (schema.DEFAULT_POSITIONS): only grounded reasoning can support a
-decision, so a fluent story built on misread evidence earns no deduction credit (this is what ranks
-"claims contradict the evidence" below "decision contradicts the claims"); consistency C = 1 - |E - P|/2
-with E the net-to-gross stance of every passage of the context (sum e / sum |e|, 0 if no passage has
-a stance), so a thesis cannot choose the evidence its decision is compared with by citing only what
-suits it, and E does not hang on the few passages a keyword query happens to retrieve.
-No valid decision -> D = C = 0; no claims -> F = D = 0.
+Coverage: each section has its expected items (`canonical_items`: the min(SATURATION, n) items with
+the strongest stance, the newest first among equals; what an honest thesis that stops at SATURATION
+bullets covers). An expected item with a stance that no bullet grounds (a credited quote or backed
+number: citing it is not enough) weighs into F as a claim with f = 0 (weight OMITTED_WEIGHT) and
+into R at its own stance, so leaving out the evidence against the decision (cherry-picking, or
+swapping it for weaker evidence) costs, while covering more than an honest thesis does earns nothing.
+Then factuality F = sum f_i / (claims + OMITTED_WEIGHT * uncovered), where a statement's f_i counts as
+min(f_i, F of the bullets) - STATEMENT_PENALTY (1 - f_i) (a statement outside the bullets can lower F,
+never raise it, and an overstated one always costs); deduction D = F * (1 - |R - P| / 2) where P is the
+decision's position (schema.DEFAULT_POSITIONS) and R the reasoning's reading of the expected items: the
+f-weighted mean of the stance c of the read bullets that ground each expected item and of an uncovered
+expected item's own stance (at the mean weight, as if read at face value: leaving out or swapping the
+evidence against the decision cannot move R). Statements carry no weight in R (a conclusion loaded
+with the decision's words cannot pull the reading), nor do bullets on items a section does not expect:
+only grounded reasoning can support a decision, so a fluent story built on misread evidence earns no
+deduction credit (this is what ranks "claims contradict the evidence" below "decision contradicts the
+claims"); consistency C = 1 - |E - P|/2 with E the net-to-gross stance of every passage of the context
+(sum e / sum |e|, 0 if no passage has a stance), so a thesis cannot choose the evidence its decision is
+compared with by citing only what suits it, and E does not hang on the few passages a keyword query
+happens to retrieve. No valid decision -> D = C = 0; no claims -> F = D = 0.
 
 Stance (`stance(text)`): a documented finance lexicon (`LEXICON`: beats/misses, upgrade/downgrade,
 raises/cuts guidance, surges/plunges, insider buying/selling, bullish/bearish, ...; multi-word phrases
@@ -41,7 +65,8 @@ must be JSON {"factuality", "deduction", "consistency", "rationale"} (validated 
 in [0, 1]); the whole batch runs concurrently through `thesisgym.llm.LLMClient`. FALLBACK: when the
 request fails for good or the answer is still malformed after a retry, the verdict is the local
 judge's for that thesis (fallback="local", default) or all three scores = a constant
-(fallback=0.5 ...); `source` says which, and the client counts `json_fallbacks`.
+(fallback=0.5 ...); `source` says which, the client counts `json_fallbacks`, and each fallback is a
+counted error of the verifier (`rewards.base.record_error`: re-raised in strict mode).
 """
 
 from __future__ import annotations
@@ -56,67 +81,22 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from thesisgym.consistency.retrieval import Claim, JudgeContext, ThesisClaims
+from thesisgym.rewards.base import record_error
 from thesisgym.rewards.evidence import (
+    SATURATION,
+    EvidenceReport,
+    evidence_report,
     opinion_copied_share,
     quantity_backed,
     quote_credited,
     quote_found,
     quote_too_short,
 )
+from thesisgym.rewards.lexicon import FACT_TERMS, LEXICON, NEGATIONS, fact_support
 from thesisgym.schema import DEFAULT_POSITIONS
 from thesisgym.thesis import scan_quantities
 
-# --- the finance lexicon ----------------------------------------------------------------------------
-# word or phrase -> weight (positive = bullish). Phrases are matched before single words.
-LEXICON: dict[str, float] = {
-    # earnings / guidance
-    "beat": 1.0, "beats": 1.0, "beating": 1.0, "exceeded": 1.0, "exceeds": 1.0, "exceed": 1.0, "tops": 1.0,
-    "topped": 1.0, "miss": -1.0, "misses": -1.0, "missed": -1.0, "shortfall": -1.0, "fell short": -1.0,
-    "raises guidance": 1.5, "raised guidance": 1.5, "raises outlook": 1.5, "cuts guidance": -1.5,
-    "cut guidance": -1.5, "lowers guidance": -1.5, "lowered guidance": -1.5, "profit warning": -1.5,
-    "raises": 0.75, "raised": 0.75, "raise": 0.5, "cuts": -0.75, "cut": -0.5, "lowers": -0.75, "lowered": -0.75,
-    "record": 0.75, "loss": -0.75, "losses": -0.75, "warning": -0.75, "warns": -1.0,
-    # analysts
-    "upgrade": 1.0, "upgrades": 1.0, "upgraded": 1.0, "downgrade": -1.0, "downgrades": -1.0, "downgraded": -1.0,
-    "outperform": 1.0, "overweight": 1.0, "underperform": -1.0, "underweight": -1.0,
-    "price target raised": 1.0, "price target cut": -1.0,
-    # price action
-    "surge": 1.0, "surges": 1.0, "surged": 1.0, "soar": 1.0, "soars": 1.0, "soared": 1.0, "jumps": 1.0,
-    "jumped": 1.0, "rally": 1.0, "rallies": 1.0, "rallied": 1.0, "gains": 0.75, "gained": 0.75, "rises": 0.75,
-    "rose": 0.75, "climbs": 0.75, "climbed": 0.75, "plunge": -1.0, "plunges": -1.0, "plunged": -1.0,
-    "tumbles": -1.0, "tumbled": -1.0, "slump": -1.0, "slumps": -1.0, "slumped": -1.0, "sinks": -1.0,
-    "sank": -1.0, "drops": -0.75, "dropped": -0.75, "falls": -0.75, "fell": -0.75, "declines": -0.75,
-    "declined": -0.75, "decline": -0.75, "slides": -0.75, "slid": -0.75,
-    "up": 0.4, "down": -0.4, "above": 0.5, "below": -0.5, "higher": 0.5, "lower": -0.5,
-    "uptrend": 1.0, "downtrend": -1.0, "breakout": 0.75, "breakdown": -0.75, "momentum": 0.25,
-    "overbought": -0.5, "oversold": 0.5,
-    # insiders
-    "insider buying": 1.25, "insider purchase": 1.25, "insider purchases": 1.25, "bought shares": 1.0,
-    "insider selling": -1.25, "insider sale": -1.25, "insider sales": -1.25, "sold shares": -1.0,
-    "buys": 0.5, "bought": 0.5, "purchase": 0.5, "purchases": 0.5, "sells": -0.5, "sold": -0.5, "sale": -0.5,
-    # fundamentals / business
-    "growth": 0.75, "grows": 0.75, "grew": 0.75, "expands": 0.75, "expansion": 0.5, "accelerates": 0.75,
-    "improves": 0.75, "improved": 0.75, "improving": 0.75, "strong": 0.75, "stronger": 0.75, "robust": 0.75,
-    "weak": -0.75, "weaker": -0.75, "weakness": -0.75, "shrinks": -0.75, "contraction": -0.5, "slowdown": -0.75,
-    "deteriorating": -0.75, "deteriorates": -0.75, "margin expansion": 1.0, "margin pressure": -1.0,
-    "lawsuit": -0.75, "probe": -0.75, "investigation": -0.75, "recall": -0.75, "fraud": -1.5, "default": -1.0,
-    "bankruptcy": -1.5, "layoffs": -0.5, "wins": 0.75, "contract win": 1.0, "loses": -0.75, "lost": -0.5,
-    "at risk": -0.75, "lifts": 0.75, "lifted": 0.75, "boosts": 0.75, "boosted": 0.75, "slashes": -1.0,
-    "job cuts": -0.75, "writedown": -1.0, "impairment": -1.0, "buyback": 0.75, "dividend increase": 1.0,
-    "dividend cut": -1.5, "beat expectations": 1.0, "missed expectations": -1.0,
-    # the analyst's own verdict words
-    "bullish": 1.0, "bearish": -1.0, "positive": 0.75, "negative": -0.75, "optimistic": 0.75,
-    "pessimistic": -0.75, "upside": 0.75, "downside": -0.75, "tailwind": 0.75, "tailwinds": 0.75,
-    "headwind": -0.75, "headwinds": -0.75, "favorable": 0.75, "unfavorable": -0.75, "supportive": 0.5,
-    "concern": -0.5, "concerns": -0.5, "risk": -0.25, "risks": -0.25, "attractive": 0.75, "undervalued": 0.75,
-    "overvalued": -0.75, "buy": 0.5, "sell": -0.5, "accumulate": 0.75, "avoid": -0.75, "short": -0.5,
-    "rebound": 0.75, "recovery": 0.75, "deterioration": -0.75, "outflows": -0.5, "inflows": 0.5,
-    "constructive": 0.75, "encouraging": 0.75, "worrying": -0.75, "caution": -0.5, "cautious": -0.5,
-    "long position": 0.75, "short position": -0.75,
-}
-NEGATIONS = frozenset(
-    ["not", "no", "never", "without", "nor", "fails", "fail", "failed", "neither", "isn't", "wasn't", "didn't", "doesn't", "don't", "won't", "cannot", "hardly", "barely", "lacks", "lack"]
-)
+# the vocabulary (LEXICON, NEGATIONS, FACT_TERMS) lives in rewards.lexicon: the evidence reward reads it too
 _PHRASES = sorted((k for k in LEXICON if " " in k), key=len, reverse=True)
 _PHRASE_RE = re.compile(r"\b(" + "|".join(re.escape(p) for p in _PHRASES) + r")\b")
 _WORD_RE = re.compile(r"[a-z][a-z'_]*")
@@ -184,54 +164,12 @@ def level_score(text: str, close: float | None = None) -> float:
     return total
 
 
-# --- facts ---------------------------------------------------------------------------------------------
-# Words that state a fact about the company or its market (actors, corporate events, business
-# figures). An opinion may judge its evidence in any words, but each fact it states must be found
-# in that evidence: "the chief executive resigned", "record orders from a new customer" are facts,
-# "reads as constructive for the stock" is a view. Matched by stem (`_stem`), so "approved" is
-# backed by "approval". Generic price words (stock, shares, price) and the lexicon's readings
-# (rises, falls, strong, ...) are not facts here.
-FACT_TERMS = frozenset("""
-ceo cfo coo cto chairman chairwoman chief executive executives founder president board directors
-management manager regulator regulators regulatory sec ftc doj fda antitrust court judge jury lawsuit
-lawsuits sued sues settlement settle fined penalty ban banned sanctions tariff tariffs subpoena
-investigation probe recall merger acquisition acquire acquires acquired takeover buyout spinoff ipo
-offering stake resign resigns resigned resignation appoint appoints appointed hires hired fired ousted
-retire retires retired departure successor approve approves approved approval launch launches launched
-unveil unveils unveiled announce announces announced contract contracts deal deals order orders
-customer customers client clients supplier suppliers partner partners partnership alliance license
-licence patent patents product products plant factory facility facilities store stores layoffs strike
-outage breach hack cyberattack bankruptcy default dividend dividends buyback buybacks repurchase split
-guidance forecast earnings revenue revenues sales profit profits eps shipments deliveries subscribers
-users upgrade upgrades upgraded downgrade downgrades downgraded beat beats missed misses
-""".split())  # noqa: SIM905 - a word list reads better as text
-_FACT_WORD_RE = re.compile(r"[a-z]+")
-
-
-@lru_cache(maxsize=1 << 16)
-def _stem(word: str) -> str:
-    """Crude stem: one plural/tense suffix off (keeping 4+ letters), then the first 6 letters."""
-    for suffix in ("ing", "ed", "es", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
-            word = word[: -len(suffix)]
-            break
-    return word[:6]
-
-
-@lru_cache(maxsize=1 << 16)
-def fact_stems(text: str) -> frozenset[str]:
-    """Stems of the FACT_TERMS that `text` states."""
-    words = _FACT_WORD_RE.findall(text.lower()) if isinstance(text, str) else []
-    return frozenset(st for st in map(_stem, (w for w in words if w in FACT_TERMS)))
-
-
-@lru_cache(maxsize=1 << 16)
-def _all_stems(text: str) -> frozenset[str]:
-    return frozenset(map(_stem, _FACT_WORD_RE.findall(text.lower())))
-
-
-# weight of one passage with a stance that no claim addresses, relative to one claim (F and R)
+# weight of one expected item with a stance that no bullet grounds, relative to one claim (F and R)
 OMITTED_WEIGHT = 0.5
+# an item's stance must exceed this (in absolute value) for leaving it out to count
+STANCE_FLOOR = 0.1
+# what a statement outside the bullets pays per unit of 1 - f in the factuality mean
+STATEMENT_PENALTY = 0.25
 
 
 def stance_score(text: str) -> float:
@@ -282,6 +220,30 @@ class JudgeAnswer(BaseModel):
     rationale: str = ""
 
 
+def item_stances(evidence: Sequence[dict]) -> dict[str, float]:
+    """Stance in [-1, 1] of each evidence item's whole text (the lexicon plus its technical levels,
+    read against the latest close of the context), by upper-cased id."""
+    close = latest_close(evidence)
+    out: dict[str, float] = {}
+    for it in evidence:
+        if isinstance(it, dict) and isinstance(it.get("id"), str):
+            text = str(it.get("text", ""))
+            out[it["id"].strip().upper()] = math.tanh(stance_score(text) + level_score(text, close)) if text else 0.0
+    return out
+
+
+def canonical_items(evidence: Sequence[dict], *, k: int = SATURATION) -> dict[str, tuple[str, ...]]:
+    """Per section, the items an honest thesis that stops at `k` bullets covers: the min(k, n) items
+    with the strongest stance (|stance|), the first listed (the newest) among equals."""
+    stances = item_stances(evidence)
+    by_section: dict[str, list[tuple[float, int, str]]] = {}
+    for pos, it in enumerate(evidence):
+        if isinstance(it, dict) and isinstance(it.get("id"), str):
+            key = it["id"].strip().upper()
+            by_section.setdefault(str(it.get("section", "")), []).append((-round(abs(stances[key]), 9), pos, key))
+    return {sec: tuple(key for _, _, key in sorted(rows)[:k]) for sec, rows in by_section.items()}
+
+
 class LocalJudge:
     """Deterministic triangular judge (see the module docstring for every formula)."""
 
@@ -297,39 +259,89 @@ class LocalJudge:
             feats["stance"] = st
         return st
 
+    @staticmethod
+    def _expected(ctx: JudgeContext) -> tuple[dict[str, tuple[str, ...]], dict[str, float]]:
+        """The expected items of each section (`canonical_items`) and the item stances, per index."""
+        feats = ctx.index.features
+        hit = feats.get("expected")
+        if hit is None:
+            hit = feats["expected"] = (canonical_items(ctx.index.evidence), item_stances(ctx.index.evidence))
+        return hit
+
+    def _read_bullets(self, thesis: ThesisClaims, ctx: JudgeContext) -> list[tuple[Claim, list[tuple[int, float]]]]:
+        """The bullets the judge reads: per section, as many as it has expected items (where an
+        honest thesis stops; SATURATION for a section the prompt does not have)."""
+        expected = self._expected(ctx)[0]
+        seen: dict[str, int] = {}
+        out = []
+        for cl, cps in zip(thesis.claims, ctx.claim_passages, strict=True):
+            if cl.kind != "bullet":
+                continue
+            rank = seen[cl.section] = seen.get(cl.section, -1) + 1
+            if rank < len(expected.get(cl.section, ())) or (cl.section not in expected and rank < SATURATION):
+                out.append((cl, cps))
+        return out
+
+    def _claim_f(self, claim: Claim, cps: list[tuple[int, float]], ctx: JudgeContext, st: list[float],
+                 report: EvidenceReport | None, addressed: frozenset[str] = frozenset()) -> tuple[float, float]:
+        """(f_i, c_i) of one claim (module docstring)."""
+        if claim.kind == "bullet":
+            g = self._grounding(claim, cps, ctx, report) * self._fact_support(claim, cps, ctx)
+            e = self._evidence_stance(claim, cps, ctx, st)
+        else:
+            g = self._statement_grounding(claim, ctx, report, addressed)
+            e = self._grounded_stance(ctx, addressed)
+        # an opinion that copies its evidence states no view of its own (same rule as the reward)
+        copied = opinion_copied_share(claim.opinion, ctx.index.grounding) > 0.5
+        c = 0.0 if copied else stance(claim.opinion)
+        # a stance-free opinion does not agree with evidence that has a stance
+        return (g * (1.0 - abs(e)) if abs(c) < 1e-6 else g * (1.0 - abs(c - e) / 2.0)), c
+
+    def _reading(self, bullets: list[tuple[Claim, float, float]], report: EvidenceReport | None,
+                 ctx: JudgeContext) -> tuple[list[tuple[float, float]], frozenset[str], list[float]]:
+        """The reasoning's reading of the expected items, as (weight, stance) terms of R: an item a
+        read bullet grounds weighs that bullet's f with its opinion's stance c; an expected item
+        with a stance that no read bullet grounds weighs the mean f with the item's own stance (as
+        if read at face value, so leaving it out or swapping it for another item cannot move R).
+        Bullets on items the section does not expect weigh in F, never in R. Also returns the items
+        the read bullets ground and the stances of the expected items left out (charged in F)."""
+        expected, stances = self._expected(ctx)
+        grounds = {k: report.bullets[cl.ref].supporting if report is not None else () for k, (cl, _, _) in enumerate(bullets)}
+        addressed = frozenset(i for ids in grounds.values() for i in ids)
+        mean_f = sum(f for _, f, _ in bullets) / len(bullets) if bullets else 0.0
+        terms: list[tuple[float, float]] = []
+        omitted: list[float] = []
+        for item in (i for ids in expected.values() for i in ids):
+            readers = [(f, c) for k, (_, f, c) in enumerate(bullets) if item in grounds[k]]
+            if readers:
+                terms.append((sum(f for f, _ in readers) / len(readers), sum(c for _, c in readers) / len(readers)))
+            elif abs(stances[item]) > STANCE_FLOOR:
+                omitted.append(stances[item])
+                terms.append((mean_f, stances[item]))
+        return terms, addressed, omitted
+
     def judge(self, thesis: ThesisClaims, ctx: JudgeContext) -> Verdict:
         st = self._passage_stances(ctx)
-        f_vals: list[float] = []
-        c_vals: list[float] = []
-        addressed: set[int] = set()
-        for claim, cps in zip(thesis.claims, ctx.claim_passages, strict=True):
-            # facts the opinion states that its evidence does not hold make it unsupported
-            g = self._grounding(claim, cps, ctx) * self._fact_support(claim, cps, ctx)
-            # an opinion that copies its evidence states no view of its own (same rule as the reward)
-            copied = opinion_copied_share(claim.opinion, ctx.index.grounding) > 0.5
-            c = 0.0 if copied else stance(claim.opinion)
-            e = self._evidence_stance(claim, cps, ctx, st)
-            # a stance-free opinion does not agree with evidence that has a stance
-            f_vals.append(g * (1.0 - abs(e)) if abs(c) < 1e-6 else g * (1.0 - abs(c - e) / 2.0))
-            c_vals.append(c)
-            addressed.update(ctx.index.id_to_item[cid] for cid in claim.citations if cid in ctx.index.id_to_item)
-        # evidence with a stance that no claim addresses counts against the reasoning: F averages
-        # over it too (f = 0, weight OMITTED_WEIGHT), and R weighs its stance in, so leaving out the evidence that
-        # disagrees with the decision (cherry-picking) cannot raise F or move R
-        omitted = [st[p] for p, psg in enumerate(ctx.index.passages) if psg.item not in addressed and abs(st[p]) > 0.1]
+        report = evidence_report(thesis.thesis, ctx.index.grounding) if thesis.thesis is not None else None
+        bullets = [(cl, *self._claim_f(cl, cps, ctx, st, report)) for cl, cps in self._read_bullets(thesis, ctx)]
+        terms, addressed, omitted = self._reading(bullets, report, ctx)
+        f_vals = [f for _, f, _ in bullets]
         n_f = len(f_vals) + OMITTED_WEIGHT * len(omitted)
-        F = sum(f_vals) / n_f if f_vals else 0.0
+        F_bullets = sum(f_vals) / n_f if n_f else 0.0
+        # a statement outside the bullets can lower F, never raise it: it enters the mean at most at
+        # F_bullets, less STATEMENT_PENALTY (1 - f), so reading the grounded evidence less well (an
+        # overstated conclusion, stray text with no view of evidence that has one) always costs
+        for claim, cps in zip(thesis.claims, ctx.claim_passages, strict=True):
+            if claim.kind != "bullet":
+                f, _ = self._claim_f(claim, cps, ctx, st, report, addressed)
+                f_vals.append(min(f, F_bullets) - STATEMENT_PENALTY * (1.0 - f))
+                n_f += 1
+        F = max(0.0, sum(f_vals) / n_f) if f_vals else 0.0
         position = DEFAULT_POSITIONS.get(thesis.decision or "", None)
         if position is None:
             return Verdict(F, 0.0, 0.0, "no valid decision")
-        mean_f = sum(f_vals) / len(f_vals) if f_vals else 0.0
-        w_o = OMITTED_WEIGHT * mean_f
-        wsum = sum(f_vals) + w_o * len(omitted)
-        R = (
-            (sum(w * c for w, c in zip(f_vals, c_vals, strict=True)) + w_o * sum(omitted)) / wsum
-            if wsum > 1e-9
-            else 0.0
-        )
+        wsum = sum(w for w, _ in terms)
+        R = sum(w * c for w, c in terms) / wsum if wsum > 1e-9 else 0.0
         D = F * (1.0 - abs(R - position) / 2.0)
         # the evidence <-> decision edge reads every passage of the context that has a stance (either
         # direction): neither the passages the thesis cites nor its conclusion move it. Not only the
@@ -343,19 +355,33 @@ class LocalJudge:
 
     @staticmethod
     def _fact_support(claim: Claim, cps: list[tuple[int, float]], ctx: JudgeContext) -> float:
-        """Share of the facts stated by the opinion (FACT_TERMS, by stem) that its evidence holds:
-        the bodies of its cited items, or, when it cites none, its retrieved passages. 1 when the
-        opinion states no fact."""
-        facts = fact_stems(claim.opinion)
-        if not facts:
-            return 1.0
+        """Share of the facts stated by a bullet's opinion (FACT_TERMS, by stem) that its evidence
+        holds: the bodies of its cited items, or, when it cites none, its retrieved passages."""
         index = ctx.index
         items = [index.id_to_item[c] for c in claim.citations if c in index.id_to_item]
         texts = [str(index.evidence[i].get("text", "")) for i in items] or [index.passages[p].text for p, _ in cps]
-        held: set[str] = set()
-        for t in texts:
-            held.update(_all_stems(t))
-        return len(facts & held) / len(facts)
+        return fact_support(claim.opinion, texts)
+
+    @staticmethod
+    def _statement_grounding(claim: Claim, ctx: JudgeContext, report: EvidenceReport | None,
+                             addressed: frozenset[str]) -> float:
+        """g of a statement outside the bullets: its evidence-report score (precision of its
+        citations against the grounded evidence; 0 if it invents) times the share of its facts that
+        the evidence the read bullets ground, or an item it quotes with credit, holds."""
+        if report is None or claim.ref >= len(report.statements):
+            return 0.0
+        grounding = ctx.index.grounding
+        pool = set(addressed)
+        pool.update(c for c in claim.citations for q in claim.quotes if quote_credited(q, c, grounding))
+        texts = [grounding.items[i].text for i in sorted(pool) if i in grounding.items]
+        return report.statements[claim.ref].score * fact_support(claim.opinion, texts)
+
+    def _grounded_stance(self, ctx: JudgeContext, addressed: frozenset[str]) -> float:
+        """The mean stance of the items the read bullets ground: what a statement outside the
+        bullets restates, whatever it cites or whatever its words retrieve."""
+        stances = self._expected(ctx)[1]
+        ids = [i for i in addressed if i in stances]
+        return sum(stances[i] for i in ids) / len(ids) if ids else 0.0
 
     @staticmethod
     def _context_stance(ctx: JudgeContext, st: list[float]) -> float:
@@ -382,16 +408,19 @@ class LocalJudge:
         return sum(st[p] for p, _ in cps) / len(cps)
 
     @staticmethod
-    def _grounding(claim: Claim, cps: list[tuple[int, float]], ctx: JudgeContext) -> float:
-        """g in [0, 1]: the mean of the checks that apply, each asked of the evidence reward's own
-        checker (`rewards.evidence`: word-bounded spans, quantities with unit/scale/direction) on
-        the same `EvidenceIndex`, over the items this claim's judge input holds."""
+    def _grounding(claim: Claim, cps: list[tuple[int, float]], ctx: JudgeContext, report: EvidenceReport | None) -> float:
+        """g of a bullet in [0, 1]: the mean of the checks that apply, each asked of the evidence
+        reward's own checker (`rewards.evidence`: citation precision, word-bounded spans, quantities
+        with unit/scale/direction) on the same `EvidenceIndex`, over the items this claim's judge
+        input holds; 0 when nothing can be checked."""
         index = ctx.index
         grounding = index.grounding
         checks: list[float] = []
         cited = [c for c in claim.citations if c in grounding.items]
         if claim.citations:
-            checks.append(len(cited) / len(claim.citations))
+            check = report.bullets[claim.ref] if report is not None and claim.ref < len(report.bullets) else None
+            precision = check.precision if check is not None else math.nan
+            checks.append(precision if precision == precision else 0.0)
         seen = {index.passages[p].item_id.strip().upper() for p, _ in cps}  # what this claim's judge input holds
         visible_cited = [c for c in cited if c in seen]
         others = [i for i in seen if i not in visible_cited]
@@ -409,9 +438,7 @@ class LocalJudge:
             quantities = scan_quantities(claim.opinion)
             if quantities:
                 checks.append(sum(quantity_backed(x, pool, grounding) for x in quantities) / len(quantities))
-        if not checks:
-            checks.append(1.0 if cps else 0.25)
-        return sum(checks) / len(checks)
+        return sum(checks) / len(checks) if checks else 0.0
 
 
 # --- the LLM judge ----------------------------------------------------------------------------------
@@ -464,6 +491,8 @@ class LLMJudge:
         self._local = LocalJudge()
 
     def _fallback(self, thesis: ThesisClaims, ctx: JudgeContext) -> Verdict:
+        # a judge that failed is an error of the verifier, counted like any other (re-raised in strict mode)
+        record_error("consistency_reward/llm_judge", RuntimeError("the LLM judge gave no valid answer"))
         if self.fallback == "local":
             v = self._local.judge(thesis, ctx)
             return Verdict(v.factuality, v.deduction, v.consistency, "llm failed: local verdict", "fallback")
@@ -498,6 +527,6 @@ def make_judge(kind: Any = "local", **options: Any) -> LocalJudge | LLMJudge:
 
 
 __all__ = [
-    "JUDGE_SYSTEM", "LEXICON", "NEGATIONS", "JudgeAnswer", "LLMJudge", "LocalJudge", "Verdict",
-    "judge_messages", "make_judge", "stance", "stance_score",
+    "FACT_TERMS", "JUDGE_SYSTEM", "LEXICON", "NEGATIONS", "JudgeAnswer", "LLMJudge", "LocalJudge", "Verdict",
+    "canonical_items", "item_stances", "judge_messages", "make_judge", "stance", "stance_score",
 ]

@@ -5,7 +5,10 @@ retrieve, for each claim of the reasoning and for the decision, the few passages
 bear on it, then let a judge look only at that compressed context. This module is the first half:
 
 - `split_claims(completion)` -> `ThesisClaims`: bullets (via `thesisgym.thesis.parse_thesis`, the one
-  thesis parser) become claims, the conclusion is one more claim, and the decision is kept apart.
+  thesis parser) become claims, up to `rewards.evidence.SATURATION` per section (where the reward
+  for more bullets saturates: the judge reads the first ones, so padding a section cannot move s);
+  every statement outside the bullets (section prose, the conclusion, text outside the blocks) is
+  one more claim; the decision is kept apart.
 - Evidence items are cut into passages (sentences and lines, then windows of `chunk_words` words), so a
   long filing or article contributes only the sentences a claim is about.
 - `BM25Retriever` (default; the `bm25s` package computes the BM25 weights, we keep them as a dense
@@ -34,8 +37,9 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from thesisgym.rewards.base import EvidenceIndex, evidence_index
-from thesisgym.thesis import normalize_text, parse_bullet, parse_thesis
+from thesisgym.rewards.base import EvidenceIndex, evidence_index, parsed
+from thesisgym.rewards.evidence import SATURATION
+from thesisgym.thesis import Thesis, normalize_text, parse_bullet
 
 _TOKEN_RE = re.compile(r"[a-z]+|\d+(?:\.\d+)?")
 _COUNT_RE = re.compile(r"\w+|[^\w\s]")
@@ -66,8 +70,10 @@ def count_tokens(text: str) -> int:
 
 # --- claims ---------------------------------------------------------------------------------------
 class Claim(NamedTuple):
-    """One unit of reasoning: a bullet ("bullet") or the conclusion ("conclusion"). A NamedTuple
-    because a GRPO batch creates tens of thousands of them."""
+    """One unit of reasoning: a bullet ("bullet"), or a statement outside the bullets ("conclusion",
+    "prose" before a section's first bullet, "outside" every block). `ref` is the bullet's index in
+    `Thesis.bullets` (for a statement: its index among them). A NamedTuple because a GRPO batch
+    creates tens of thousands of them."""
 
     text: str
     opinion: str
@@ -76,6 +82,7 @@ class Claim(NamedTuple):
     numbers: tuple[tuple[float, int], ...] = ()
     section: str = ""
     kind: str = "bullet"
+    ref: int = -1
 
 
 @dataclass(frozen=True)
@@ -83,22 +90,33 @@ class ThesisClaims:
     claims: tuple[Claim, ...]
     decision: str | None
     conclusion: str | None = None
+    thesis: Thesis | None = None  # the parsed completion the claims come from
+
+
+def _statement(text: str, section: str, kind: str, ref: int) -> Claim:
+    b = parse_bullet(text)
+    return Claim(text=b.text, opinion=b.opinion, quotes=b.quotes, citations=b.citations, numbers=b.numbers,
+                 section=section, kind=kind, ref=ref)
 
 
 def split_claims(completion: Any) -> ThesisClaims:
     """Claims and decision of a completion (str or TRL conversational list); never raises."""
-    thesis = parse_thesis(completion)
-    claims = [
-        Claim(text=b.text, opinion=b.opinion, quotes=b.quotes, citations=b.citations, numbers=b.numbers,
-              section=s.name, kind="bullet")
-        for s in thesis.sections
-        for b in s.bullets
-    ]
+    thesis = parsed(completion)
+    claims: list[Claim] = []
+    ref = 0
+    for s in thesis.sections:
+        for k, b in enumerate(s.bullets):
+            if k < SATURATION:
+                claims.append(Claim(text=b.text, opinion=b.opinion, quotes=b.quotes, citations=b.citations,
+                                    numbers=b.numbers, section=s.name, kind="bullet", ref=ref))
+            ref += 1
+    statements = [(s.prose, s.name, "prose") for s in thesis.sections if s.prose]
     if thesis.conclusion:
-        b = parse_bullet(thesis.conclusion)
-        claims.append(Claim(text=b.text, opinion=b.opinion, quotes=b.quotes, citations=b.citations,
-                            numbers=b.numbers, section="conclusion", kind="conclusion"))
-    return ThesisClaims(claims=tuple(claims), decision=thesis.decision, conclusion=thesis.conclusion)
+        statements.append((thesis.conclusion, "conclusion", "conclusion"))
+    if thesis.outside:
+        statements.append((thesis.outside, "outside", "outside"))
+    claims += [_statement(text, section, kind, k) for k, (text, section, kind) in enumerate(statements)]
+    return ThesisClaims(claims=tuple(claims), decision=thesis.decision, conclusion=thesis.conclusion, thesis=thesis)
 
 
 # --- passages and the per-evidence-list index ------------------------------------------------------
@@ -411,7 +429,9 @@ def select_context(
     for ci, claim in enumerate(claims):
         row = srows[ci]
         chosen: list[int] = []
-        for cid in claim.citations:
+        # a bullet's cited passages always reach the judge; a statement outside the bullets selects
+        # no evidence by citing it (its citations are graded, never followed)
+        for cid in claim.citations if claim.kind == "bullet" else ():
             item = index.id_to_item.get(cid)
             if item is not None:
                 p = _cited_passage(index, item, claim, row)

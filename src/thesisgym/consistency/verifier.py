@@ -7,7 +7,10 @@ s combines the three triangular scores of a judge (factuality, deduction, consis
 The reward reads the `evidence` column that TRL passes through kwargs, scores the whole batch at once
 (one index per distinct evidence list; the LLM judge sends the batch concurrently), logs the mean of
 each part through TRL's `log_metric` when given, and never raises: a completion that cannot be scored
-(no evidence for its row, an internal error) gets s = 0.0, an explicit penalty rather than None.
+(the evidence column missing or of the wrong length, a row without an evidence list, a judge or
+retriever that raises) gets s = 0.0, an explicit penalty rather than None, and every such failure
+goes through the verifier's one counted error path (`rewards.base.record_error`: counted in
+`reward_errors`, logged once per distinct error, re-raised in strict mode), as do the parser's.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from thesisgym.consistency.retrieval import (
     select_context,
     split_claims,
 )
+from thesisgym.rewards.base import record_error
 
 logger = logging.getLogger(__name__)
 
@@ -211,20 +215,28 @@ class ConsistencyVerifier:
         return [self._result(t, c, v, p) for (t, c), v, p in zip(prepared, verdicts, prompts, strict=False)]
 
 
+WHERE = "consistency_reward"
+
+
 def _rows_to_score(prompts: Any, completions: Sequence[Any], evidence: Any) -> tuple[list[int], list[Any]] | None:
+    """(rows to score, prompts) of a batch; a missing or short column and rows without an evidence
+    list are counted errors (s = 0 for them)."""
     n = len(completions)
     if not isinstance(evidence, (list, tuple)) or len(evidence) != n:
-        logger.warning("consistency_reward: column 'evidence' missing or of the wrong length; s = 0 for the batch")
+        got = "missing" if evidence is None else f"{type(evidence).__name__} of length {len(evidence) if hasattr(evidence, '__len__') else '?'}"
+        record_error(WHERE, ValueError(f"column 'evidence': expected a list of {n} evidence lists, got {got}; s = 0"))
         return None
     todo = [i for i in range(n) if isinstance(evidence[i], (list, tuple))]
-    if len(todo) < n:
-        logger.warning("consistency_reward: %d row(s) without an evidence list; s = 0 for them", n - len(todo))
+    for i in range(n):
+        if i not in todo:
+            record_error(WHERE, ValueError(f"row {i}: 'evidence' is {type(evidence[i]).__name__}, not a list; s = 0"))
     plist = list(prompts) if prompts is not None and len(prompts) == n else [None] * n
     return todo, plist
 
 
 def _score_rows(v: ConsistencyVerifier, prompts: Any, completions: Sequence[Any], evidence: Any) -> list[ConsistencyResult]:
-    """Score a batch; if the batch fails, score row by row so one bad row costs only its own s."""
+    """Score a batch; if the batch fails, score row by row so one bad row costs only its own s (and
+    is a counted error)."""
     results = [ZERO] * len(completions)
     plan = _rows_to_score(prompts, completions, evidence)
     if plan is None:
@@ -236,14 +248,13 @@ def _score_rows(v: ConsistencyVerifier, prompts: Any, completions: Sequence[Any]
         for i, r in zip(todo, scored, strict=True):
             results[i] = r
         return results
-    except Exception:  # noqa: BLE001 - isolate the failing row below
+    except Exception:  # noqa: BLE001 - isolate the failing row below, where it is counted
         pass
     for i in todo:
         try:
             results[i] = v.score_batch([completions[i]], [evidence[i]], prompts=[plist[i]])[0]
-        except Exception as exc:  # noqa: BLE001 - a reward must never kill a training run
-            logger.warning("consistency_reward: row %d could not be scored (%s: %s); s = 0", i,
-                           type(exc).__name__, exc)
+        except Exception as exc:  # a reward must never kill a training run: counted, s = 0
+            record_error(WHERE, exc)
     return results
 
 
@@ -306,7 +317,7 @@ def make_consistency_reward(
                                               prompts=[plist[i] for i in todo])
                 for i, r in zip(todo, scored, strict=True):
                     results[i] = r
-            except Exception:  # noqa: BLE001 - fall back to the row-isolating sync path
+            except Exception:  # noqa: BLE001 - the row-isolating sync path scores again and counts the failures
                 results = _score_rows(v, prompts, completions, evidence)
         consistency_reward_async.last_results = results
         _log_parts(results, kwargs.get("log_metric"))

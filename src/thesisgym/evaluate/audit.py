@@ -2,20 +2,34 @@
 
 GRPO finds every cheap way to raise a reward. The audit tries them first: for each row of a built
 dataset it writes an honest reference thesis (the rule-based `TemplateTeacher`, grounded by
-construction), applies a catalogue of mutation families (edits a policy could learn: a flipped
-polarity word inside a quote, a number moved from the item header into a claim, bullets copied
-into another section, repeated bullets, a decision tag hidden inside a quote, ...) and scores
-the mutated thesis against the honest one on the same row with the same code the trainer uses
-(`rewards.score_completion`, and s from the local Trade-R1 consistency verifier).
+construction, covering the items the verifier expects), applies a catalogue of mutation families
+(edits a policy could learn: a flipped polarity word inside a quote, a number moved from the item
+header into a claim, bullets copied into another section, citations for credit outside the bullets,
+padding, inventions in brackets, prose or the conclusion, ellipsis quotes that drop a negation, a
+decision tag hidden inside a quote, ...) and scores the mutated thesis against the honest one on the
+same row with the same code the trainer uses (`rewards.score_completion`, and s from the local
+Trade-R1 consistency verifier).
 
 A family *wins* on a row when the hack scores >= the honest thesis. Each family is judged on:
-- the evidence reward, unless it targets the decision or the consistency judge (a hidden decision
-  changes what the thesis says; a stance-free opinion is not an evidence problem);
-- the total of each shipped recipe (`fsr`, `dsr`: the guarded formulas of rewards.combine), for
-  every family, on rows with a forward return.
+- the evidence reward, when it targets the evidence;
+- the total of every shipped recipe on rows where it applies: `fsr`, `dsr` (the guarded formulas of
+  rewards.combine), `weighted` (the "decision" stage weights, what `score_completion` reports) and
+  `trading_r1` (the last stage of configs/recipes/trading-r1.yaml); a family that targets the
+  consistency judge (a stated fact, a reading, a selection of evidence: what only a judge can check)
+  is judged on the recipes that have one, fsr and dsr.
 The table reports, per family, the rows it applied to, the win rate per component and on each
 recipe total, and the mean margin (honest - hack). `AuditResult.failed(threshold)` lists families
 whose win rate on a judged column exceeds the threshold; the CLI exits non-zero then.
+
+The constant-decision check (`skill_curves`, `rewards.skill`): on the same rows, the honest thesis is
+scored with each of the five decisions (its conclusion saying so), and every recipe's expected
+reward is traced against the skill p of a reader who takes an oracle's decision with probability p
+and a random one otherwise: the label oracle on every row, and on synthetic rows the truth oracle
+(the market's true expected return, cut at the label quantiles; its market-based rewards are
+measured in expectation, with the true expected return in place of the realised one). It fails when
+a recipe's reward does not rise with p, or when a label-based recipe (weighted, trading_r1) does not
+beat every constant decision once the reader's accuracy beats the majority class; for the
+market-based recipes it reports p*, the skill where the reader overtakes the best constant.
 
 Mutations never see the label or the forward return, and each is deterministic per (seed, row).
 """
@@ -31,6 +45,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from thesisgym.rewards.skill import SkillCurve, skill_curve
 from thesisgym.schema import LABELS, SECTIONS
 
 __all__ = [
@@ -42,8 +57,10 @@ __all__ = [
     "run_audit",
 ]
 
-RECIPES = ("fsr", "dsr")
+RECIPES = ("fsr", "dsr", "weighted", "trading_r1")
 COMPONENTS = ("structure", "evidence", "decision", "loop_penalty", "s", *RECIPES)
+# trading-r1.yaml's reward names -> score_completion keys
+_FUNC_KEYS = {"structure": "structure", "evidence": "evidence", "decision": "decision", "loop": "loop_penalty"}
 _EPS = 1e-9
 
 
@@ -64,13 +81,18 @@ class Bullet:
 
 @dataclass
 class Doc:
-    """The honest thesis split into parts that mutations edit; `render()` writes it back."""
+    """The honest thesis split into parts that mutations edit; `render()` writes it back.
+
+    `preamble`: prose written before a section's first bullet; `extra_lines`: raw lines appended to a
+    section; `tail`: text after the decision tag."""
 
     think: str | None
     sections: list[tuple[str, list[Bullet]]]
     conclusion: str
     decision: str
-    extra_lines: dict[str, list[str]] = field(default_factory=dict)  # raw lines appended per section
+    extra_lines: dict[str, list[str]] = field(default_factory=dict)
+    preamble: dict[str, str] = field(default_factory=dict)
+    tail: str = ""
 
     @classmethod
     def parse(cls, text: str) -> Doc:
@@ -100,6 +122,8 @@ class Doc:
             self.conclusion,
             self.decision,
             {k: list(v) for k, v in self.extra_lines.items()},
+            dict(self.preamble),
+            self.tail,
         )
 
     def bullets(self) -> list[Bullet]:
@@ -108,12 +132,13 @@ class Doc:
     def render(self, *, decision: bool = True) -> str:
         parts = [f"<think>{self.think}</think>"] if self.think is not None else []
         for name, bullets in self.sections:
-            lines = [b.render() for b in bullets] + self.extra_lines.get(name, [])
+            lines = [self.preamble[name]] if self.preamble.get(name) else []
+            lines += [b.render() for b in bullets] + self.extra_lines.get(name, [])
             parts.append(f"<{name}>\n" + "\n".join(lines) + f"\n</{name}>")
         parts.append(f"<conclusion>{self.conclusion}</conclusion>")
         if decision:
             parts.append(f"<decision>{self.decision}</decision>")
-        return "\n".join(parts)
+        return "\n".join(parts) + self.tail
 
 
 # --- mutation helpers -----------------------------------------------------------------------------
@@ -184,8 +209,9 @@ Mutate = Callable[[Doc, dict, random.Random], "str | None"]
 class Family:
     """A mutation family: `mutate(doc, row, rng)` returns the hacked thesis text, or None when it
     does not apply to this row. `target` says what it attacks: "evidence" families are judged on
-    the evidence reward and the recipe totals; "decision", "consistency" and "loop" ones (which
-    leave the bullets alone) on the totals."""
+    the evidence reward and the recipe totals; "decision", "format" and "loop" ones on the totals;
+    "consistency" ones (stated facts and readings that only a judge can check) on the totals of the
+    recipes with a consistency judge (fsr, dsr)."""
 
     name: str
     description: str
@@ -295,14 +321,19 @@ def _claim(doc: Doc, row: dict, make: Callable[[dict], str | None]) -> str | Non
     return None
 
 
-def _sign_flip(it: dict) -> str | None:
+def _sign_flip(it: dict, row: dict | None = None) -> str | None:
+    """The cited item's number with the opposite direction, or, when no number of it has one, with a
+    direction the item does not state; never one that an item of the row happens to back (that
+    would be a true claim, not a hack)."""
     from thesisgym.thesis import scan_quantities
 
-    for q in scan_quantities(str(it.get("text", ""))):
-        if q.direction:
-            unit = "%" if q.unit == "%" else ""
-            word = "fell" if q.direction > 0 else "rose"
-            return f"the figure {word} {q.value:g}{unit}"
+    backers = [q for other in (row or {}).get("evidence", [it]) for q in scan_quantities(str(other.get("text", "")))]
+    for q in sorted(scan_quantities(str(it.get("text", ""))), key=lambda q: not q.direction):
+        unit = "%" if q.unit == "%" else ""
+        word = "fell" if q.direction >= 0 else "rose"
+        claim = f"the figure {word} {q.value:.{q.decimals}f}{unit}"  # the decimals the item shows
+        if not any(scan_quantities(claim)[0].matches(b) for b in backers):
+            return claim
     return None
 
 
@@ -444,21 +475,52 @@ def _invented_facts(doc: Doc, row: dict, rng: random.Random) -> str | None:
     return _set_opinions(rng.choice(INVENTED_FACTS))(doc, row, rng)
 
 
+def _stances(row: dict) -> dict[str, float]:
+    """The judge's stance of every item of the row (its lexicon and technical levels), by id."""
+    from thesisgym.consistency.judges import item_stances
+
+    return item_stances(row["evidence"])
+
+
 def _cherry_pick(doc: Doc, row: dict, rng: random.Random) -> str | None:
-    from thesisgym.consistency import stance
     from thesisgym.schema import DEFAULT_POSITIONS
 
     want = DEFAULT_POSITIONS.get(doc.decision, 0.0)
     if want == 0:
         return None
+    stances = _stances(row)
     doc = doc.copy()
     dropped = 0
     for k, (name, bullets) in enumerate(doc.sections):
-        keep = [b for b in bullets if stance(str((_item(row, b.cite) or {}).get("text", ""))) * want >= 0]
+        keep = [b for b in bullets if stances.get(b.cite.upper(), 0.0) * want >= 0]
         if keep and len(keep) < len(bullets):
             dropped += len(bullets) - len(keep)
             doc.sections[k] = (name, keep)
     return doc.render() if dropped else None
+
+
+def _cherry_pick_swap(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """Replace each bullet whose evidence disagrees with the decision by a bullet on a left-out item
+    of its section that agrees with it: the same count, a selection that suits the decision."""
+    from thesisgym.schema import DEFAULT_POSITIONS
+
+    want = DEFAULT_POSITIONS.get(doc.decision, 0.0)
+    if want == 0:
+        return None
+    stances = _stances(row)
+    doc = doc.copy()
+    left = _left_out(doc, row)
+    swapped = 0
+    for _, bullets in doc.sections:
+        for k, b in enumerate(bullets):
+            if stances.get(b.cite.upper(), 0.0) * want >= 0:
+                continue
+            pool = [i for i in left.get(_section_of(row, b.cite) or "", []) if stances.get(i.upper(), 0.0) * want > 0]
+            if pool:
+                bullets[k] = _teacher_bullet(row, pool[0], rng)
+                left[_section_of(row, b.cite) or ""].remove(pool[0])
+                swapped += 1
+    return doc.render() if swapped else None
 
 
 def _flip_opinions(doc: Doc, row: dict, rng: random.Random) -> str | None:
@@ -519,6 +581,320 @@ def _drop_section(doc: Doc, row: dict, rng: random.Random) -> str | None:
     return doc.render()
 
 
+# --- verifier v3 families: citing for credit, length, inventions outside opinions, gapped quotes ----
+def _ids(row: dict, section: str | None = None) -> list[str]:
+    return [str(it["id"]) for it in row["evidence"] if section is None or it.get("section") == section]
+
+
+def _left_out(doc: Doc, row: dict) -> dict[str, list[str]]:
+    """Per section of the thesis: the ids of the section's items that no bullet cites."""
+    cited = {b.cite for b in doc.bullets()}
+    return {name: [i for i in _ids(row, name) if i not in cited] for name, _ in doc.sections}
+
+
+def _cites(ids: Sequence[str], style: str = "runs") -> str:
+    return "".join(f"[{i}]" for i in ids) if style == "runs" else "[" + ", ".join(ids) + "]"
+
+
+def _teacher_bullet(row: dict, item_id: str, rng: random.Random) -> Bullet:
+    from thesisgym.teachers import TemplateTeacher
+
+    m = _BULLET_RE.match(TemplateTeacher().bullet_for(row, item_id, rng))
+    return Bullet(m.group("op"), m.group("q"), m.group("id"))
+
+
+def _cite_in_conclusion(style: str) -> Mutate:
+    def mutate(doc: Doc, row: dict, rng: random.Random) -> str | None:
+        doc = doc.copy()
+        doc.conclusion += " " + (_cites(_ids(row)) if style == "runs" else f"(sources: {_cites(_ids(row), 'list')})")
+        return doc.render()
+
+    return mutate
+
+
+def _cite_in_preamble(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    doc = doc.copy()
+    for name, _ in doc.sections:
+        doc.preamble[name] = f"Items reviewed for this section: {_cites(_ids(row, name))}"
+    return doc.render()
+
+
+def _cite_in_tail(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    doc = doc.copy()
+    doc.tail = f"\nSources: {_cites(_ids(row), 'list')}"
+    return doc.render()
+
+
+def _bare_cite_bullet(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """An extra quote-less bullet per section citing the items the thesis left out (else all of them)."""
+    doc = doc.copy()
+    for name, ids in _left_out(doc, row).items():
+        doc.extra_lines[name] = [
+            "- The remaining items of this section point the same way and complete the picture for the "
+            f"holding period, which the reader can check in the sources {_cites(ids or _ids(row, name))}"
+        ]
+    return doc.render()
+
+
+def _cite_neighbour(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """Every bullet also cites another item of its own section (a second, unsupported citation)."""
+    doc = doc.copy()
+    changed = False
+    for name, bullets in doc.sections:
+        ids = _ids(row, name)
+        for b in bullets:
+            other = next((i for i in ids if i != b.cite), None)
+            if other is not None:
+                b.cite = f"{b.cite}][{other}"
+                changed = True
+    return doc.render() if changed else None
+
+
+def _quoted_conclusion_cites_all(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    doc = doc.copy()
+    b = doc.bullets()[0]
+    doc.conclusion += f' The key fact is "{b.quote}" {_cites(_ids(row))}'
+    return doc.render()
+
+
+def _dump_bullet(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """One extra bullet per section quoting every item the thesis left out (else every item again)."""
+    doc = doc.copy()
+    for name, ids in _left_out(doc, row).items():
+        pairs = [_teacher_bullet(row, i, rng) for i in (ids or _ids(row, name))]
+        doc.extra_lines[name] = [
+            "- The rest of the evidence in this section completes the picture "
+            + " ".join(f'"{p.quote}" [{p.cite}]' for p in pairs)
+        ]
+    return doc.render()
+
+
+def _pad_bullets(target: int, requote: bool) -> Mutate:
+    """Pad every section to `target` teacher bullets: on items the thesis left out, or (requote) on
+    any item of the section, already cited or not, with another quote."""
+
+    def mutate(doc: Doc, row: dict, rng: random.Random) -> str | None:
+        doc = doc.copy()
+        left = _left_out(doc, row)
+        added = 0
+        for name, bullets in doc.sections:
+            pool = _ids(row, name) if requote else left[name]
+            for k in range(max(0, target - len(bullets))):
+                if not pool or (not requote and k >= len(pool)):
+                    break
+                doc.extra_lines.setdefault(name, []).append(_teacher_bullet(row, pool[k % len(pool)], rng).render())
+                added += 1
+        return doc.render() if added else None
+
+    return mutate
+
+
+# analyst words without digits, facts or a stance: filler that no n-gram loop detector sees repeat
+_FILLER_WORDS = ["the", "view", "here", "is", "that", "the", "reader", "should", "weigh", "each", "part", "of", "this", "picture", "with", "care", "since", "context", "matters", "and", "a", "single", "reading", "rarely", "settles", "the", "question", "for", "a", "holder", "who", "looks", "at", "the", "period", "as", "a", "whole", "rather", "than", "at", "one", "session", "alone", "while", "keeping", "in", "mind", "how", "such", "readings", "tend", "to", "evolve", "across", "a", "typical", "week", "of", "trading", "for", "names", "of", "this", "kind"]
+
+
+def _filler(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(_FILLER_WORDS) for _ in range(words))
+
+
+def _tail_text(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    doc = doc.copy()
+    doc.tail = "\n" + _filler(rng, 8_000)  # ~50 KB
+    return doc.render()
+
+
+def _long_opinions(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    doc = doc.copy()
+    for b in doc.bullets():
+        b.opinion = f"{b.opinion} {_filler(rng, 120)}"
+    return doc.render()
+
+
+def _long_preamble(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    doc = doc.copy()
+    for name, _ in doc.sections:
+        doc.preamble[name] = _filler(rng, 300)
+    return doc.render()
+
+
+def _extra_section(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """A section the prompt does not have, filled with copies of another section's bullets."""
+    missing = [s for s in SECTIONS if s not in row["sections"]]
+    if not missing:
+        return None
+    doc = doc.copy()
+    doc.sections.append((missing[0], [Bullet(b.opinion, b.quote, b.cite) for b in doc.sections[0][1]]))
+    return doc.render()
+
+
+INVENTED_NUMBER = "revenue jumped 45.2% this quarter"
+INVENTED_FACT = "the chief executive resigned and the regulator approved the new product line"
+
+
+def _in_bracket(text: str, with_id: bool) -> Mutate:
+    def mutate(doc: Doc, row: dict, rng: random.Random) -> str | None:
+        doc = doc.copy()
+        b = rng.choice(doc.bullets())
+        b.opinion = f"{b.opinion} [{b.cite}: {text}]" if with_id else f"{b.opinion} [{text}]"
+        return doc.render()
+
+    return mutate
+
+
+def _in_preamble(text: str) -> Mutate:
+    def mutate(doc: Doc, row: dict, rng: random.Random) -> str | None:
+        doc = doc.copy()
+        doc.preamble[rng.choice(doc.sections)[0]] = text[0].upper() + text[1:] + "."
+        return doc.render()
+
+    return mutate
+
+
+def _in_conclusion(text: str) -> Mutate:
+    def mutate(doc: Doc, row: dict, rng: random.Random) -> str | None:
+        doc = doc.copy()
+        doc.conclusion += f" Also, {text}."
+        return doc.render()
+
+    return mutate
+
+
+def _in_tail(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    doc = doc.copy()
+    doc.tail = f"\nUpdate: {INVENTED_FACT}, and {INVENTED_NUMBER}."
+    return doc.render()
+
+
+def _continuation_line(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """A line without a bullet marker after a bullet (it continues that bullet) stating inventions."""
+    doc = doc.copy()
+    name = doc.sections[0][0]
+    doc.extra_lines[name] = [f"  Note that {INVENTED_FACT}, and {INVENTED_NUMBER}."]
+    return doc.render()
+
+
+# words a gapped quote must never drop: negations, hedges and modals, directions (thesis.UP_WORDS etc.)
+_NEGATION_RE = re.compile(r"^(?:not|no|never|without|nor|neither|cannot|fails?|failed|\w+n't)$", re.I)
+_HEDGE_RE = re.compile(r"^(?:may|might|could|would|should|expects?|expected|plans?|planned|considers?|"
+                       r"reportedly|rumou?red|proposed|seeks?|aims?|hopes?|if|unless)$", re.I)
+
+
+def _direction_word(word: str) -> bool:
+    from thesisgym.thesis import DOWN_WORDS, UP_WORDS
+
+    w = word.lower().strip(".,;:!?()")
+    return w in UP_WORDS or w in DOWN_WORDS or w in POLARITY
+
+
+def _gap_at(words: list[str], drop: Callable[[str], bool], keep: int) -> str | None:
+    """A quote of `keep` words either side of the first droppable word, with "..." in its place."""
+    for i, w in enumerate(words):
+        if drop(w) and i >= keep and i + keep < len(words):
+            return " ".join(words[i - keep : i]) + " ... " + " ".join(words[i + 1 : i + 1 + keep])
+    return None
+
+
+def _gapped(make: Callable[[list[str]], str | None]) -> Mutate:
+    """Replace the quote of the first bullet whose cited item allows it with a gapped quote `make` builds
+    from the item's words."""
+
+    def mutate(doc: Doc, row: dict, rng: random.Random) -> str | None:
+        doc = doc.copy()
+        for b in doc.bullets():
+            words = str((_item(row, b.cite) or {}).get("text", "")).replace('"', " ").split()
+            quote = make(words) if words else None
+            if quote:
+                b.quote = quote
+                return doc.render()
+        return None
+
+    return mutate
+
+
+def _drop_negation(words: list[str]) -> str | None:
+    for i, w in enumerate(words):  # "Won't Let It" -> "... Let It": any negation, with what follows it
+        if _NEGATION_RE.match(w.strip(".,;:!?()")) and i + 2 <= len(words):
+            head = " ".join(words[max(0, i - 3) : i])
+            return (head + " ... " if head else "... ") + " ".join(words[i + 1 : i + 4])
+    return None
+
+
+def _far_gap(words: list[str]) -> str | None:
+    if len(words) < 12:
+        return None
+    return " ".join(words[:3]) + " ... " + " ".join(words[-3:])
+
+
+def _short_segments(words: list[str]) -> str | None:
+    if len(words) < 7:
+        return None
+    return " ... ".join(words[k] for k in range(0, len(words), 3))
+
+
+# --- the adversary round on verifier v3 -------------------------------------------------------------
+_LOADED = {1: "strongly bullish: upside, tailwinds and a clear buy with robust momentum",
+           -1: "strongly bearish: downside, headwinds and a clear sell with weak momentum"}
+
+
+def _conclusion_stance_stuffing(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """The conclusion piles up stance words in the decision's direction (to pull the reading R)."""
+    from thesisgym.schema import DEFAULT_POSITIONS
+
+    want = DEFAULT_POSITIONS.get(doc.decision, 0.0)
+    if want == 0:
+        return None
+    doc = doc.copy()
+    doc.conclusion += f" The picture is {_LOADED[1 if want > 0 else -1]}."
+    return doc.render()
+
+
+def _conclusion_flipped_number(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """The conclusion restates a grounded item's number with the opposite (or an absent) direction."""
+    for b in doc.bullets():
+        claim = _sign_flip(_item(row, b.cite) or {}, row)
+        if claim:
+            doc = doc.copy()
+            doc.conclusion += f" Notably, {claim}."
+            return doc.render()
+    return None
+
+
+def _far_negation_span(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """A quote that starts three words after a negation ("did not, in fact, | beat estimates")."""
+    from thesisgym.consistency.judges import NEGATIONS
+
+    doc = doc.copy()
+    for b in doc.bullets():
+        words = str((_item(row, b.cite) or {}).get("text", "")).replace('"', " ").split()
+        for i, w in enumerate(words[:-6]):
+            if w.lower().strip(".,;:") in NEGATIONS or w.lower().endswith("n't"):
+                b.quote = " ".join(words[i + 3 : i + 7])
+                return doc.render()
+    return None
+
+
+def _bury_counter_evidence(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """Put bullets on left-out items that agree with the decision first and push the bullets whose
+    evidence disagrees past the count the judge reads."""
+    from thesisgym.schema import DEFAULT_POSITIONS
+
+    want = DEFAULT_POSITIONS.get(doc.decision, 0.0)
+    if want == 0:
+        return None
+    stances = _stances(row)
+    doc = doc.copy()
+    left = _left_out(doc, row)
+    moved = 0
+    for k, (name, bullets) in enumerate(doc.sections):
+        against = [b for b in bullets if stances.get(b.cite.upper(), 0.0) * want < 0]
+        agree = [i for i in left.get(name, []) if stances.get(i.upper(), 0.0) * want > 0][: len(against)]
+        if against and agree:
+            front = [_teacher_bullet(row, i, rng) for i in agree]
+            doc.sections[k] = (name, front + [b for b in bullets if b not in against] + against)
+            moved += 1
+    return doc.render() if moved else None
+
+
 FAMILIES: tuple[Family, ...] = (
     Family("quote_polarity", "swap a polarity word inside a quote (rises -> falls)", _quote_edit(_swap_polarity)),
     Family("quote_negation", "add or remove a negation inside a quote", _quote_edit(_negate)),
@@ -534,8 +910,8 @@ FAMILIES: tuple[Family, ...] = (
     Family("quote_trivial", "every quote cut to a trivial fragment (two words, 'year over year')", _trivial_quotes),
     Family("quote_other_item", "a quote from another item of the section, citation unchanged", _quote_other_item),
     Family("quote_invented", "an invented quote", _invented_quote),
-    Family("claim_sign_flip", "claim the cited item's signed number with the opposite direction",
-           lambda d, r, g: _claim(d, r, _sign_flip)),
+    Family("claim_sign_flip", "claim the cited item's number with the opposite direction (or one it lacks)",
+           lambda d, r, g: _claim(d, r, lambda it: _sign_flip(it, r))),
     Family("claim_scale_swap", "claim the cited item's number with another scale or unit",
            lambda d, r, g: _claim(d, r, _scale_claim)),
     Family("claim_header_number", "claim a number that only the item's date header shows",
@@ -565,6 +941,62 @@ FAMILIES: tuple[Family, ...] = (
     Family("cherry_pick", "drop the bullets whose evidence disagrees with the decision", _cherry_pick,
            "consistency"),
     Family("opinion_flipped", "opinions read their evidence backwards", _flip_opinions, "consistency"),
+    Family("cherry_pick_swap", "swap the bullets whose evidence disagrees with the decision for left-out ones that agree",
+           _cherry_pick_swap, "consistency"),
+    # citing for credit: citations outside bullets, or beside no support, never pay
+    Family("cite_all_in_conclusion", "the conclusion cites every id of the prompt", _cite_in_conclusion("runs")),
+    Family("cite_all_in_conclusion_list", "the conclusion cites every id as one list (sources: [T1, T2, ...])",
+           _cite_in_conclusion("list")),
+    Family("cite_all_in_preamble", "prose before each section's bullets cites all of its ids", _cite_in_preamble),
+    Family("cite_all_after_decision", "a source list of every id after the decision", _cite_in_tail),
+    Family("cite_bare_bullet", "an extra quote-less bullet per section citing the items left out",
+           _bare_cite_bullet),
+    Family("cite_neighbour", "every bullet also cites another item of its section", _cite_neighbour),
+    Family("cite_all_beside_quote", "the conclusion repeats one real quote and cites every id",
+           _quoted_conclusion_cites_all),
+    # length: more text or bullets pays only up to where an honest thesis stops
+    Family("dump_bullet", "one extra bullet per section quoting every item the thesis left out", _dump_bullet),
+    Family("pad_left_out_to_7", "each section padded to 7 bullets on the items the thesis left out",
+           _pad_bullets(7, requote=False)),
+    Family("pad_requote_to_12", "each section padded to 12 bullets re-quoting its items", _pad_bullets(12, requote=True)),
+    Family("tail_50kb", "50 KB of non-repeating text after the decision", _tail_text, "format"),
+    Family("opinion_padding", "120 words of stance-free filler added to every opinion", _long_opinions),
+    Family("preamble_padding", "300 words of filler before each section's bullets", _long_preamble, "format"),
+    Family("extra_section", "a section the prompt lacks, filled with another section's bullets", _extra_section),
+    # inventions outside opinions: every asserted sentence is checked
+    Family("bracket_invented_number", "an invented number inside [square brackets] in a bullet",
+           _in_bracket(INVENTED_NUMBER, with_id=False)),
+    Family("bracket_invented_fact", "an invented fact inside [square brackets] in a bullet",
+           _in_bracket(INVENTED_FACT, with_id=False), "consistency"),
+    Family("bracket_id_with_invention", "a citation-like bracket carrying an invention ([T1: ...])",
+           _in_bracket(f"{INVENTED_FACT} as {INVENTED_NUMBER}", with_id=True)),
+    Family("preamble_invented_fact", "section prose before the bullets states an invented fact",
+           _in_preamble(INVENTED_FACT), "consistency"),
+    Family("preamble_invented_number", "section prose before the bullets states an invented number",
+           _in_preamble(INVENTED_NUMBER)),
+    Family("conclusion_invented_fact", "the conclusion states an invented fact", _in_conclusion(INVENTED_FACT),
+           "consistency"),
+    Family("conclusion_invented_number", "the conclusion states an invented number", _in_conclusion(INVENTED_NUMBER)),
+    Family("tail_invention", "an invented fact and number after the decision", _in_tail),
+    Family("continuation_invention", "a marker-less line continuing a bullet states inventions", _continuation_line),
+    # gapped quotes: "..." may shorten a quote, never change what it says
+    Family("quote_gap_drops_negation", "an ellipsis quote that leaves out a negation", _gapped(_drop_negation)),
+    Family("quote_gap_drops_number", "an ellipsis quote that leaves out a number",
+           _gapped(lambda w: _gap_at(w, lambda x: any(c.isdigit() for c in x), 2))),
+    Family("quote_gap_drops_direction", "an ellipsis quote that leaves out a direction or polarity word",
+           _gapped(lambda w: _gap_at(w, _direction_word, 2))),
+    Family("quote_gap_drops_hedge", "an ellipsis quote that leaves out a hedge or modal (may, expects, ...)",
+           _gapped(lambda w: _gap_at(w, lambda x: bool(_HEDGE_RE.match(x.strip(".,;:"))), 2))),
+    Family("quote_gap_far", "the first and last three words of an item joined by an ellipsis", _gapped(_far_gap)),
+    Family("quote_gap_short_segments", "one-word segments joined by ellipses", _gapped(_short_segments)),
+    # the adversary round on v3
+    Family("conclusion_stance_stuffing", "the conclusion piles up stance words in the decision's direction",
+           _conclusion_stance_stuffing, "consistency"),
+    Family("conclusion_flipped_number", "the conclusion restates a grounded number with the opposite direction",
+           _conclusion_flipped_number),
+    Family("quote_after_far_negation", "a quote starting three words after a negation", _far_negation_span),
+    Family("bury_counter_evidence", "agreeing left-out items first, the disagreeing bullets pushed past the read count",
+           _bury_counter_evidence, "consistency"),
 )
 
 
@@ -574,39 +1006,110 @@ def _row_seed(seed: int, row: dict, i: int, family: str) -> int:
     return int(hashlib.sha256(key.encode()).hexdigest()[:12], 16)
 
 
+def trading_r1_weights() -> dict[str, float]:
+    """score_completion key -> weight of the last (decision) stage of the shipped trading-r1 recipe."""
+    import yaml
+
+    from thesisgym.train.recipes import recipe_path
+
+    path = recipe_path("trading-r1")
+    stage = yaml.safe_load(path.read_text(encoding="utf-8"))["stages"][-1]["grpo"]["rewards"]
+    unknown = [f for f in stage["funcs"] if f not in _FUNC_KEYS]
+    if unknown:
+        raise ValueError(f"{path}: the audit does not know the reward(s) {unknown} of the last stage")
+    return {_FUNC_KEYS[f]: float(w) for f, w in zip(stage["funcs"], stage["weights"], strict=True)}
+
+
 class _Scorer:
-    """score_completion with s from the local consistency verifier (what the shipped recipes use)."""
+    """score_completion with s from the local consistency verifier (what the shipped recipes use),
+    plus the trading-r1 recipe's total (its decision stage's weighted sum)."""
 
     def __init__(self) -> None:
         from thesisgym.consistency import ConsistencyVerifier
 
         self.verifier = ConsistencyVerifier(judge="local")
+        self.tr1 = trading_r1_weights()
 
-    def __call__(self, texts: Sequence[str], row: dict) -> list[dict[str, float]]:
-        """Scores of several theses of one row: the verifier indexes and retrieves for them at once."""
+    def s(self, texts: Sequence[str], row: dict) -> list[float]:
+        """s of several theses of one row: the verifier indexes and retrieves for them at once."""
+        return [r.s for r in self.verifier.score_batch(list(texts), [row["evidence"]] * len(texts))]
+
+    def scores(self, texts: Sequence[str], row: dict, s: Sequence[float]) -> list[dict[str, float]]:
         from thesisgym.rewards import score_completion
 
-        results = self.verifier.score_batch(list(texts), [row["evidence"]] * len(texts))
-        return [score_completion(t, row, consistency_s=r.s) for t, r in zip(texts, results, strict=True)]
+        out = [score_completion(t, row, consistency_s=x) for t, x in zip(texts, s, strict=True)]
+        for scores in out:
+            scores["trading_r1"] = sum(w * scores[k] for k, w in self.tr1.items())
+        return out
+
+    def __call__(self, texts: Sequence[str], row: dict) -> list[dict[str, float]]:
+        """Scores of several theses of one row."""
+        return self.scores(texts, row, self.s(texts, row))
+
+
+SEMANTIC = ("fsr", "dsr")  # the recipes with a consistency judge
 
 
 def _judged(family: Family) -> tuple[str, ...]:
+    """The columns a family is judged on: the recipe totals (only fsr and dsr, the recipes with a
+    consistency judge, for a family that attacks the judge), plus the evidence reward for one that
+    attacks the evidence."""
+    if family.target == "consistency":
+        return SEMANTIC
     return (("evidence",) if family.target == "evidence" else ()) + RECIPES
 
 
-def _audit_rows(args: tuple[list[dict], list[int], tuple[str, ...], int, Any]) -> dict:
-    """Worker: honest + every family on a chunk of rows -> {family: {component: [(win, margin)]}}."""
-    rows, indices, names, seed, teacher = args
+SKILL_RECIPES = ("weighted", "trading_r1", "fsr", "dsr", "market_only")
+_CONCLUSION_VIEW_RE = re.compile(r"supports an? [a-z ]+ view")
+
+
+def with_decision(doc: Doc, decision: str) -> str:
+    """The thesis with another decision, its conclusion saying so: what a writer who decides
+    `decision` on the same evidence writes (the skill check scores every decision this way)."""
+    other = doc.copy()
+    other.decision = decision
+    words = decision.replace("_", " ").lower()
+    other.conclusion = _CONCLUSION_VIEW_RE.sub(f"supports a {words} view", other.conclusion)
+    return other.render()
+
+
+def _skill_row(scorer: _Scorer, doc: Doc, row: dict) -> dict:
+    """Each shipped recipe's reward for each decision on one row (the honest thesis, decision
+    swapped): on the realised forward return ("table") and, on a synthetic row, on the true
+    expected return in its place ("expected": the reward in expectation over the market's noise,
+    what the truth oracle's curve is measured on)."""
+    texts = [with_decision(doc, d) for d in LABELS]
+    s = scorer.s(texts, row)
+
+    def table(scores: list[dict[str, float]]) -> dict[str, dict[str, float]]:
+        return {r: {d: sc["market" if r == "market_only" else r] for d, sc in zip(LABELS, scores, strict=True)}
+                for r in SKILL_RECIPES}
+
+    truth = row.get("true_expected_return")
+    truth = float(truth) if isinstance(truth, (int, float)) and math.isfinite(truth) else math.nan
+    out = {"label": row.get("label"), "truth": truth, "table": table(scorer.scores(texts, row, s))}
+    if math.isfinite(truth):
+        out["expected"] = table(scorer.scores(texts, dict(row, fwd_return=truth), s))
+    return out
+
+
+def _audit_rows(args: tuple[list[dict], list[int], tuple[str, ...], int, Any, bool]) -> dict:
+    """Worker: honest + every family on a chunk of rows -> {family: {component: [(win, margin)]}},
+    plus (skill) every recipe's reward for every decision per row."""
+    rows, indices, names, seed, teacher, skill = args
     from thesisgym.rewards.base import strict_rewards
 
     scorer = _Scorer()
     fams = [f for f in FAMILIES if f.name in names]
     out: dict[str, dict[str, list[tuple[bool, float]]]] = {f.name: {c: [] for c in COMPONENTS} for f in fams}
     honest_scores: dict[str, list[float]] = {c: [] for c in COMPONENTS}
+    skill_rows: list[dict] = []
     with strict_rewards():  # a verifier bug must fail the audit, not pose as a low score
         for row, i in zip(rows, indices, strict=True):
             text = teacher.write(row, seed=i)[0]
             doc = Doc.parse(text)
+            if skill:
+                skill_rows.append(_skill_row(scorer, doc, row))
             hacks = []
             for fam in fams:
                 hacked = fam.mutate(doc, row, random.Random(_row_seed(seed, row, i, fam.name)))
@@ -622,7 +1125,7 @@ def _audit_rows(args: tuple[list[dict], list[int], tuple[str, ...], int, Any]) -
                     if math.isnan(h) or math.isnan(m):
                         continue
                     out[fam.name][c].append((m >= h - _EPS, h - m))
-    return {"families": out, "honest": honest_scores}
+    return {"families": out, "honest": honest_scores, "skill": skill_rows}
 
 
 @dataclass
@@ -633,14 +1136,17 @@ class AuditResult:
     table: list[dict[str, Any]]
     honest_means: dict[str, float]
     seconds: float
+    skill: list[SkillCurve] = field(default_factory=list)
 
     def failed(self, threshold: float) -> list[str]:
-        """Families whose win rate on a judged column exceeds `threshold`."""
-        return [
+        """Families whose win rate on a judged column exceeds `threshold`, and "constant_decision"
+        when a reward-vs-skill check fails (rewards.skill)."""
+        out = [
             r["family"]
             for r in self.table
             if any(r["win"][c] is not None and r["win"][c] > threshold for c in r["judged_on"])
         ]
+        return out + (["constant_decision"] if any(not c.passes for c in self.skill) else [])
 
     def as_dict(self, threshold: float | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -648,6 +1154,7 @@ class AuditResult:
             "seconds": round(self.seconds, 2),
             "honest_means": self.honest_means,
             "families": self.table,
+            "skill": [c.as_dict() for c in self.skill],
         }
         if threshold is not None:
             out["threshold"] = threshold
@@ -662,9 +1169,11 @@ def run_audit(
     seed: int = 0,
     workers: int = 1,
     teacher: Any = None,
+    skill: bool = True,
 ) -> AuditResult:
     """Audit the reward stack on `rows` (module docstring). `teacher` writes the honest theses
-    (default: `TemplateTeacher(seed)`, calibrated on the rows when there are at least 10)."""
+    (default: `TemplateTeacher(seed)`, calibrated on the rows when there are at least 10).
+    `skill`: also run the constant-decision check (`skill_curves`)."""
     import time
 
     from thesisgym.teachers import TemplateTeacher
@@ -686,12 +1195,16 @@ def run_audit(
             teacher.calibrate(rows)
     t0 = time.perf_counter()
     workers = max(1, min(int(workers), len(rows)))
-    chunks = [(rows[k::workers], list(range(k, len(rows), workers)), names, seed, teacher) for k in range(workers)]
+    chunks = [(rows[k::workers], list(range(k, len(rows), workers)), names, seed, teacher, skill)
+              for k in range(workers)]
     if workers == 1:
         parts = [_audit_rows(chunks[0])]
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             parts = list(pool.map(_audit_rows, chunks))
+    # rows came back in worker order: put them back in row order for the skill check
+    order = [i for k in range(workers) for i in range(k, len(rows), workers)]
+    skill_rows = [r for _, r in sorted(zip(order, [r for p in parts for r in p["skill"]], strict=True))] if skill else []
     table = []
     for fam in (f for f in FAMILIES if f.name in names):
         merged = {c: [x for p in parts for x in p["families"][fam.name][c]] for c in COMPONENTS}
@@ -709,4 +1222,37 @@ def run_audit(
         )
     honest = {c: [x for p in parts for x in p["honest"][c]] for c in COMPONENTS}
     means = {c: (sum(v) / len(v)) if v else math.nan for c, v in honest.items()}
-    return AuditResult(len(rows), table, means, time.perf_counter() - t0)
+    return AuditResult(len(rows), table, means, time.perf_counter() - t0, skill_curves(skill_rows))
+
+
+def truth_decisions(expected: Sequence[float]) -> list[str]:
+    """The synthetic market's truth oracle as decisions: the true expected returns cut at the
+    schema.LABEL_QUANTILES of their own distribution (so its class mix is the labels' mix)."""
+    import numpy as np
+
+    from thesisgym.schema import LABEL_QUANTILES
+
+    cuts = np.quantile(np.asarray(expected, dtype=float), list(LABEL_QUANTILES))
+    return [LABELS[int(np.searchsorted(cuts, x, side="right"))] for x in expected]
+
+
+def skill_curves(skill_rows: Sequence[dict]) -> list[SkillCurve]:
+    """Reward-vs-skill curves of every shipped recipe, for the label oracle and, on synthetic rows,
+    the truth oracle (rewards.skill); rows where a recipe is not applicable (no label, no forward
+    return) are left out of that recipe's curve."""
+    curves: list[SkillCurve] = []
+    truth_rows = [r for r in skill_rows if math.isfinite(r["truth"])]
+    truth = dict(zip(map(id, truth_rows), truth_decisions([r["truth"] for r in truth_rows]), strict=True)) \
+        if len(truth_rows) >= 10 else {}
+    for recipe in SKILL_RECIPES:
+        for oracle in ("label", "truth"):
+            key = "table" if oracle == "label" else "expected"
+            use = [r for r in skill_rows
+                   if (r["label"] in LABELS if oracle == "label" else id(r) in truth)
+                   and all(math.isfinite(v) for v in r[key][recipe].values())]
+            if not use:
+                continue
+            decisions = [r["label"] if oracle == "label" else truth[id(r)] for r in use]
+            curves.append(skill_curve(recipe, f"{oracle} oracle", [r[key][recipe] for r in use], decisions,
+                                      [r["label"] for r in use]))
+    return curves

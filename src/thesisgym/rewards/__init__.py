@@ -7,12 +7,13 @@ documented minimum; None means only "not applicable" (e.g. the row has no label)
     component          range            reads columns
     structure_reward   [0, 1]           sections
     evidence_reward    [0, 1]           evidence
-    decision_reward    [-2.25, 1]       label
+    decision_reward    [-1.5, 1]        label   (default matrix "calibrated"; [-2.25, 1] for the paper's)
     market_reward      [-3, 3]          fwd_return, fwd_vol
     loop_penalty       [-1, 0]          -
     make_combined_reward("weighted" | "fsr" | "dsr" | "market_only", consistency=...)
 
-`score_completion(completion, row)` returns every component plus diagnostics for one row.
+`score_completion(completion, row)` returns every component plus diagnostics for one row;
+`rewards.skill` traces a recipe's expected reward against a reader's skill (docs/verifier.md).
 """
 
 from thesisgym.rewards.combine import COMBINER_KINDS, STAGE_WEIGHTS, dsr, fsr, make_combined_reward

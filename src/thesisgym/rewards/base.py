@@ -5,8 +5,11 @@ same completion text reaches structure, evidence, decision and loop rewards in t
 `num_generations` completions of one prompt share one evidence list; both are cached here
 (bounded LRU caches keyed by content, so results stay pure and deterministic) because this is
 the hot path of GRPO. Reward bodies are wrapped by `per_completion` so that one bad completion
-gets the documented minimum instead of raising or silently becoming None; every such exception is
-counted (`reward_errors`) and its traceback logged once per distinct error.
+gets the documented minimum instead of raising or silently becoming None. Every error of the
+verifier goes through one counted path, `record_error`: exceptions inside rewards, parser
+failures (registered with `thesis.on_parser_error`), and the failures that the consistency path
+turns into a score. There is one counter (`reward_errors`); the per-batch `<reward>/reward_errors`
+metric and `score_completion`'s `reward_errors` are read from it.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from thesisgym.thesis import (
     clear_parser_caches,
     completion_text,
     normalize_text,
+    on_parser_error,
     parse_thesis,
     scan_quantities,
 )
@@ -128,9 +132,7 @@ class EvidenceIndex:
 
     __slots__ = ("features", "items")
 
-    def __init__(self, evidence: Sequence[Any] | None, *, memo_scans: bool = False) -> None:
-        # memo_scans: kept for callers of the v1 signature; quantities are scanned lazily now
-        del memo_scans
+    def __init__(self, evidence: Sequence[Any] | None) -> None:
         self.features: dict[str, Any] = {}
         self.items: dict[str, EvidenceItemView] = {}
         for item in evidence or ():
@@ -190,7 +192,7 @@ def evidence_index(
         if index is not None:
             _index_cache.move_to_end(key)
     if index is None:
-        index = EvidenceIndex(evidence, memo_scans=True)
+        index = EvidenceIndex(evidence)
         with _cache_lock:
             _index_cache[key] = index
             if len(_index_cache) > _INDEX_CACHE_SIZE:
@@ -311,17 +313,17 @@ def per_completion(
 
     None is passed through (it means "not applicable", e.g. no label); anything else is clamped to
     [lo, hi] so the documented range holds even if a formula misbehaves. A raising or non-finite
-    score is recorded (`record_error`) and, when TRL's `log_metric` is in `kwargs`, the batch's
-    count is logged as `<name>/reward_errors` (0 on a clean batch, so the curve is always there).
+    score is recorded (`record_error`) and, when TRL's `log_metric` is in `kwargs`, the errors
+    recorded during the batch are logged as `<name>/reward_errors` (0 on a clean batch, so the
+    curve is always there).
     """
     out: list[float | None] = []
-    errors = 0
+    before = reward_errors()
     for i, completion in enumerate(completions or ()):
         try:
             value = score(i, completion)
         except Exception as exc:
             record_error(name, exc)
-            errors += 1
             value = minimum
         # the usual case, a float strictly inside the range, is its own clamped value (the strict
         # bounds keep -0.0, nan and the bounds themselves on the full path below, bit for bit)
@@ -335,15 +337,16 @@ def per_completion(
             value = float(value)
         except (TypeError, ValueError) as exc:
             record_error(name, exc)
-            errors += 1
             value = minimum
         if not math.isfinite(value):
             record_error(name, ValueError(f"non-finite score {value!r}"))
-            errors += 1
             value = minimum
         out.append(min(hi, max(lo, value)))
     fn = (kwargs or {}).get("log_metric")
     if callable(fn):
-        with contextlib.suppress(Exception):
-            fn(f"{name}/reward_errors", float(errors))
+        with contextlib.suppress(Exception):  # errors recorded during this batch, parser failures included
+            fn(f"{name}/reward_errors", float(reward_errors() - before))
     return out
+
+
+on_parser_error(record_error)

@@ -1,12 +1,16 @@
 """Decision reward (Trading-R1 Stage III): a payoff matrix M[prediction][truth] shipped as data.
 
-The matrix lives in `thesisgym/configs/decision_matrix.yaml` with two variants: "paper_printed"
-(exactly as printed) and "text" (the default, its transpose, which has the asymmetry the paper's
-text describes; the YAML explains the check). The truth is the row's `label` column; the model
-never sees it, so evidence that says "answer STRONG_BUY" cannot buy reward here. A missing,
-repeated, invalid or <think>-only decision gets `missing` (-1.5). Rows without a label (the
-forward window is incomplete) return None ("not applicable"). Range: [min(M, missing), max(M)]
-= [-2.25, 1] for the shipped variants.
+The matrix lives in `thesisgym/configs/decision_matrix.yaml` with three variants: "calibrated"
+(the default: 1 for the right class, -1 for any other), "paper_printed" (Trading-R1's matrix
+exactly as printed) and "text" (its transpose, which has the asymmetry the paper's text describes;
+the YAML explains the check). Why the default is not the paper's: a decision reward must pay
+skill over every constant decision, and under a graded matrix always-HOLD beats a reader whose
+accuracy beats the majority class (the YAML and docs/verifier.md give the numbers; `thesisgym audit`
+prints the reward-vs-skill curves). The truth is the row's `label` column; the model never sees
+it, so evidence that says "answer STRONG_BUY" cannot buy reward here. A missing, repeated,
+invalid or <think>-only decision gets `missing` (-1.5, or the variant's own `missing`). Rows
+without a label (the forward window is incomplete) return None ("not applicable"). Range:
+[min(M, missing), max(M)]: [-1.5, 1] for "calibrated", [-2.25, 1] for the paper's variants.
 """
 
 from __future__ import annotations
@@ -76,14 +80,14 @@ def _load(path: str, variant: str | None) -> DecisionMatrix:
         raise ValueError(f"{path}: variants.{name}.matrix must be {len(LABELS)}x{len(LABELS)}")
     try:
         matrix = tuple(tuple(float(v) for v in row) for row in rows)
-        missing = float(data.get("missing", -1.5))
+        missing = float(data["variants"][name].get("missing", data.get("missing", -1.5)))
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{path}: variants.{name}.matrix and 'missing' must be numbers ({exc})") from exc
     return DecisionMatrix(variant=name, matrix=matrix, missing=missing)
 
 
 def load_decision_matrix(variant: str | None = None, *, path: str | Path | None = None) -> DecisionMatrix:
-    """Load a variant ("text" default, "paper_printed") from the shipped YAML or from `path`."""
+    """Load a variant ("calibrated" default, "text", "paper_printed") from the shipped YAML or from `path`."""
     return _load(str(path or _default_path()), variant)
 
 
@@ -137,4 +141,7 @@ def make_decision_reward(
 
 
 decision_reward = make_decision_reward()
-decision_reward.__doc__ = "Stage III M[decision][label] with the 'text' matrix; -1.5 if the decision is missing/invalid; None without label."
+decision_reward.__doc__ = (
+    "Stage III M[decision][label] with the default ('calibrated') matrix; -1.5 if the decision is missing or "
+    "invalid; None without label."
+)

@@ -1,8 +1,8 @@
 """Evidence reward (Trading-R1 Stage II formula) with real grounding checks instead of format checks.
 
 The paper's Stage II reward pays a bullet for *having* a quote and a source. That is trivially
-hackable: invent a quote, cite any id. We keep the formula (docs/spec.md, section 6.2) exactly and change what
-the quote and source terms mean (verifier v2: every rule below is an exact check, no similarity):
+hackable: invent a quote, cite any id. We keep the formula exactly (docs/spec.md, section 6.2) and change what
+the quote and source terms mean (every rule below is an exact check, no similarity):
 
 - Citations. An id counts only if it exists in this prompt's evidence (else: hallucination) and
   belongs to the bullet's own section: a bullet in <news> citing T3 is *misfiled* and scores 0, so
@@ -18,15 +18,15 @@ the quote and source terms mean (verifier v2: every rule below is an exact check
 - Quotes must be informative: at least MIN_CONTENT_WORDS distinct content words, or a number with
   its context (a content word, or two words); and not a phrase found in COMMON_ITEMS or more items
   of the prompt that are also at least COMMON_SHARE of its items (a company name, boilerplate). An
-  uninformative quote
-  ("year over year", "the company") or one shorter than MIN_QUOTE_CHARS is not credited (not a
-  hallucination either): the bullet is scored as if it had no quote.
+  uninformative quote ("year over year", "the company") or one shorter than MIN_QUOTE_CHARS is not
+  credited (not a hallucination either): the bullet is scored as if it had no quote.
 - Numbers in the opinion are quantities (`thesis.scan_quantities`): each must match a quantity of a
   cited item's body with the same unit (%, bp, x), scale (thousand/million/billion/trillion),
   currency when the claim shows one, and direction when the claim states one ("fell 0.65%" is not
   "+0.65%"). Rounding rule: magnitudes agree within REL_TOL relative, or the evidence rounded to
   the decimals the claim shows equals the claim ("12%" for 12.4%). Numbers of the date/source header
-  back nothing. A number with no match is a hallucination. Bracketed text is never a claim.
+  back nothing. A number with no match is a hallucination. A [...] group that cites nothing is the
+  analyst's text (`thesis.parse_bullet`): its numbers are claims like any other.
 - Opinions are the analyst's words: the share of the opinion's word 4-grams that appear in the
   prompt's evidence bodies is removed from its word count (copying evidence is not writing).
 - A bullet repeating an earlier bullet's evidence (same cited items and same quotes) scores 0.
@@ -34,6 +34,35 @@ the quote and source terms mean (verifier v2: every rule below is an exact check
   holds one of its verified quotes or backs one of its claim numbers. A bullet with nothing to
   verify gets credit for one citation at most (precision = 1/len(citations)). Both the quote term
   and the source term are multiplied by it, so citing every id on every bullet pays ~1/N.
+- Ellipsis quotes ("...", "[...]", "…") shorten a quote, never change it: every segment is a
+  span of the same item, in order, of at least MIN_SEGMENT_WORDS words; a gap of more than
+  MAX_GAP_WORDS words is not credited; a gap that leaves out a word which changes what the evidence
+  says (`lexicon.protected_word`: a negation, a hedge or modal, a direction or stance word, a fact
+  term, an event verb with an opposite, a number; or a name: a word the item writes capitalised,
+  stopwords aside, so "Apple ... unveils a phone" cannot drop "'s rival Samsung") makes the quote
+  a misquote, i.e. a hallucination. So does a quote (with or without "...") whose span starts
+  right after a negation (up to three words back) or a modal (one word back) of its sentence:
+  "be enough to save the stock" of "won't be enough to save the stock".
+- Count: the bullet-count term saturates where an honest thesis stops, at lo = min(SATURATION, items
+  of the section) bullets that each ground an item no earlier bullet grounds ("novel" bullets):
+  min(novel, lo) / lo, times max(0.3, 1 - 0.1 x) for the x bullets that add nothing new within that
+  cap (past lo, or re-citing grounded items). Trading-R1 pays 4-7 bullets alike, which pays padding;
+  here each such bullet costs 0.03 of its section.
+- Statements outside bullets are checked too: the prose before a section's first bullet, the
+  conclusion and the text outside every block (`Thesis.outside`). Such a statement may only restate
+  evidence that the bullets ground (`EvidenceReport.grounded`: the items whose credited quote or
+  backed number a bullet holds) or that it quotes itself: an unknown id, a quote found in no item
+  or a number no such item backs makes it a hallucination (score 0); otherwise its score is the
+  precision of its citations (cited ids that are grounded) times (1 - CITE_COST) per id it cites
+  (a statement restates: its citations add nothing the bullets do not give), times a length term:
+  1 - words / STRAY_WORDS for prose and text outside the blocks (format, not evidence), and
+  1 - (words - CONCLUSION_WORDS) / STRAY_WORDS for a conclusion longer than CONCLUSION_WORDS (both
+  floored at 0). The thesis score is multiplied by 1 - OUTSIDE_WEIGHT (1 - score) per statement,
+  so citations outside bullets are graded for precision and never paid for by count, and text
+  padded outside the bullets costs evidence credit.
+- Facts stated without a number (actors, corporate events: `lexicon.FACT_TERMS`) are judged by
+  the consistency judge (s), in every statement, against the same grounded evidence; this reward
+  checks what can be checked exactly: ids, quotes and numbers.
 
 Coverage: the thesis score is multiplied by the share of the prompt's sections (those with evidence
 items) that the thesis has, so dropping a weak section never pays.
@@ -48,7 +77,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from thesisgym.rewards.base import (
@@ -62,17 +91,36 @@ from thesisgym.rewards.base import (
     per_completion,
     register_cache,
 )
-from thesisgym.thesis import Bullet, Quantity, Thesis, normalize_text, scan_quantities
+from thesisgym.rewards.lexicon import NEGATIONS, protected_word
+from thesisgym.thesis import (
+    Bullet,
+    Quantity,
+    Thesis,
+    normalize_text,
+    parse_bullet,
+    scan_quantities,
+    slot_setters,
+)
 
 __all__ = [
     "COMMON_ITEMS",
     "COMMON_SHARE",
+    "MAX_GAP_WORDS",
     "MIN_CONTENT_WORDS",
     "MIN_QUOTE_CHARS",
+    "MIN_SEGMENT_WORDS",
+    "OUTSIDE_WEIGHT",
+    "CITE_COST",
+    "CONCLUSION_WORDS",
+    "STRAY_WORDS",
     "REL_TOL",
+    "SATURATION",
     "BulletCheck",
     "EvidenceReport",
+    "StatementCheck",
+    "bullet_count_score",
     "check_bullet",
+    "check_statement",
     "content_words",
     "copied_share",
     "evidence_ngrams",
@@ -92,7 +140,14 @@ MIN_QUOTE_CHARS = 8
 MIN_CONTENT_WORDS = 3
 COMMON_ITEMS = 3
 COMMON_SHARE = 0.25
-REL_TOL = 0.005
+REL_TOL = 0.001
+MIN_SEGMENT_WORDS = 2
+MAX_GAP_WORDS = 5
+SATURATION = 4  # bullets per section where the count term (and the judge's coverage) saturates
+OUTSIDE_WEIGHT = 0.5
+CITE_COST = 0.01  # per id a statement outside the bullets cites
+STRAY_WORDS = 100  # words of prose / text outside the blocks that cost a statement all its credit
+CONCLUSION_WORDS = 120  # a conclusion's words before its length costs
 COPY_NGRAM = 4  # copied_share spells the 4 out
 _QUOTE_STRIP = " .,;:!?'\"-\u2026"
 _CONTENT_RE = re.compile(r"[a-z][a-z']{2,}")
@@ -127,16 +182,128 @@ def find_span(needle: str, hay: str, start: int = 0) -> int:
     return -1
 
 
+_ELLIPSIS_RE = re.compile(r"[\[(]\s*(?:\.\.\.|\u2026)\s*[\])]|\u2026|\.\.\.")
+
+
 def _segments(quote_norm: str) -> list[str]:
     if "..." not in quote_norm and "\u2026" not in quote_norm:
         f = quote_norm.strip(_QUOTE_STRIP)
         return [f] if f else []
-    parts = quote_norm.replace("\u2026", "...").split("...")
+    parts = _ELLIPSIS_RE.split(quote_norm)
     return [p.strip(_QUOTE_STRIP) for p in parts if p.strip(_QUOTE_STRIP)]
+
+
+_SENTENCE_END = ".;:!?"
+_EDGE_MODALS = frozenset(["may", "might", "could", "would", "should", "will", "can"])
+
+
+_TOKEN_RE = re.compile(r"\S+")
+_cut_cache: dict[str, frozenset[int]] = {}
+
+
+def _cut_starts(hay: str) -> frozenset[int]:
+    """Offsets in `hay` where a span would leave a qualifier of its sentence just outside: word
+    starts right after a negation (up to three words back, the lexicon's negation window) or a modal
+    (one word back), without a sentence end in between ("won't | be enough"). Memoised by text."""
+    hit = _cut_cache.get(hay)
+    if hit is None:
+        hit = _cut_cache[hay] = _find_cut_starts(hay)
+        if len(_cut_cache) > 65_536:
+            _cut_cache.clear()
+    return hit
+
+
+_QUALIFIER_RE = re.compile(
+    r"(?<!\w)(?:" + "|".join(re.escape(w) for w in sorted(NEGATIONS | _EDGE_MODALS, key=len, reverse=True))
+    + r")(?!\w)|n't\b"
+)
+
+
+def _find_cut_starts(hay: str) -> frozenset[int]:
+    if _QUALIFIER_RE.search(hay) is None:  # most items have none (a looser test than the tokens': safe)
+        return frozenset()
+    starts: set[int] = set()
+    tokens = list(_TOKEN_RE.finditer(hay))
+    for k, tok in enumerate(tokens):
+        w = tok.group(0)
+        word = w.strip(_QUOTE_STRIP + "()[]")
+        negation = word in NEGATIONS or word.endswith("n't")
+        if not (negation or word in _EDGE_MODALS) or w[-1] in _SENTENCE_END:
+            continue
+        for j in (k + 1, k + 2, k + 3) if negation else (k + 1,):
+            if j < len(tokens):
+                starts.add(tokens[j].start())
+                if tokens[j].group(0)[-1] in _SENTENCE_END:
+                    break
+    return frozenset(starts)
+
+
+def _cut_qualifier(hay: str, start: int) -> bool:
+    """Whether the span starting at hay[start] leaves a qualifier of its sentence just outside: a
+    negation among the three words before it, or a modal right before it ("won't | be enough")."""
+    return start > 0 and start in _cut_starts(hay)
 
 
 def _spans(segments: Sequence[str], hay: str) -> bool:
     return _span_bounds(segments, hay) is not None
+
+
+def _placements(segments: Sequence[str], hay: str, limit: int = 8) -> Iterable[list[tuple[int, int]]]:
+    """In-order placements of the segments as word-bounded spans, each segment at one of its first
+    `limit` occurrences after the previous one (a quote has few segments: a small search)."""
+
+    def place(k: int, pos: int) -> Iterable[list[tuple[int, int]]]:
+        if k == len(segments):
+            yield []
+            return
+        seg = segments[k]
+        end = find_span(seg, hay, pos)
+        tries = 0
+        while end >= 0 and tries < limit:
+            for rest in place(k + 1, end):
+                yield [(end - len(seg), end), *rest]
+            end = find_span(seg, hay, end - len(seg) + 1)
+            tries += 1
+
+    return place(0, 0)
+
+
+_CAPITALISED_RE = re.compile(r"\b[A-Z][\w'&.-]*")
+_FUNCTION_WORDS = frozenset(["a", "an", "as", "at", "by", "in", "is", "it", "of", "on", "or", "to", "up", "we", "our",
+                             "its", "his", "her", "new", "all", "one", "two", "q1", "q2", "q3", "q4"])
+
+
+def _names(item: EvidenceItemView, index: EvidenceIndex) -> frozenset[str]:
+    """The words `item` writes capitalised (lower-cased, stopwords aside): names an ellipsis must
+    not drop. Memoised per index."""
+    memo = _memo(index, "names")
+    hit = memo.get(item.id)
+    if hit is None:
+        words = (w.lower().strip(_QUOTE_STRIP + "()[]") for w in _CAPITALISED_RE.findall(item.text))
+        hit = memo[item.id] = frozenset(w for w in words if w and w not in STOPWORDS and w not in _FUNCTION_WORDS)
+    return hit
+
+
+def _gapped_status(segments: Sequence[str], hay: str, names: frozenset[str] = frozenset()) -> int:
+    """2: the segments are spans of `hay` in order with short gaps that leave out nothing that
+    changes the meaning (module docstring); 1: spans, but a gap is too long or a segment too short
+    (true, not credited); 0: no placement, or every placement leaves out a protected word or one of
+    `names` (a misquote). The best placement counts."""
+    short = any(len(seg.split()) < MIN_SEGMENT_WORDS for seg in segments)
+    best = 0
+    for spans in _placements(segments, hay):
+        gaps = [hay[a:b].split() for (_, a), (b, _) in zip(spans, spans[1:], strict=False)]
+        if any(protected_word(w) or w.strip(_QUOTE_STRIP + "()[]") in names for gap in gaps for w in gap) or (
+            _cut_qualifier(hay, spans[0][0])
+        ):
+            continue
+        if short or any(len(gap) > MAX_GAP_WORDS for gap in gaps):
+            best = 1
+            continue
+        if _numbers_kept(segments, hay, (spans[0][0], spans[-1][1])):
+            return 2
+        best = 1
+    return best
 
 
 def _span_bounds(segments: Sequence[str], hay: str) -> tuple[int, int] | None:
@@ -226,17 +393,22 @@ def _memo(index: EvidenceIndex, name: str) -> dict:
 
 def _span_in(quote_norm: str, item: EvidenceItemView, index: EvidenceIndex) -> int:
     """Memoised (per index: quotes repeat across the generations of one prompt): 2 when the quote
-    is a span of the item keeping its numbers whole, 1 when it is a span that cuts a number from its
-    unit or scale ("$20.75" of "$20.75 million"), 0 when it is no span of the item."""
+    is a span of the item keeping its numbers whole, 1 when it is a span that is not credited (it
+    cuts a number from its unit or scale, "$20.75" of "$20.75 million"; an ellipsis gap too long or
+    a segment too short), 0 when it is no span of the item or a misquote (an ellipsis leaving out
+    a protected word, a span cut right after a negation or modal)."""
     memo = _memo(index, "spans")
     key = (quote_norm, item.id)
     hit = memo.get(key)
     if hit is None:
         hit = 0
         segments = _segments(quote_norm)
-        bounds = _span_bounds(segments, item.norm_text)
-        if bounds is not None:
-            hit = 2 if _numbers_kept(segments, item.norm_text, bounds) else 1
+        if len(segments) > 1:
+            hit = _gapped_status(segments, item.norm_text, _names(item, index)) if segments[0] in item.norm_text else 0
+        else:
+            bounds = _span_bounds(segments, item.norm_text)
+            if bounds is not None and not _cut_qualifier(item.norm_text, bounds[0]):
+                hit = 2 if _numbers_kept(segments, item.norm_text, bounds) else 1
         if len(memo) < 65_536:
             memo[key] = hit
     return hit
@@ -336,18 +508,23 @@ def _opinion_score(words: int, has_quote: bool, has_source: bool) -> float:
     return max(0.5, 1 - 0.02 * (words - 90))
 
 
-def bullet_count_score(n: int, available: int | None = None) -> float:
-    """1 for 4-7 bullets, n/4 below, max(0.3, 1 - 0.1 (n - 7)) above (Trading-R1).
+def bullet_count_score(n: int, available: int | None = None, novel: int | None = None) -> float:
+    """Count term of a section with n bullets.
 
-    `available`: how many evidence items the prompt has for the section. A section with fewer than
-    4 items cannot honestly carry 4 bullets (a bullet repeating earlier evidence scores 0), so the
-    lower bound becomes that count; padding cannot gain from this."""
-    lo = 4 if available is None else max(1, min(4, available))
-    if n < lo:
-        return n / lo
-    if n <= 7:
-        return 1.0
-    return max(0.3, 1 - 0.1 * (n - 7))
+    Without `available`: Trading-R1's, 1 for 4-7 bullets, n/4 below, max(0.3, 1 - 0.1 (n - 7))
+    above (the structure reward uses it). With `available` (how many evidence items the prompt has
+    for the section) the term saturates where an honest thesis stops, at lo = min(SATURATION,
+    available) bullets that each ground a new item (`novel`, default n): min(novel, lo) / lo times
+    max(0.3, 1 - 0.1 x), x = n - min(novel, lo) the bullets that add nothing new within the cap. A
+    section with fewer items than SATURATION cannot honestly carry more bullets than items, and
+    bullets past lo, or re-citing grounded items, add length, not evidence."""
+    if available is None:
+        if n < 4:
+            return n / 4
+        return 1.0 if n <= 7 else max(0.3, 1 - 0.1 * (n - 7))
+    lo = max(1, min(SATURATION, available))
+    counted = min(n if novel is None else novel, lo)
+    return counted / lo * max(0.3, 1 - 0.1 * (n - counted))
 
 
 def harmonic_mean(values: Sequence[float], *, floor: float = 0.01) -> float:
@@ -359,7 +536,9 @@ def harmonic_mean(values: Sequence[float], *, floor: float = 0.01) -> float:
 
 @dataclass(frozen=True, slots=True)
 class BulletCheck:
-    """Verification and score of one bullet; `reasons` says why it is a hallucination."""
+    """Verification and score of one bullet; `reasons` says why it is a hallucination (or earns
+    nothing); `supporting`: the own-section ids holding one of its credited quotes or backing one of
+    its numbers (what the bullet grounds)."""
 
     score: float
     hallucinated: bool
@@ -367,6 +546,18 @@ class BulletCheck:
     precision: float  # nan when the bullet cites nothing
     quote_verified: bool
     r_opinion: float
+    supporting: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StatementCheck:
+    """A statement outside the bullets (section prose, conclusion, text outside the blocks): its
+    score in [0, 1] (module docstring) and why it falls short."""
+
+    where: str
+    score: float
+    hallucinated: bool
+    reasons: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,20 +567,22 @@ class EvidenceReport:
     score: float
     n_bullets: int
     n_hallucinated: int
-    hallucination_rate: float  # nan without bullets
+    hallucination_rate: float  # of the bullets; nan without bullets (statements: see `statements`)
     citation_precision: float  # mean over citing bullets; nan when none cites
     grounding: float  # mean over bullets of verified-quote * precision (0 if hallucinated); in [0, 1]
     section_scores: tuple[tuple[str, float], ...]
     bullets: tuple[BulletCheck, ...]
+    statements: tuple[StatementCheck, ...] = ()
+    grounded: frozenset[str] = frozenset()  # ids some bullet grounds (a credited quote or a backed number)
 
 
-# BulletCheck(...) without the frozen-dataclass __init__ (one object.__setattr__ per field, ~2x
-# slower), as thesis._parse_bullets does for Bullet: one check per bullet is the hot path of the
-# evidence reward. Same object, equality, hash and repr; unpacking from fields() fails at import
-# if a field is ever added without updating this.
+# BulletCheck(...) without the frozen-dataclass __init__, as thesis._parse_bullets builds Bullet
+# (thesis.slot_setters: bound by field name): one check per bullet is the hot path of the reward.
 _new_object = object.__new__
-_set_score, _set_hallucinated, _set_reasons, _set_precision, _set_quote_verified, _set_r_opinion = (
-    BulletCheck.__dict__[f.name].__set__ for f in fields(BulletCheck)
+_set_score, _set_hallucinated, _set_reasons, _set_precision, _set_verified, _set_r_opinion, _set_supporting = (
+    slot_setters(
+        BulletCheck, ("score", "hallucinated", "reasons", "precision", "quote_verified", "r_opinion", "supporting")
+    )
 )
 
 
@@ -400,34 +593,46 @@ def _make_check(
     precision: float,
     quote_verified: bool,
     r_opinion: float,
+    supporting: tuple[str, ...] = (),
 ) -> BulletCheck:
     check = _new_object(BulletCheck)
     _set_score(check, score)
     _set_hallucinated(check, hallucinated)
     _set_reasons(check, reasons)
     _set_precision(check, precision)
-    _set_quote_verified(check, quote_verified)
+    _set_verified(check, quote_verified)
     _set_r_opinion(check, r_opinion)
+    _set_supporting(check, supporting)
     return check
 
 
-_verified_checks: dict[int, BulletCheck] = {}
+_verified_checks: dict[str, dict[int, BulletCheck]] = {}
 register_cache(_verified_checks.clear)
+register_cache(_cut_cache.clear)
 
 
-def _verified_check(word_count: int) -> BulletCheck:
-    """The check of a bullet with one verified quote from its one cited id and no claim numbers.
-
-    It depends on the word count alone, and BulletCheck is immutable, so one shared instance per
-    word count serves every such bullet (most honest bullets take this path).
-    """
-    check = _verified_checks.get(word_count)
+def _verified_check(word_count: int, item_id: str) -> BulletCheck:
+    """The check of a bullet with one verified quote from its one cited id and no claim numbers:
+    it depends on the word count and the id alone, and BulletCheck is immutable, so one
+    shared instance per (word count, id) serves every such bullet (most honest bullets)."""
+    by_words = _verified_checks.get(item_id)
+    if by_words is None:
+        if len(_verified_checks) >= 16_384:  # ids repeat across prompts (T1, N2, ...): a few hundred in practice
+            _verified_checks.clear()
+        by_words = _verified_checks[item_id] = {}
+    check = by_words.get(word_count)
     if check is None:
         r_opinion = _opinion_score(word_count, True, True)
-        check = _make_check(0.4 * r_opinion + 0.6, False, (), 1.0, True, r_opinion)
-        if len(_verified_checks) < 4096:  # word counts are bounded by MAX_BULLET_CHARS anyway
-            _verified_checks[word_count] = check
+        check = by_words[word_count] = _make_check(
+            _bullet_score(r_opinion, True, 1.0), False, (), 1.0, True, r_opinion, (item_id,)
+        )
     return check
+
+
+def _bullet_score(r_opinion: float, quote_verified: bool, p: float) -> float:
+    """Trading-R1's R_bullet = 0.4 R_opinion + 0.35 quote + 0.25 source, the quote and source terms
+    weighted by the citation precision p (one expression for the fast and the full path)."""
+    return 0.4 * r_opinion + 0.35 * (1.0 if quote_verified else 0.0) * p + 0.25 * p
 
 
 def _zero(reason: str, precision: float) -> BulletCheck:
@@ -439,19 +644,8 @@ def _zero(reason: str, precision: float) -> BulletCheck:
 _REPEATED = _zero("repeats the evidence of an earlier bullet", 0.0)
 
 
-def check_bullet(
-    bullet: Bullet, index: EvidenceIndex, section: str | None = None, *, copy_check: bool = True
-) -> BulletCheck:
-    """Verify one bullet against the prompt's evidence and score it with the Stage II formula.
-
-    `section`: the section the bullet is filed under; cited items of another section are misfiled
-    (they never support it, and a bullet citing only such items scores 0). None skips the check.
-    `copy_check=False` skips the copied-opinion check (evidence_report does so when no opinion of
-    the thesis shares a single 4-gram with the evidence).
-    """
-    items = index.items
-    cited = bullet.citations
-    # the opinion's own words: n-grams copied from the evidence bodies do not count as writing
+def _own_words(bullet: Bullet, index: EvidenceIndex, copy_check: bool) -> int:
+    """The opinion's word count without the share of its word 4-grams copied from the evidence."""
     words = bullet.word_count
     if copy_check and words >= COPY_NGRAM:
         memo = _memo(index, "copied")
@@ -462,58 +656,24 @@ def check_bullet(
                 memo[bullet.opinion] = share
         if share:
             words = round(words * (1.0 - share))
-    # fast path for the common honest shape: one own-section citation, one verified informative
-    # quote, no claim numbers
-    if len(cited) == 1 and len(bullet.quotes) == 1 and not bullet.numbers:
-        item = items.get(cited[0])
-        q = bullet.quotes[0]
-        if item is not None and (section is None or item.section == section) and q.isascii():
-            qn = q.lower()
-            f = qn.strip(_QUOTE_STRIP)
-            if len(f) >= MIN_QUOTE_CHARS and "..." not in f:
-                # the rules of _span_in and quote_informative, inlined for one plain segment
-                # (this runs for most bullets of every completion); any doubt -> the full path
-                hay = item.norm_text
-                # find_span, inlined for the first occurrence (word-bounded in the usual case)
-                end = hay.find(f)
-                if end != -1:
-                    pos, end = end, end + len(f)
-                    if not (
-                        (pos == 0 or not f[0].isalnum() or not hay[pos - 1].isalnum())
-                        and (end == len(hay) or not f[-1].isalnum() or not hay[end].isalnum())
-                    ):
-                        end = find_span(f, hay, pos + 1)
-                if (
-                    end != -1
-                    and not (f[-1].isdigit() and _CUT_AFTER.match(hay, end) is not None)
-                    and not (f[0].isdigit() and end > len(f) and hay[end - len(f) - 1] in ".,")
-                    and (
-                        (n_content := len(set(_CONTENT_RE.findall(f)) - STOPWORDS)) >= 2 * MIN_CONTENT_WORDS
-                        or (n_content >= MIN_CONTENT_WORDS and _joined(index).count(f) < COMMON_ITEMS)
-                        # the count is of f: the same as of qn when stripping removed nothing
-                        or _informative(qn, index, n_content if len(f) == len(qn) else None)
-                    )
-                ):
-                    check = _verified_checks.get(words)
-                    return check if check is not None else _verified_check(words)
-    reasons: list[str] = []
-    unknown = [c for c in cited if c not in items]
-    if unknown:
-        reasons.append("cites unknown id " + ", ".join(unknown))
-    # truth is checked against every cited item; credit goes only to items of the bullet's section
-    known = [items[c] for c in cited if c in items]
-    existing = [it for it in known if section is None or it.section == section]
-    own = {it.id for it in existing}
-    quotes = []
+    return words
+
+
+def _quote_checks(
+    bullet: Bullet, index: EvidenceIndex, known: list[EvidenceItemView], own: set[str], reasons: list[str]
+) -> tuple[set[str], int, bool]:
+    """(own-section ids holding a credited quote, credited quotes, whether any quote was long enough
+    to check); a quote in no cited item adds a reason (a hallucination)."""
+    items = index.items
+    supporting: set[str] = set()
+    credited = 0
+    checked = False
     for q in bullet.quotes:
         # the parser already collapsed whitespace and mapped curly quotes: ASCII only needs lower()
         q = q.lower() if q.isascii() else normalize_text(q)
-        if len(q.strip(_QUOTE_STRIP)) >= MIN_QUOTE_CHARS:
-            quotes.append(q)
-    supporting: set[str] = set()
-    quote_verified = False
-    credited = 0
-    for q in quotes:
+        if len(q.strip(_QUOTE_STRIP)) < MIN_QUOTE_CHARS:
+            continue
+        checked = True
         # _span_in is 0 for an item lacking the first segment: that C-level test first skips the
         # memo for most items (a citation-stuffed bullet cites every id of the prompt)
         segments = _segments(q)
@@ -529,8 +689,23 @@ def check_bullet(
         if found and _informative(q, index):  # a span cutting a number is true but not credited
             supporting.update(found)
             credited += 1
-    if quotes and not reasons:
-        quote_verified = credited > 0
+    return supporting, credited, checked
+
+
+def _full_check(bullet: Bullet, index: EvidenceIndex, section: str | None, words: int) -> BulletCheck:
+    """check_bullet's full path: every rule of the module docstring."""
+    items = index.items
+    cited = bullet.citations
+    reasons: list[str] = []
+    unknown = [c for c in cited if c not in items]
+    if unknown:
+        reasons.append("cites unknown id " + ", ".join(unknown))
+    # truth is checked against every cited item; credit goes only to items of the bullet's section
+    known = [items[c] for c in cited if c in items]
+    existing = [it for it in known if section is None or it.section == section]
+    own = {it.id for it in existing}
+    supporting, credited, checked = _quote_checks(bullet, index, known, own, reasons)
+    quote_verified = checked and not reasons and credited > 0
     if bullet.numbers:
         for claim in scan_quantities(bullet.opinion):
             backers = _quantity_supported(claim, known)
@@ -539,7 +714,7 @@ def check_bullet(
             else:
                 reasons.append(f"number {claim.value:g} not in cited evidence")
     if cited:
-        if credited or bullet.numbers:
+        if credited or bullet.numbers or reasons:  # a hallucinated bullet's citations support only what checked out
             precision = len(supporting) / len(cited)
         else:
             precision = (1.0 / len(cited)) if existing else 0.0
@@ -547,39 +722,167 @@ def check_bullet(
         precision = math.nan
     has_source = bool(existing)
     r_opinion = _opinion_score(words, quote_verified, has_source)
+    grounded = tuple(supporting) if len(supporting) < 2 else tuple(sorted(supporting))
     if reasons:
         return _make_check(0.0, True, tuple(reasons), precision, False, r_opinion)
     if known and not existing:
         misfiled = ", ".join(f"{it.id} ({it.section})" for it in known)
         return _zero(f"misfiled: cites {misfiled} under <{section}>", 0.0)
-    p = precision if has_source else 0.0
-    score = 0.4 * r_opinion + 0.35 * (1.0 if quote_verified else 0.0) * p + 0.25 * p
-    return _make_check(score, False, (), precision, quote_verified, r_opinion)
+    score = _bullet_score(r_opinion, quote_verified, precision if has_source else 0.0)
+    return _make_check(score, False, (), precision, quote_verified, r_opinion, grounded)
 
 
-def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
-    """Stage II: per bullet -> per section (0.3 count + 0.7 harmonic mean) -> harmonic mean of sections.
+def check_bullet(
+    bullet: Bullet,
+    index: EvidenceIndex,
+    section: str | None = None,
+    *,
+    copy_check: bool = True,
+    fast: bool = True,
+) -> BulletCheck:
+    """Verify one bullet against the prompt's evidence and score it with the Stage II formula.
 
-    Bullets are checked against their own section (misfiling) and against the thesis's earlier
-    bullets (a bullet repeating earlier evidence scores 0).
+    `section`: the section the bullet is filed under; cited items of another section are misfiled
+    (they never support it, and a bullet citing only such items scores 0). None skips the check.
+    `copy_check=False` skips the copied-opinion check (evidence_report does so when no opinion of
+    the thesis shares a single 4-gram with the evidence). `fast=False` skips the fast path for the
+    common honest shape (the result is the same: tests/test_rewards_fuzz.py checks it).
     """
-    checks: list[BulletCheck] = []
-    section_scores: list[tuple[str, float]] = []
-    seen: set[tuple[tuple[str, ...], tuple[str, ...]]] = set()
-    # one C-level pass over all opinions: a copied 4-gram needs 4 consecutive opinion tokens that
-    # all occur in the evidence; without such a run (an honest thesis) no bullet needs the
-    # per-bullet copy check, nor the evidence's 4-gram set
+    words = bullet.word_count
+    if copy_check and words >= COPY_NGRAM:
+        words = _own_words(bullet, index, copy_check)
+    # the fast path: the common honest shape (one own-section citation, one plain informative quote,
+    # no claim numbers); the rules of _span_in and quote_informative, inlined for one plain segment,
+    # any doubt -> the full path (tests/test_rewards_fuzz.py checks that both agree)
+    if fast and len(bullet.citations) == 1 and len(bullet.quotes) == 1 and not bullet.numbers:
+        item = index.items.get(bullet.citations[0])
+        q = bullet.quotes[0]
+        if item is not None and (section is None or item.section == section) and q.isascii():
+            qn = q.lower()
+            f = qn.strip(_QUOTE_STRIP)
+            if len(f) >= MIN_QUOTE_CHARS and "..." not in f and _fast_credited(f, qn, item.norm_text, index):
+                by_words = _verified_checks.get(item.id)
+                check = by_words.get(words) if by_words is not None else None
+                return check if check is not None else _verified_check(words, item.id)
+    return _full_check(bullet, index, section, words)
+
+
+def _fast_credited(f: str, qn: str, hay: str, index: EvidenceIndex) -> bool:
+    """Whether the plain quote `f` (`qn` before stripping its edges) is credited in the body `hay`:
+    find_span for its first occurrence, numbers kept whole, no qualifier cut off, informative."""
+    end = hay.find(f)
+    if end != -1:
+        pos, end = end, end + len(f)
+        if not (
+            (pos == 0 or not f[0].isalnum() or not hay[pos - 1].isalnum())
+            and (end == len(hay) or not f[-1].isalnum() or not hay[end].isalnum())
+        ):
+            end = find_span(f, hay, pos + 1)
+    if end == -1:
+        return False
+    start = end - len(f)
+    if (f[-1].isdigit() and _CUT_AFTER.match(hay, end) is not None) or (
+        f[0].isdigit() and start > 0 and hay[start - 1] in ".,"
+    ):
+        return False
+    if start > 0:
+        cuts = _cut_cache.get(hay)
+        if cuts is None:
+            cuts = _cut_starts(hay)
+        if start in cuts:
+            return False
+    n_content = len(set(_CONTENT_RE.findall(f)) - STOPWORDS)
+    return (
+        n_content >= 2 * MIN_CONTENT_WORDS
+        or (n_content >= MIN_CONTENT_WORDS and _joined(index).count(f) < COMMON_ITEMS)
+        # the count is of f: the same as of qn when stripping removed nothing
+        or _informative(qn, index, n_content if len(f) == len(qn) else None)
+    )
+
+
+def check_statement(text: str, index: EvidenceIndex, grounded: frozenset[str], where: str = "conclusion") -> StatementCheck:
+    """Check a statement written outside the bullets (module docstring): it may restate only the
+    evidence the bullets ground (`grounded`) or that it quotes itself. Its citations are graded
+    for precision (and cost CITE_COST each), its numbers must be backed by those items, and its
+    length costs (`where` "conclusion": past CONCLUSION_WORDS; anything else: every word)."""
+    if '"' not in text and "[" not in text and "\u201c" not in text and _DIGIT_RE.search(text) is None:
+        return _length_check(StatementCheck(where, 1.0, False, ()), text)  # nothing to verify but its length
+    b = parse_bullet(text)
+    items = index.items
+    reasons = [f"cites unknown id {c}" for c in b.citations if c not in items]
+    pool = set(grounded)
+    for q in b.quotes:
+        qn = normalize_text(q)
+        if len(qn.strip(_QUOTE_STRIP)) < MIN_QUOTE_CHARS:
+            continue
+        spans = {it.id: _span_in(qn, it, index) for it in items.values()}
+        if not any(spans.values()):
+            reasons.append("quote not in the evidence")
+        pool.update(i for i in b.citations if spans.get(i) == 2 and _informative(qn, index))
+    backers = [items[i] for i in sorted(pool) if i in items]
+    if b.numbers:
+        reasons += [f"number {c.value:g} not in grounded evidence" for c in scan_quantities(b.opinion)
+                    if not _quantity_supported(c, backers)]
+    if reasons:
+        return StatementCheck(where, 0.0, True, tuple(reasons))
+    why: tuple[str, ...] = ()
+    score = 1.0
+    if b.citations:
+        precision = sum(c in pool for c in b.citations) / len(b.citations)
+        score = precision * (1.0 - CITE_COST) ** len(b.citations)
+        why = (f"cites {len(b.citations)} ids outside the bullets, {precision:.0%} of them grounded",)
+    return _length_check(StatementCheck(where, score, False, why), text)
+
+
+def _length_check(check: StatementCheck, text: str) -> StatementCheck:
+    """The statement's score times its length term (module docstring)."""
+    words = text.count(" ") + 1
+    excess = words if check.where != "conclusion" else words - CONCLUSION_WORDS
+    if excess <= 0:
+        return check
+    what = "outside the bullets" if check.where != "conclusion" else "of conclusion"
+    return StatementCheck(check.where, check.score * max(0.0, 1.0 - excess / STRAY_WORDS), check.hallucinated,
+                          (*check.reasons, f"{words} words {what}"))
+
+
+def _statements(thesis: Thesis) -> list[tuple[str, str]]:
+    """(where, text) of every statement outside the bullets that states something."""
+    out = [(f"<{s.name}> prose", s.prose) for s in thesis.sections if s.prose]
+    if thesis.conclusion:
+        out.append(("conclusion", thesis.conclusion))
+    if thesis.outside:
+        out.append(("outside the blocks", thesis.outside))
+    return out
+
+
+def _copy_check_needed(thesis: Thesis, index: EvidenceIndex) -> bool:
+    """One C-level pass over all opinions: a copied 4-gram needs 4 consecutive opinion tokens that
+    all occur in the evidence; without such a run (an honest thesis) no bullet needs the per-bullet
+    copy check, nor the evidence's 4-gram set."""
     tokens = index.features.get("tokens")
     if tokens is None:
         tokens = index.features["tokens"] = frozenset(" ".join(it.norm_text for it in index.items.values()).split())
     joined = " \x00 ".join(b.opinion for b in thesis.bullets)  # no run spans two opinions
     words = (joined.lower() if joined.isascii() else normalize_text(joined)).split()
-    copy_check = bytes(map(tokens.__contains__, words)).find(b"\x01\x01\x01\x01") != -1
+    return bytes(map(tokens.__contains__, words)).find(b"\x01\x01\x01\x01") != -1
+
+
+def _section_checks(
+    thesis: Thesis, index: EvidenceIndex
+) -> tuple[list[BulletCheck], list[tuple[str, float]], frozenset[str]]:
+    """Per bullet checks (own section, repeats), per section scores (0.3 count + 0.7 HM; the count
+    of the bullets that ground a new item, module docstring) and the items the bullets ground."""
+    copy_check = _copy_check_needed(thesis, index)
     section_sizes = index.features.get("section_sizes")
     if section_sizes is None:
         section_sizes = index.features["section_sizes"] = Counter(it.section for it in index.items.values())
+    checks: list[BulletCheck] = []
+    section_scores: list[tuple[str, float]] = []
+    seen: set[tuple[tuple[str, ...], tuple[str, ...]]] = set()
+    grounded: set[str] = set()
     for section in thesis.sections:
         bullet_checks = []
+        novel = 0  # bullets that ground an item no earlier bullet of the thesis grounds
         for b in section.bullets:
             # what the bullet offers as evidence: its cited ids and its quotes as parsed (copies
             # told apart by case or invisible characters are the loop term's business, loops.py)
@@ -589,15 +892,28 @@ def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
                     bullet_checks.append(_REPEATED)
                     continue
                 seen.add(key)
-            bullet_checks.append(check_bullet(b, index, section.name, copy_check=copy_check))
+            check = check_bullet(b, index, section.name, copy_check=copy_check)
+            bullet_checks.append(check)
+            if check.supporting and not grounded.issuperset(check.supporting):
+                novel += 1
+                grounded.update(check.supporting)
         checks.extend(bullet_checks)
+        s = 0.0
         if bullet_checks:
-            s = 0.3 * bullet_count_score(len(bullet_checks), section_sizes.get(section.name)) + 0.7 * harmonic_mean(
-                [c.score for c in bullet_checks]
-            )
-        else:
-            s = 0.0
+            count = bullet_count_score(len(bullet_checks), section_sizes.get(section.name), novel)
+            s = 0.3 * count + 0.7 * harmonic_mean([c.score for c in bullet_checks])
         section_scores.append((section.name, s))
+    return checks, section_scores, frozenset(grounded)
+
+
+def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
+    """Stage II: per bullet -> per section (0.3 count + 0.7 harmonic mean) -> harmonic mean of sections,
+    times the section coverage and the statements outside bullets (module docstring).
+
+    Bullets are checked against their own section (misfiling) and against the thesis's earlier
+    bullets (a bullet repeating earlier evidence scores 0).
+    """
+    checks, section_scores, grounded = _section_checks(thesis, index)
     score = harmonic_mean([s for _, s in section_scores]) if section_scores else 0.0
     if score <= 0.01 + 1e-12 and all(s == 0.0 for _, s in section_scores):
         score = 0.0
@@ -609,6 +925,10 @@ def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
         index.features["sections"] = prompt_sections
     if prompt_sections:
         score *= len(prompt_sections.intersection(thesis.section_names)) / len(prompt_sections)
+    statements = tuple(check_statement(text, index, grounded, where) for where, text in _statements(thesis))
+    for st in statements:
+        if st.score != 1.0:
+            score *= 1.0 - OUTSIDE_WEIGHT * (1.0 - st.score)
     n = len(checks)
     n_bad = sum(c.hallucinated for c in checks)
     precisions = [c.precision for c in checks if not math.isnan(c.precision)]
@@ -621,6 +941,8 @@ def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
         grounding=(sum((c.precision if c.quote_verified else 0.0) for c in checks) / n) if n else 0.0,
         section_scores=tuple(section_scores),
         bullets=tuple(checks),
+        statements=statements,
+        grounded=grounded,
     )
 
 

@@ -9,8 +9,16 @@ repeat a 10-word phrase four times; a loop does.
 
 loop_rate = share of token positions whose n-gram occurs >= k times (0 = no repetition).
 penalty   = 0 when no n-gram reaches k, else -min(1, 2 * loop_rate), in [-1, 0].
-Proportional on purpose: a templated phrase repeated four times in a 500-word thesis (loop_rate
-~0.07, penalty ~-0.13) is a style defect, while a model stuck in a cycle until the token limit
+
+A share falls when text is added, and (n, k) grow with the length: padding a thesis with fresh text
+would dilute its repetition. So the thesis (everything but the thinking) is measured with fixed
+parameters, THESIS_N = 10 and THESIS_K = 4 (those of a 400-token output), whatever its length, and
+its repeated positions are counted per LOOP_REF_TOKENS = 800 tokens: loop_rate = repeated /
+LOOP_REF_TOKENS (capped at 1). Text added anywhere can only add repeated n-grams to that count,
+never remove one. The thinking, which may run to thousands of tokens, keeps the length-scaled share
+above.
+Proportional on purpose: a 20-word templated phrase repeated four times in a thesis (loop_rate
+~0.06, penalty ~-0.11) is a style defect, while a model stuck in a cycle until the token limit
 (loop_rate >= 0.5) gets the full -1.
 
 Repeated bullets: a bullet (a line opening with "-", "*", "•" or "1.") that repeats an earlier one
@@ -19,6 +27,9 @@ Cyrillic/Greek homoglyphs folded to Latin) is a repeat: bullet_rate = repeats / 
 penalty -min(1, 2 * bullet_rate). A thesis that writes each bullet 5 times has bullet_rate 0.8 ->
 -1, whatever invisible characters tell the copies apart. The reported loop_rate and penalty are
 the worse of the n-gram and the bullet measure.
+
+Thinking and the thesis are measured apart (the <think> blocks and the rest, `thesis.split_think`)
+and the worse counts: text added to one cannot dilute a loop in the other.
 
 Linear time: a token-frequency prefilter (a looping n-gram needs n consecutive tokens that each
 occur >= k times; honest text almost never has such a run) and otherwise token ids -> one vectorised polynomial rolling hash over n-grams (numpy, 64-bit
@@ -34,11 +45,13 @@ from typing import Any
 import numpy as np
 
 from thesisgym.rewards.base import log_metric, per_completion
-from thesisgym.thesis import completion_text, normalize_text
+from thesisgym.thesis import completion_text, normalize_text, split_think
 
-__all__ = ["MAX_LOOP_TOKENS", "loop_params", "loop_penalty", "loop_rate", "loop_stats"]
+__all__ = ["LOOP_REF_TOKENS", "MAX_LOOP_TOKENS", "THESIS_K", "THESIS_N", "loop_params", "loop_penalty", "loop_rate", "loop_stats"]
 
 MAX_LOOP_TOKENS = 50_000
+LOOP_REF_TOKENS = 800
+THESIS_N, THESIS_K = 10, 4
 _MAX_LOOP_CHARS = 600_000
 _BASE = np.uint64(1_000_003)
 
@@ -102,10 +115,34 @@ def bullet_repeats(text: str) -> tuple[int, int]:
     return n, repeats
 
 
+def _split(text: str) -> tuple[str, str | None]:
+    """(thesis, thinking) of a text, as `thesis.split_think` cuts them (as tokens: only token
+    boundaries matter here); the canonical one leading <think> block is cut with str.find."""
+    if "think" not in text and "THINK" not in text and "Think" not in text:
+        return text, None
+    if text.startswith("<think>") and text.count("think") == 2 and text.count("THINK") == text.count("Think") == 0:
+        end = text.find("</think>")
+        if end != -1:
+            return text[end + 8 :], text[7:end]
+    return split_think(text)
+
+
 def loop_stats(text: str) -> tuple[float, float]:
-    """(loop_rate, penalty) of a text: the worse of the n-gram and the bullet measure (module docstring)."""
-    rate, penalty = _ngram_loop_stats(text)
-    n, repeats = bullet_repeats(text[:_MAX_LOOP_CHARS])
+    """(loop_rate, penalty) of a text: the worse of the n-gram measure of its thinking, that of the
+    rest, and the bullet measure (module docstring)."""
+    head = text[:_MAX_LOOP_CHARS] if len(text) > _MAX_LOOP_CHARS else text
+    body, think = _split(head)
+    tokens = body.split()
+    if len(tokens) > MAX_LOOP_TOKENS:
+        tokens = tokens[:MAX_LOOP_TOKENS]
+    # fixed parameters and a count per LOOP_REF_TOKENS tokens: adding text cannot dilute it
+    rate = min(1.0, _repeated_positions(tokens, THESIS_N, THESIS_K)[0] / LOOP_REF_TOKENS)
+    penalty = -min(1.0, 2.0 * rate) if rate else 0.0
+    if think:
+        t_tokens = think.split()[:MAX_LOOP_TOKENS]
+        t_rate, t_penalty = _ngram_loop_stats(t_tokens, *loop_params(len(t_tokens)))
+        rate, penalty = max(rate, t_rate), min(penalty, t_penalty)
+    n, repeats = bullet_repeats(head)
     if repeats:
         b_rate = repeats / n
         if b_rate > rate:
@@ -114,31 +151,33 @@ def loop_stats(text: str) -> tuple[float, float]:
     return rate, penalty
 
 
-def _ngram_loop_stats(text: str) -> tuple[float, float]:
-    tokens = (text[:_MAX_LOOP_CHARS] if len(text) > _MAX_LOOP_CHARS else text).split()
-    if len(tokens) > MAX_LOOP_TOKENS:
-        tokens = tokens[:MAX_LOOP_TOKENS]
-    n, k = loop_params(len(tokens))
+def _repeated_positions(tokens: list[str], n: int, k: int) -> tuple[int, int]:
+    """(n-gram positions whose n-gram occurs >= k times, n-gram positions) of a token list."""
+    m = len(tokens) - n + 1
     if len(tokens) < n * k:
-        return 0.0, 0.0
+        return 0, max(m, 0)
     # exact pruning: a looping n-gram is n consecutive tokens that each occur >= k times, and
     # honest prose almost never has such a run; the n-gram hashing below runs only when it does
     freq = Counter(tokens)
     if not _has_run(tokens, freq, k, n):
-        return 0.0, 0.0
+        return 0, m
     vocab = dict(zip(freq, range(len(freq)), strict=True))
     ids = np.fromiter(map(vocab.__getitem__, tokens), dtype=np.int64, count=len(tokens))
     ids = ids.astype(np.uint64) + np.uint64(1)
-    m = len(ids) - n + 1
     h = np.zeros(m, dtype=np.uint64)
     with np.errstate(over="ignore"):
         for j in range(n):
             h = h * _BASE + ids[j : j + m]
     _, inverse, counts = np.unique(h, return_inverse=True, return_counts=True)
-    repeated = counts[inverse] >= k
-    if not repeated.any():
+    return int((counts[inverse] >= k).sum()), m
+
+
+def _ngram_loop_stats(tokens: list[str], n: int, k: int) -> tuple[float, float]:
+    """(share of positions whose n-gram occurs >= k times, its penalty) of a token list."""
+    repeated, m = _repeated_positions(tokens, n, k)
+    if not repeated:
         return 0.0, 0.0
-    rate = float(repeated.mean())
+    rate = repeated / m
     return rate, -min(1.0, 2.0 * rate)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from thesisgym.rewards.base import evidence_index, parsed, record_error
+from thesisgym.rewards.base import evidence_index, parsed, record_error, reward_errors
 from thesisgym.rewards.combine import STAGE_WEIGHTS, dsr, fsr, guarded
 from thesisgym.rewards.decision import load_decision_matrix, truth_label
 from thesisgym.rewards.evidence import evidence_report
@@ -53,6 +53,67 @@ SCORE_KEYS = (
 )
 
 
+def _recipe_totals(
+    scores: dict[str, float], r: float | None, s: float, loop: float, valid: bool, truth: str | None, clip: float
+) -> dict[str, float]:
+    """fsr / dsr (guarded and paper) and the "decision"-stage weighted total from the components."""
+    e = scores["evidence"]
+    weights = STAGE_WEIGHTS["decision"]
+    weighted = (
+        weights["structure"] * scores["structure"] + weights["evidence"] * e + weights["decision"] * scores["decision"]
+        + loop
+        if truth is not None
+        else NAN
+    )
+    if r is None:
+        return {"fsr": NAN, "dsr": NAN, "fsr_paper": NAN, "dsr_paper": NAN, "weighted": weighted}
+    return {
+        "fsr": guarded("fsr", r, s, e, loop, decision_valid=valid, clip=clip),
+        "dsr": guarded("dsr", r, s, e, loop, decision_valid=valid, clip=clip),
+        "fsr_paper": fsr(r, s),
+        "dsr_paper": dsr(r, s),
+        "weighted": weighted,
+    }
+
+
+def _score(
+    completion: Any, row: dict[str, Any], consistency_s: float | None, decision_variant: str | None,
+    clip: float, missing_penalty: float,
+) -> dict[str, float]:
+    thesis = parsed(completion)
+    report = evidence_report(thesis, evidence_index(row.get("evidence")))
+    matrix = load_decision_matrix(decision_variant)
+    rate, loop = loop_stats(completion_text(completion))
+    truth = truth_label(row.get("label"))
+    r = market_value(thesis.decision, row.get("fwd_return"), row.get("fwd_vol"), clip=clip,
+                     missing_penalty=missing_penalty)
+    s_given = consistency_s if isinstance(consistency_s, (int, float)) and math.isfinite(consistency_s) else None
+    s = min(1.0, max(0.0, float(s_given))) if s_given is not None else report.grounding
+    out = {
+        "structure": structure_score(thesis, prompt_sections=row.get("sections")),
+        "evidence": report.score,
+        "decision": matrix(thesis.decision, truth) if truth is not None else NAN,
+        "market": NAN if r is None else r,
+        "loop_penalty": loop,
+        "s": s,
+        "hallucination_rate": report.hallucination_rate,
+        "citation_precision": report.citation_precision,
+        "grounding": report.grounding,
+        "loop_rate": rate,
+        "decision_valid": float(thesis.decision is not None),
+        "decision_id": float(LABEL_TO_ID.get(thesis.decision or "", -1)),
+        "decision_correct": NAN if truth is None else float(thesis.decision == truth),
+        "n_sections": float(len(thesis.sections)),
+        "n_bullets": float(report.n_bullets),
+        "n_hallucinated": float(report.n_hallucinated),
+        "n_errors": float(len(thesis.errors)),
+        "s_is_placeholder": float(s_given is None),
+        "truncated": float(thesis.truncated),
+    }
+    out.update(_recipe_totals(out, r, s, loop, thesis.decision is not None, truth, clip))
+    return out
+
+
 def score_completion(
     completion: Any,
     row: dict[str, Any],
@@ -68,72 +129,18 @@ def score_completion(
     grounding score (`s_is_placeholder` = 1). `fsr` / `dsr` are the shipped (guarded) recipe totals,
     `fsr_paper` / `dsr_paper` the paper formulas (rewards.combine). `weighted` uses the "decision"
     stage weights plus the loop penalty. `decision_id` is the index into schema.LABELS (-1 when missing/invalid).
-    `reward_errors` is 1 when scoring raised (the other keys are then nan; the error is counted
-    and its traceback logged once, see `rewards.base.record_error`), else 0.
+    `reward_errors` counts the errors recorded while scoring (`rewards.base.record_error`, parser
+    failures included): when scoring raised, the other keys are nan, the error is counted and its
+    traceback logged once (re-raised in strict mode).
     """
     out = dict.fromkeys(SCORE_KEYS, NAN)
+    before = reward_errors()
     try:
-        row = row if isinstance(row, dict) else {}
-        thesis = parsed(completion)
-        report = evidence_report(thesis, evidence_index(row.get("evidence")))
-        matrix = load_decision_matrix(decision_variant)
-        structure = structure_score(thesis, prompt_sections=row.get("sections"))
-        rate, loop = loop_stats(completion_text(completion))
-        truth = truth_label(row.get("label"))
-        decision = matrix(thesis.decision, truth) if truth is not None else NAN
-        r = market_value(
-            thesis.decision,
-            row.get("fwd_return"),
-            row.get("fwd_vol"),
-            clip=clip,
-            missing_penalty=missing_penalty,
-        )
-        s_given = (
-            consistency_s
-            if isinstance(consistency_s, (int, float)) and math.isfinite(consistency_s)
-            else None
-        )
-        s = min(1.0, max(0.0, float(s_given))) if s_given is not None else report.grounding
-        weights = STAGE_WEIGHTS["decision"]
-        valid = thesis.decision is not None
-        weighted = (
-            weights["structure"] * structure
-            + weights["evidence"] * report.score
-            + weights["decision"] * decision
-            + loop
-            if truth is not None
-            else NAN
-        )
-        out.update(
-            structure=structure,
-            evidence=report.score,
-            decision=decision,
-            market=NAN if r is None else r,
-            loop_penalty=loop,
-            s=s,
-            fsr=NAN if r is None else guarded("fsr", r, s, report.score, loop, decision_valid=valid, clip=clip),
-            dsr=NAN if r is None else guarded("dsr", r, s, report.score, loop, decision_valid=valid, clip=clip),
-            fsr_paper=NAN if r is None else fsr(r, s),
-            dsr_paper=NAN if r is None else dsr(r, s),
-            weighted=weighted,
-            hallucination_rate=report.hallucination_rate,
-            citation_precision=report.citation_precision,
-            grounding=report.grounding,
-            loop_rate=rate,
-            decision_valid=float(thesis.decision is not None),
-            decision_id=float(LABEL_TO_ID.get(thesis.decision or "", -1)),
-            decision_correct=NAN if truth is None else float(thesis.decision == truth),
-            n_sections=float(len(thesis.sections)),
-            n_bullets=float(report.n_bullets),
-            n_hallucinated=float(report.n_hallucinated),
-            n_errors=float(len(thesis.errors)),
-            s_is_placeholder=float(s_given is None),
-            truncated=float(thesis.truncated),
-            reward_errors=0.0,
-        )
+        out.update(_score(completion, row if isinstance(row, dict) else {}, consistency_s, decision_variant, clip,
+                          missing_penalty))
     except Exception as exc:  # a verifier bug: counted and logged (re-raised in strict mode), never hidden
         record_error("score_completion", exc)
-        out["reward_errors"] = 1.0
+    out["reward_errors"] = float(reward_errors() - before)
     return out
 
 

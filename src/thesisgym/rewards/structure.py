@@ -13,6 +13,10 @@ Choices the paper leaves open, documented here:
   max(0.5, 1 - 0.02 (w - 90)) above). A section without bullets scores 0.
 - A completion with no recognised section scores 0 (the 0.3 floor of R_count is for "too few",
   not for "none"), so empty or unparseable output gets the minimum. Range: [0, 1].
+- Stray text is a format defect that grows with its length: the words written in a section before
+  its first bullet and outside every block (before, between and after the tags; <think> aside)
+  multiply R by max(0, 1 - stray words / STRAY_WORDS_SCALE), so a 50 KB tail after the decision
+  scores 0 and a three-word preamble costs 3 %.
 """
 
 from __future__ import annotations
@@ -25,9 +29,11 @@ from thesisgym.rewards.evidence import bullet_count_score
 from thesisgym.schema import SECTIONS
 from thesisgym.thesis import Thesis
 
-__all__ = ["DEFAULT_SECTION_BOUNDS", "make_structure_reward", "structure_reward", "structure_score"]
+__all__ = ["DEFAULT_SECTION_BOUNDS", "STRAY_WORDS_SCALE", "make_structure_reward", "stray_words", "structure_reward",
+           "structure_score"]
 
 DEFAULT_SECTION_BOUNDS = (5, 7)
+STRAY_WORDS_SCALE = 100
 
 
 def _length_score(words: int) -> float:
@@ -44,6 +50,13 @@ def _count_score(s: int, lo: int, hi: int) -> float:
     if s > hi:
         return max(0.3, 1 - 0.15 * (s - hi))
     return 1.0
+
+
+def stray_words(thesis: Thesis) -> int:
+    """Words outside bullets and blocks: section prose before the first bullet, text outside the tags."""
+    return sum(s.prose.count(" ") + 1 for s in thesis.sections if s.prose) + (
+        thesis.outside.count(" ") + 1 if thesis.outside else 0
+    )
 
 
 def structure_score(
@@ -74,7 +87,9 @@ def structure_score(
         # bullet text is whitespace-collapsed by the parser, so spaces + 1 = words (and C-fast)
         lengths = [_length_score(b.text.count(" ") + 1 if b.text else 0) for b in section.bullets]
         per_section.append(0.5 * bullet_count_score(len(section.bullets)) + 0.5 * sum(lengths) / len(lengths))
-    return 0.6 * _count_score(len(sections), lo, hi) + 0.4 * sum(per_section) / len(per_section)
+    score = 0.6 * _count_score(len(sections), lo, hi) + 0.4 * sum(per_section) / len(per_section)
+    stray = stray_words(thesis)
+    return score * max(0.0, 1.0 - stray / STRAY_WORDS_SCALE) if stray else score
 
 
 def make_structure_reward(

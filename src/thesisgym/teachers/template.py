@@ -21,11 +21,17 @@ Decision rules (documented, also in `item_stance` / `decide`):
    or, after `calibrate(rows)`, cut points at the schema.LABEL_QUANTILES of the rows' scores, so the
    teacher's class mix matches the label mix (the lexicon is not symmetric, fixed cuts lean bearish).
 
-Bullets: one tag per section in `sections` that has evidence (a section without items is skipped);
+Bullets: one tag per section in `sections` that has evidence (a section without items is skipped).
+By default (`bullets=None`) a section gets one bullet on each of the items the verifier expects an
+honest thesis to cover (`consistency.judges.canonical_items`: the min(4, n) items with the strongest
+stance, the newest first among equals), which is where the evidence reward's count term and the
+judge's coverage saturate: the template writes the thesis the verifier scores highest for its
+evidence, so any edit of it is a change for the worse (`thesisgym audit` checks that it is).
 `compact=True` (the small-model demo) quotes the first run of words without a digit that the
 verifier credits (longest first), and from the first word of the body only when the item has no such
 run (price lines): a tiny model copies distinct words by plain induction but not digit strings, whose
-digits recur all over the prompt (docs/training.md, section 4c). `bullets=(lo, hi)` bullets per section, fewer when the section has fewer than `lo` items (one
+digits recur all over the prompt (docs/training.md, section 4c). `bullets=(lo, hi)` instead draws
+that many bullets per section on randomly chosen items, fewer when the section has fewer items (one
 bullet per item, never a repeated citation). Each bullet is an opinion without digits plus a
 verbatim quote of `quote_words` (default 4-12) words from the cited item, so 15-90 words and
 numbers only from that item.
@@ -39,6 +45,7 @@ import random
 import re
 from collections.abc import Callable, Sequence
 
+from thesisgym.consistency.judges import canonical_items
 from thesisgym.rewards.base import EvidenceIndex, evidence_index
 from thesisgym.rewards.evidence import quote_credited
 from thesisgym.schema import LABEL_QUANTILES, LABELS, SECTIONS
@@ -182,26 +189,57 @@ def calibrated_cuts(scores: Sequence[float], quantiles: Sequence[float] = LABEL_
 
 
 # --- writing ---------------------------------------------------------------------------------------
-# Opinions are assembled from four independently drawn parts (subject, verdict, horizon, link):
-# 4 x 4 x 4 x 4 combinations per stance, so a 30-bullet thesis does not repeat one 20-word template
-# often enough to read as a loop (rewards.loops) rather than an analyst's style.
+# Opinions are assembled from four parts (subject, verdict, horizon, link), each dealt from a
+# shuffled deck per thesis (a part comes back only after every other one has been used): 4 x 8 x 4
+# x 4 combinations per stance, and no phrase recurs often enough in one thesis to read as a loop
+# (rewards.loops), so an honest thesis carries no repetition penalty that an edit could remove.
 _SUBJECTS = ("The {sec} evidence", "This {sec} item", "On the {sec} side the picture", "The latest {sec} reading")
 VERDICTS = {
     1: ("reads as constructive for the stock and supports owning it",
         "tilts the balance toward upside for the shares",
         "looks like a clear positive that should help the price hold its gains",
-        "is encouraging and argues for a long position"),
+        "is encouraging and argues for a long position",
+        "adds to the upside case for holding the stock",
+        "points to a favorable setup for the shares",
+        "is a supportive sign that leans toward owning the stock",
+        "reads as bullish for the shares and argues for adding exposure"),
     -1: ("reads as a warning for the stock and argues against owning it",
          "tilts the balance toward downside for the shares",
          "looks like a clear negative that could push the price lower",
-         "is worrying and argues for caution or a short"),
+         "is worrying and argues for caution or a short",
+         "adds to the downside case and calls for a cautious stance",
+         "points to an unfavorable setup for the shares",
+         "is a negative sign that leans toward trimming the stock",
+         "reads as bearish for the shares and argues for cutting exposure"),
     0: ("is mixed and does not move the view much in either direction",
         "is close to neutral and mostly sets the context",
         "looks balanced, neither a strong reason to buy nor one to sell",
-        "leaves the overall view roughly where it was"),
+        "leaves the overall view roughly where it was",
+        "carries little weight either way for the view",
+        "neither helps nor hurts the case much on its own",
+        "is informative but leaves the balance as it was",
+        "adds context without tilting the view one way or the other"),
 }
 _HORIZONS = ("over the coming week", "while this lasts", "in the days ahead", "for the holding period")
 _LINKS = ("since the item reports", "because the record shows", "as the source says", "given that")
+
+
+class _Decks:
+    """Per-thesis shuffled decks of opinion parts: each part is dealt again only once all the others
+    of its deck have been (so a thesis repeats no phrase before it has to)."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.decks: dict[object, list[str]] = {}
+
+    def deal(self, key: object, parts: Sequence[str]) -> str:
+        deck = self.decks.get(key)
+        if not deck:
+            deck = self.decks[key] = list(parts)
+            self.rng.shuffle(deck)
+        return deck.pop()
+
+
 _LEAN = {1: "leans bullish", 0: "is roughly neutral", -1: "leans bearish"}
 
 
@@ -279,7 +317,7 @@ class TemplateTeacher:
         noise: float = 0.0,
         wrong_decision_rate: float = 0.0,
         drop_section_rate: float = 0.0,
-        bullets: tuple[int, int] = (4, 7),
+        bullets: tuple[int, int] | None = None,
         seed: int = 0,
         mode: str = "forward",
         think: bool = True,
@@ -291,9 +329,10 @@ class TemplateTeacher:
                         ("drop_section_rate", drop_section_rate)):
             if not isinstance(p, (int, float)) or not 0.0 <= float(p) <= 1.0:
                 raise ValueError(f"TemplateTeacher: `{name}` must be a probability in [0, 1], got {p!r}")
-        if (len(tuple(bullets)) != 2 or not all(isinstance(b, int) for b in bullets)
-                or not 1 <= bullets[0] <= bullets[1]):
-            raise ValueError(f"TemplateTeacher: `bullets` must be (lo, hi) ints with 1 <= lo <= hi, got {bullets!r}")
+        if bullets is not None and (len(tuple(bullets)) != 2 or not all(isinstance(b, int) for b in bullets)
+                                    or not 1 <= bullets[0] <= bullets[1]):
+            raise ValueError(f"TemplateTeacher: `bullets` must be None or (lo, hi) ints with 1 <= lo <= hi, "
+                             f"got {bullets!r}")
         if (len(tuple(quote_words)) != 2 or not all(isinstance(b, int) for b in quote_words)
                 or not 1 <= quote_words[0] <= quote_words[1]):
             raise ValueError(f"TemplateTeacher: `quote_words` must be (lo, hi) ints with 1 <= lo <= hi, got {quote_words!r}")
@@ -302,7 +341,7 @@ class TemplateTeacher:
         self.noise = float(noise)
         self.wrong_decision_rate = float(wrong_decision_rate)
         self.drop_section_rate = float(drop_section_rate)
-        self.bullets = (int(bullets[0]), int(bullets[1]))
+        self.bullets = None if bullets is None else (int(bullets[0]), int(bullets[1]))
         self.quote_words = (int(quote_words[0]), int(quote_words[1]))
         self.seed = int(seed)
         self.mode = mode
@@ -348,29 +387,48 @@ class TemplateTeacher:
         if self.think:
             parts.append("<think>Score each section from its evidence, weigh the sections, then decide.</think>")
         leans: dict[str, int] = {}
+        decks = _Decks(rng)
         ref = reference_close(evidence)
+        expected = canonical_items(evidence) if self.bullets is None else {}
         for sec in kept:
             items = [it for it in evidence if it.get("section") == sec]
             stances = {it["id"]: item_stance(it, ref_close=ref) for it in items}
             mean = sum(stances.values()) / len(stances)
             leans[sec] = 1 if mean >= 0.15 else (-1 if mean <= -0.15 else 0)
-            order = items[:]
+            if self.bullets is None:
+                chosen = set(expected.get(sec, ()))
+                order = [it for it in items if it["id"].strip().upper() in chosen]
+            else:
+                order = items[:]
             rng.shuffle(order)
             if self.mode == "reverse":
                 want = _sign(overall)
                 order.sort(key=lambda it: -want * stances[it["id"]])
-            k = min(len(order), rng.randint(*self.bullets))
-            lines = [self._bullet(it, stances[it["id"]], sec, rng, all_ids, index) for it in order[:k]]
+            k = len(order) if self.bullets is None else min(len(order), rng.randint(*self.bullets))
+            lines = [self._bullet(it, stances[it["id"]], sec, rng, all_ids, index, decks) for it in order[:k]]
             parts.append(f"<{sec}>\n" + "\n".join(lines) + f"\n</{sec}>")
         parts.append(f"<conclusion>{self._conclusion(leans, decision)}</conclusion>")
         parts.append(f"<decision>{decision}</decision>")
         return "\n".join(parts)
 
+    def bullet_for(self, row: dict, item_id: str, rng: random.Random) -> str:
+        """One honest bullet on evidence item `item_id` of `row`, written as `write` writes it (the
+        audit pads and rewrites theses with it; noise is not applied)."""
+        evidence = [it for it in row["evidence"] if isinstance(it, dict) and it.get("id") and it.get("text")]
+        item = next((it for it in evidence if it["id"] == item_id), None)
+        if item is None:
+            raise ValueError(f"TemplateTeacher.bullet_for: no evidence item {item_id!r} in the row")
+        stance = item_stance(item, ref_close=reference_close(evidence))
+        quiet = TemplateTeacher(bullets=self.bullets, quote_words=self.quote_words, compact=self.compact)
+        return quiet._bullet(item, stance, str(item.get("section", "")), rng, [it["id"] for it in evidence],
+                             evidence_index(row["evidence"]))
+
     def _bullet(self, item: dict, stance: float, sec: str, rng: random.Random, all_ids: list[str],
-                index: EvidenceIndex) -> str:
+                index: EvidenceIndex, decks: _Decks | None = None) -> str:
         lean = 1 if stance >= 0.15 else (-1 if stance <= -0.15 else 0)
-        opinion = (f"{rng.choice(_SUBJECTS).format(sec=sec)} {rng.choice(VERDICTS[lean])} "
-                   f"{rng.choice(_HORIZONS)}, {rng.choice(_LINKS)}")
+        decks = decks or _Decks(rng)
+        opinion = (f"{decks.deal('subject', _SUBJECTS).format(sec=sec)} {decks.deal(lean, VERDICTS[lean])} "
+                   f"{decks.deal('horizon', _HORIZONS)}, {decks.deal('link', _LINKS)}")
         def accept(q: str) -> bool:
             return quote_credited(q, item["id"], index)
 

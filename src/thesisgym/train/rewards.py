@@ -3,9 +3,9 @@
 Why a separate module: GRPO must fail *before* the first generation when the dataset lacks a
 column a reward reads (`fwd_return` for the market reward, `label` for decision...), with the
 column and the reward named, instead of silently scoring every completion as "not applicable".
-The reward bodies live in `thesisgym.rewards` and `thesisgym.consistency`;
-this module only names, wires and wraps them. Each callable keeps a unique
-`__name__`, which TRL turns into the `rewards/<name>/mean` metric.
+The reward bodies live in `thesisgym.rewards` and `thesisgym.consistency`; this module only
+names, wires and wraps them. Each callable keeps a unique `__name__`, which TRL turns into the
+`rewards/<name>/mean` metric.
 """
 
 from __future__ import annotations
