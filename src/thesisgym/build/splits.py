@@ -369,6 +369,19 @@ def load_split(path: str | Path, split: str, *, required: bool = True):
     return loaded
 
 
+def recorded_store(path: str | Path) -> Path | None:
+    """The MarketStore directory a built split directory records in its build_meta.json (None if none)."""
+    meta_path = Path(path) / META_FILE
+    if not meta_path.exists():
+        return None
+    entry = json.loads(meta_path.read_text()).get("store")
+    store = entry.get("path") if isinstance(entry, dict) else entry
+    if not store:
+        return None
+    p = Path(store)
+    return p if p.is_absolute() or p.exists() else Path(path) / p
+
+
 def load_thresholds(path: str | Path) -> LabelThresholds:
     """The frozen thresholds stored in a split directory's build_meta.json."""
     meta_path = Path(path) / META_FILE

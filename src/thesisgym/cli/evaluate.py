@@ -11,7 +11,6 @@ its keys are EvalConfig's fields) with the options given on the command line ove
 
 from __future__ import annotations
 
-import json
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -161,17 +160,14 @@ def eval_config(ctx: typer.Context, path: Path | None, options: dict[str, Any]):
 
 
 def store_path(dataset_dir: Path, store: Path | None) -> Path:
+    from thesisgym.build.splits import META_FILE, recorded_store
+
     if store is not None:
         return store
-    meta_path = dataset_dir / "build_meta.json"
-    if not meta_path.exists():
-        fail(f"--store: {meta_path} does not exist, so the store is not known; pass --store DIR")
-    entry = json.loads(meta_path.read_text()).get("store")
-    path = entry.get("path") if isinstance(entry, dict) else entry
-    if not path:
-        fail(f"--store: {meta_path} records no store path; pass --store DIR")
-    p = Path(path)
-    return p if p.is_absolute() or p.exists() else dataset_dir / p
+    found = recorded_store(dataset_dir)
+    if found is None:
+        fail(f"--store: {dataset_dir / META_FILE} does not exist or records no store path; pass --store DIR")
+    return found
 
 
 def load_splits(dataset: Path, split: str, *, heldout: bool):

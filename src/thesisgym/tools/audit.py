@@ -8,9 +8,10 @@ for every cutoff and argument set and reads the date of every item returned:
 - a list of dicts or a DataFrame: the first of `published_at`, `datetime`, `timestamp`, `time`, `date`;
 - text (or items without such a field): every ISO date (YYYY-MM-DD) in it.
 
-An item dated at or after its cutoff is a leak (a date without a time counts from the end of its day,
-so a date-only item on the cutoff day itself is flagged: nobody can tell it was out before the cutoff).
-Items with no readable date are counted as unverifiable, never silently passed. Our own tools
+An item stamped at or after its cutoff is a leak, and so is an item dated (without a time) a later day
+than the cutoff's. A date-only item ON the cutoff's day cannot be placed before or after the cutoff: it is
+counted as `same_day` (unverifiable at day resolution; give the tool timestamps to check it). Items with
+no readable date are counted as `undated`. Neither is ever silently passed. Our own tools
 (`thesisgym.tools.MarketTools`) pass by construction; tests/test_tools.py runs this audit on them too.
 """
 
@@ -36,6 +37,7 @@ class ToolAudit:
     calls: int = 0
     items: int = 0
     leaks: int = 0
+    same_day: int = 0
     undated: int = 0
     examples: list[dict] = field(default_factory=list)
 
@@ -45,34 +47,32 @@ class ToolAudit:
 
     def summary(self) -> str:
         verdict = "no look-ahead found" if self.ok else f"{self.leaks} item(s) from after their cutoff"
-        return (f"{verdict}: {self.calls} calls, {self.items} dated items, {self.undated} items without a readable "
-                "date (unverifiable)")
+        return (f"{verdict}: {self.calls} calls, {self.items} dated items ({self.same_day} dated the cutoff's day "
+                f"without a time), {self.undated} without a readable date")
 
 
 def _instant(value: Any, tz: str) -> tuple[pd.Timestamp, bool] | None:
-    """(UTC instant, had a time of day) of a date-like value, or None."""
+    """(UTC instant, True) of a timestamp, (local midnight of the day, False) of a bare date, or None."""
     try:
         ts = pd.Timestamp(value)
     except (TypeError, ValueError):
         return None
     if ts is pd.NaT or pd.isna(ts):
         return None
-    dated_only = isinstance(value, str) and len(value.strip()) <= 10
-    if dated_only:  # a bare date is known only by the end of that day
-        ts = ts + pd.Timedelta(days=1) - pd.Timedelta(microseconds=1)
+    timed = not (isinstance(value, str) and len(value.strip()) <= 10)
     if ts.tzinfo is None:
         ts = ts.tz_localize(tz)
-    return ts.tz_convert("UTC"), not dated_only
+    return (ts.tz_convert("UTC") if timed else ts.normalize()), timed
 
 
-def _dates_of(output: Any, tz: str) -> tuple[list[pd.Timestamp], int]:
-    """(dated instants, undated item count) of one tool output."""
+def _dates_of(output: Any, tz: str) -> tuple[list[tuple[pd.Timestamp, bool]], int]:
+    """(dated items as (instant, timed), undated item count) of one tool output."""
     if isinstance(output, pd.DataFrame):
         output = output.to_dict("records")
     if isinstance(output, str):
         found = [_instant(m.group(0).replace(" ", "T") if m.group(2) else m.group(1), tz)
                  for m in _ISO_DATE.finditer(output)]
-        dated = [f[0] for f in found if f]
+        dated = [f for f in found if f]
         return dated, 0 if dated or not output.strip() else 1
     if isinstance(output, Mapping):
         output = [output]
@@ -88,7 +88,7 @@ def _dates_of(output: Any, tz: str) -> tuple[list[pd.Timestamp], int]:
         elif got is None:
             undated += 1
         else:
-            dated.append(got[0])
+            dated.append(got)
     return dated, undated
 
 
@@ -112,7 +112,9 @@ def audit_tool(fn: Callable[..., Any], cutoffs: Sequence[Any], *, calls: Sequenc
             dated, undated = _dates_of(fn(cut, **dict(args)), timezone)
             report.items += len(dated)
             report.undated += undated
-            late = [d for d in dated if d >= cut]
+            day = cut.tz_convert(timezone).normalize()
+            late = [when for when, timed in dated if (when >= cut if timed else when > day)]
+            report.same_day += sum(1 for when, timed in dated if not timed and when == day)
             report.leaks += len(late)
             if late and len(report.examples) < max_examples:
                 report.examples.append({"cutoff": str(cut), "arguments": dict(args), "item_time": str(max(late))})

@@ -51,9 +51,6 @@ class MarketToolEnv:
 
         Args:
             days: how many trading days to show, from 1 to 10.
-
-        Returns:
-            One evidence line per bar: [T1] date | prices | open, high, low, close, volume and change.
         """
         return self.tools.call("get_prices", days=days)
 
@@ -63,9 +60,6 @@ class MarketToolEnv:
         Args:
             query: words every headline must contain; an empty query returns the latest headlines.
             days: how far back to search, in calendar days, from 1 to 365.
-
-        Returns:
-            One evidence line per headline: [N1] date | source | text.
         """
         return self.tools.call("search_news", query=query, days=days)
 
@@ -74,9 +68,6 @@ class MarketToolEnv:
 
         Args:
             days: how far back to look, in calendar days, from 1 to 365.
-
-        Returns:
-            One evidence line per release: [F1] date | source | text.
         """
         return self.tools.call("get_fundamentals", days=days)
 
@@ -85,9 +76,6 @@ class MarketToolEnv:
 
         Args:
             days: how far back to look, in calendar days, from 1 to 365.
-
-        Returns:
-            One evidence line per filing: [I1] date | source | text.
         """
         return self.tools.call("get_insider", days=days)
 
@@ -96,9 +84,6 @@ class MarketToolEnv:
 
         Args:
             days: how far back to look, in calendar days, from 1 to 365.
-
-        Returns:
-            One evidence line per action: [A1] date | source | text.
         """
         return self.tools.call("get_analyst", days=days)
 
@@ -107,9 +92,6 @@ class MarketToolEnv:
 
         Args:
             days: how far back to look, in calendar days, from 1 to 365.
-
-        Returns:
-            One evidence line per release: [M1] date | source | text.
         """
         return self.tools.call("get_macro", days=days)
 

@@ -137,6 +137,17 @@ class RewardConfig(_Strict):
         return self
 
 
+class ToolRunConfig(_Strict):
+    """GRPO through the point-in-time tool environment (thesisgym.tools): the policy looks evidence up."""
+
+    store: str | None = Field(None, description="MarketStore directory (default: the one the dataset records)")
+    max_calls: int = Field(2, gt=0, description="tool-calling rounds per rollout (TRL max_tool_calling_iterations)")
+    max_items: int = Field(6, gt=0, description="items one tool call may return")
+    max_chars: int = Field(1200, gt=0, description="characters one tool call may return")
+    price_per_call: float = Field(0.0, ge=0, description="reward cost of each call (0 = counted, not priced)")
+    price_per_failed_call: float = Field(0.0, ge=0)
+
+
 class GRPORunConfig(RunConfig):
     kind: Literal["grpo"] = "grpo"
     learning_rate: float = Field(1e-6, gt=0)
@@ -150,6 +161,7 @@ class GRPORunConfig(RunConfig):
     multi_objective_aggregation: Literal["sum_then_normalize", "normalize_then_sum"] = "sum_then_normalize"
     loss_type: str | None = None
     log_completions: bool = False
+    tools: ToolRunConfig | None = Field(None, description="train a tool-using analyst (prompts without evidence)")
     # scale-out: mapped 1:1 onto GRPOConfig (TRL's vLLM generation)
     use_vllm: bool = False
     vllm_mode: Literal["colocate", "server"] = "colocate"
@@ -420,6 +432,8 @@ def to_trl_kwargs(config: RunConfig, *, tiny: bool = False) -> dict[str, Any]:
         )
         if config.loss_type is not None:
             kw["loss_type"] = config.loss_type
+        if config.tools is not None:
+            kw["max_tool_calling_iterations"] = config.tools.max_calls
     return kw
 
 

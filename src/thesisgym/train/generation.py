@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["bf16_pays_off", "generate_theses"]
+__all__ = ["bf16_pays_off", "generate_texts", "generate_theses"]
 
 # below this many parameters (the tiny preset) bf16 saves little time and costs precision
 _BF16_MIN_PARAMS = 50_000_000
@@ -37,10 +37,20 @@ def generate_theses(model: Any, tokenizer: Any, rows: Sequence[dict], *, max_new
     Greedy when `temperature` is 0, else seeded sampling (seed + the batch's first sorted position).
     Rows need a chat `prompt`, or a `prompt_text` for a tokenizer without a chat template.
     """
+    texts = [_prompt_text(tokenizer, row, i) for i, row in enumerate(rows)]
+    return generate_texts(model, tokenizer, texts, max_new_tokens=max_new_tokens, temperature=temperature,
+                          batch_size=batch_size, seed=seed, templated=bool(getattr(tokenizer, "chat_template", None)))
+
+
+def generate_texts(model: Any, tokenizer: Any, texts: Sequence[str], *, max_new_tokens: int = 384,
+                   temperature: float = 0.0, batch_size: int = 16, seed: int = 0, templated: bool = True,
+                   skip_special_tokens: bool = True) -> list[str]:
+    """The continuation of each rendered prompt text, in order (see `generate_theses`).
+
+    `templated`: the texts were rendered by a chat template (it wrote the special tokens already).
+    """
     import torch
 
-    texts = [_prompt_text(tokenizer, row, i) for i, row in enumerate(rows)]
-    templated = bool(getattr(tokenizer, "chat_template", None))
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     gen: dict[str, Any] = {"max_new_tokens": max_new_tokens, "pad_token_id": tokenizer.pad_token_id,
                            "eos_token_id": tokenizer.eos_token_id, "use_cache": True}  # trainers switch it off
@@ -58,8 +68,9 @@ def generate_theses(model: Any, tokenizer: Any, rows: Sequence[dict], *, max_new
                                   add_special_tokens=not templated)
                 batch = {k: v.to(model.device) for k, v in batch.items()}
                 ids = model.generate(**batch, **gen)
-                for i, text in zip(idx, tokenizer.batch_decode(ids[:, batch["input_ids"].shape[1]:],
-                                                               skip_special_tokens=True), strict=True):
+                new = tokenizer.batch_decode(ids[:, batch["input_ids"].shape[1]:],
+                                             skip_special_tokens=skip_special_tokens)
+                for i, text in zip(idx, new, strict=True):
                     out[i] = text
     finally:
         tokenizer.padding_side = side

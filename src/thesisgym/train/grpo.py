@@ -41,7 +41,8 @@ def build_grpo_trainer(
     where = f"{config.data.dataset}[{config.data.split}]"
     train = load_split(config.data.dataset, config.data.split, max_rows=config.data.max_rows)
     if reward_funcs is None:
-        validate_reward_columns(train, config.rewards, where=where)
+        validate_reward_columns(train, config.rewards, where=where,
+                                provided=("evidence", "sections") if config.tools is not None else ())
         funcs, weights = build_reward_funcs(config.rewards)
     else:
         if "prompt" not in train.column_names:
@@ -49,9 +50,11 @@ def build_grpo_trainer(
         funcs = list(reward_funcs)
         weights = list(reward_weights) if reward_weights is not None else [1.0] * len(funcs)
     # a distilled set carries the accepted thesis as `completion`; GRPO samples its own
-    if "completion" in train.column_names:
-        train = train.remove_columns("completion")
+    train = train.remove_columns([c for c in ("completion", "trace") if c in train.column_names])
     model, tokenizer, model_path, peft_config = prepare_policy(config, train)
+    tool_kwargs: dict = {}
+    if config.tools is not None:
+        train, funcs, weights, tool_kwargs = _with_tools(config, train, funcs, weights, tokenizer)
     args = trl_args(config, tiny=is_tiny(model_path))
     args.reward_weights = weights
     trainer = GRPOTrainer(
@@ -62,9 +65,33 @@ def build_grpo_trainer(
         processing_class=tokenizer,
         peft_config=peft_config,
         callbacks=callbacks,
+        **tool_kwargs,
     )
     compact_heads_on_cpu(trainer, outputs=("log_probs", "entropy"), temperature=trainer.temperature)
     return trainer, tokenizer, model_path
+
+
+def _with_tools(config: GRPORunConfig, train, funcs: list, weights: list, tokenizer):
+    """(tool prompts, rewards verified against each rollout's tool results + the tool cost, weights, trainer kwargs)."""
+    from thesisgym.build.splits import recorded_store
+    from thesisgym.data.store import MarketStore
+    from thesisgym.tools import ToolLimits, tool_env_factory, tool_usage_reward, with_tool_evidence
+    from thesisgym.tools.prompts import tool_dataset, with_tool_template
+
+    tools = config.tools
+    store_dir = tools.store or recorded_store(config.data.dataset)
+    if store_dir is None:
+        raise ValueError(f"tools.store: {config.data.dataset} records no MarketStore; set tools.store")
+    store = MarketStore.load(store_dir)
+    if "evidence" in train.column_names:  # a context split: the prompts must not show the evidence
+        train = tool_dataset(train)
+    train = train.remove_columns([c for c in ("tools",) if c in train.column_names])
+    with_tool_template(tokenizer)
+    cost = tool_usage_reward(per_call=tools.price_per_call, per_failed_call=tools.price_per_failed_call)
+    priced = tools.price_per_call > 0 or tools.price_per_failed_call > 0
+    factory = tool_env_factory(store, limits=ToolLimits(max_items=tools.max_items, max_chars=tools.max_chars))
+    return train, [*with_tool_evidence(funcs), cost], [*weights, 1.0 if priced else 0.0], \
+        {"environment_factory": factory}
 
 
 def run_grpo(

@@ -121,13 +121,16 @@ def required_columns(config: RewardConfig) -> dict[str, tuple[str, ...]]:
     return {name: REWARD_COLUMNS.get(name, ()) for name in config.funcs}
 
 
-def validate_reward_columns(dataset: Any, config: RewardConfig, *, where: str = "dataset") -> None:
+def validate_reward_columns(dataset: Any, config: RewardConfig, *, where: str = "dataset",
+                            provided: tuple[str, ...] = ()) -> None:
     """Raise ValueError naming the column and the reward when the dataset cannot feed a reward.
+
+    `provided`: columns something else supplies at reward time (the tool environment's evidence ledger).
 
     Also rejects rows whose `label` is missing when the decision reward is on, naming the first
     such row, because TRL would score those as not applicable and the run would learn nothing.
     """
-    columns = set(getattr(dataset, "column_names", []) or [])
+    columns = set(getattr(dataset, "column_names", []) or []) | set(provided)
     if "prompt" not in columns:
         raise ValueError(f"{where}: GRPO needs a 'prompt' column (got columns {sorted(columns)})")
     for reward, needs in required_columns(config).items():

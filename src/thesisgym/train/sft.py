@@ -18,7 +18,9 @@ from thesisgym.train.config import SFTRunConfig, trl_args
 from thesisgym.train.cpu_head import compact_heads_on_cpu
 from thesisgym.train.models import is_tiny
 
-SFT_LAYOUTS: tuple[tuple[str, ...], ...] = (("prompt", "completion"), ("messages",), ("text",))
+# prompt + trace: tool-use traces (thesisgym.teachers.tool_traces), tokenized here with the tool template
+SFT_LAYOUTS: tuple[tuple[str, ...], ...] = (("prompt", "trace", "tools"), ("prompt", "completion"), ("messages",),
+                                            ("text",))
 
 
 def sft_columns(dataset: Any, *, where: str = "dataset") -> tuple[str, ...]:
@@ -46,13 +48,18 @@ def build_sft_trainer(config: SFTRunConfig, *, callbacks: list | None = None):
         eval_ds = eval_ds.select_columns(list(sft_columns(eval_ds, where=f"{config.data.dataset}[eval]")))
     model, tokenizer, model_path, peft_config = prepare_policy(config, train)
     args = trl_args(config, tiny=is_tiny(model_path))
+    train = train.select_columns(list(layout))
+    if "trace" in layout:
+        from thesisgym.teachers.tool_traces import tokenize_traces
+
+        train = tokenize_traces(train, tokenizer, max_length=config.max_length)
     if eval_ds is not None:
         args.eval_strategy = "steps"
         args.eval_steps = config.save_steps
     trainer = SFTTrainer(
         model=model,
         args=args,
-        train_dataset=train.select_columns(list(layout)),
+        train_dataset=train,
         eval_dataset=eval_ds,
         processing_class=tokenizer,
         peft_config=peft_config,
