@@ -175,7 +175,11 @@ def test_score_details_writes_the_verifiers_verdict_per_bullet(tmp_path):
 def test_threads_default_to_one_on_cpu_for_small_models_and_are_overridable(tmp_path, monkeypatch):
     import torch
 
+    from thesisgym.cli import common
+
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(common.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(common.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert choose_threads(None) == 1  # the tiny preset (demo, experiments)
     assert choose_threads(3) == 3 and choose_threads(0) is None  # --threads wins; 0 = torch's default
@@ -185,8 +189,12 @@ def test_threads_default_to_one_on_cpu_for_small_models_and_are_overridable(tmp_
         (d / "config.json").write_text(json.dumps({"hidden_size": h, "num_hidden_layers": layers,
                                                    "intermediate_size": 4 * h, "vocab_size": 32000}))
     assert choose_threads(None, model=small) == 1
-    assert choose_threads(None, model=big) is None  # a 1B+ model uses every core
-    assert choose_threads(None, model="org/not-local") is None  # size unknown: torch decides
+    assert choose_threads(None, model=big) == 2  # a large model on 2 idle cores uses both
+    assert choose_threads(None, model="smollm2-135m") == 2  # a preset (size not on disk): the idle cores
+    monkeypatch.setattr(common.os, "getloadavg", lambda: (1.2, 1.0, 1.0))
+    assert choose_threads(None, model=big) == 1  # another job holds a core: one thread, not two fighting
+    monkeypatch.setattr(common.os, "getloadavg", lambda: (5.0, 5.0, 5.0))
+    assert choose_threads(None, model=big) == 1
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     assert choose_threads(None) is None  # the user's environment is respected
     monkeypatch.delenv("OMP_NUM_THREADS")

@@ -7,13 +7,14 @@ input (an endpoint down, a check that did not pass). `ThesisgymGroup` gives clic
 (a bad `--tickers 0`, an unknown option) the same one line instead of a framed panel, and lists the
 commands in pipeline order.
 
-Threads: torch uses one intra-op thread per core by default. For the small models this project
-trains on CPU that is a bad trade on a shared machine: measured on 2 shared cores
-(bench/bench_threads.py, docs/report.md), generation with 2 threads ran 4-18x slower than with 1
-for 2.4M and 28M parameter models, an SFT step 2.3-2.4x slower. So the commands that run a model
-default to 1 thread on CPU for models up to SMALL_MODEL_PARAMS, leave torch alone on a GPU, for
-larger or unknown models (not measured here) or when OMP_NUM_THREADS is set, and take
-`--threads N` (0 = torch's default).
+Threads: torch uses one intra-op thread per core by default, which is right only when those cores are
+free. Measured on 2 cores (bench/bench_threads.py, docs/report.md): for models of a few million
+parameters a second thread never pays (an SFT step 2.3x slower, generation 4-18x slower with another
+job on the machine), so they get 1 thread; for SmolLM2-135M on 2 idle cores 2 threads were 1.4x faster
+for SFT and 1.5x for generation (bench/bench_train.py), but a second thread competing with another job
+is what made the demo 12x slower on a busy box. So larger models get one thread per idle core at start
+(cores minus the 1-minute load average, at least 1). A GPU or OMP_NUM_THREADS leaves torch alone;
+`--threads N` overrides (0 = torch's default).
 """
 
 from __future__ import annotations
@@ -42,11 +43,11 @@ PIPELINE_ORDER = ("data", "build", "show-prompt", "score", "audit", "distill", "
                   "experiment", "export", "serve", "version")
 
 # models up to this many parameters count as small: on CPU they run on one thread by default
-SMALL_MODEL_PARAMS = 200_000_000
-THREADS_HELP = ("torch CPU threads. Default: 1 on CPU for models up to 200M parameters (measured on a shared "
-                "2-core machine, bench/bench_threads.py: 2 threads generated 4-18x slower than 1 for 2.4M and 28M "
-                "parameter models); torch's own default on a GPU, for larger or unknown models, or when "
-                "OMP_NUM_THREADS is set. 0 = torch's default (one per core).")
+SMALL_MODEL_PARAMS = 50_000_000
+THREADS_HELP = ("torch CPU threads. Default on CPU: 1 for models under 50M parameters (a second thread never paid "
+                "for them), else one per idle core (cores minus the load average: on 2 idle cores 2 threads were "
+                "1.4-1.5x faster for SmolLM2-135M, on a busy box far slower); torch's own default on a GPU or "
+                "when OMP_NUM_THREADS is set. 0 = torch's default (one per core).")
 
 
 def message_of(exc: BaseException) -> str:
@@ -157,7 +158,7 @@ class ThesisgymGroup(TyperGroup):
 
 
 # --- threads ---------------------------------------------------------------------------------------
-THREADS_OPTION = typer.Option(None, "--threads", min=0, show_default="1 on CPU for small models",
+THREADS_OPTION = typer.Option(None, "--threads", min=0, show_default="1 for small models, else the idle cores",
                               help=THREADS_HELP)
 
 
@@ -177,10 +178,20 @@ def model_params(model: str | Path) -> int | None:
     return vocab * h * (1 if tied else 2) + layers * (4 * h * h + 3 * h * inter)
 
 
+def idle_cores() -> int:
+    """Cores not busy right now: the core count minus the 1-minute load average, at least 1."""
+    cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # not on every platform
+        return cores
+    return max(1, min(cores, round(cores - load)))
+
+
 def choose_threads(requested: int | None, *, model: str | Path | None = None) -> int | None:
     """The intra-op thread count to set, or None to leave torch's default (see the module docstring).
 
-    `model`: the model that will run (None = the tiny preset the demo and experiments build).
+    `model`: the model that will run ("tiny" or None: the locally built tiny model).
     """
     if requested is not None:
         return requested or None
@@ -190,11 +201,10 @@ def choose_threads(requested: int | None, *, model: str | Path | None = None) ->
 
     if torch.cuda.is_available():
         return None
-    if model is not None and str(model) != "tiny":
-        n = model_params(model)
-        if n is None or n > SMALL_MODEL_PARAMS:
-            return None
-    return 1
+    if model is None or str(model) == "tiny":
+        return 1
+    n = model_params(model)
+    return 1 if n is not None and n < SMALL_MODEL_PARAMS else idle_cores()
 
 
 def set_threads(requested: int | None, *, model: str | Path | None = None) -> int:

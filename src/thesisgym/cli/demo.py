@@ -54,7 +54,7 @@ def demo(
         fail(exc)
     # this process only runs the demo: library bars and deprecation chatter would bury the stage lines
     quiet_libraries()
-    used = set_threads(threads)
+    used = set_threads(threads, model=cfg.model)
     # piped output (logs, CI) gets room for the verdict lines instead of rich's 80 columns
     console = Console(width=None if sys.stdout.isatty() else 160)
 

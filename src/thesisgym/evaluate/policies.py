@@ -167,6 +167,11 @@ class HFPolicy:
         self._model = None
         self._tok = None
 
+    @property
+    def deterministic(self) -> bool:
+        """Greedy decoding with transformers on this machine: the same prompt always gives the same thesis."""
+        return self.temperature == 0 and not self._want_vllm()
+
     def reseeded(self, seed: int) -> HFPolicy:
         """The same model (shared, not reloaded) sampling with another seed."""
         other = copy.copy(self)

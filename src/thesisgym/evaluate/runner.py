@@ -523,6 +523,10 @@ def run_probes(policy: Policy | None, rows: list[dict], scores: pd.DataFrame, gr
     if not hasattr(policy, "reseeded"):
         out["noise"] = {"flip_rate": float("nan"), "rows": 0, "skipped": "the policy cannot resample (fixed completions)"}
         return out, records
+    if getattr(policy, "deterministic", False):  # greedy local decoding: a new seed writes the very same theses
+        out["noise"] = {**flip_stats(canon_dec, canon_dec),
+                        "what": "greedy decoding: a new seed writes the same theses, so sampling causes no flips"}
+        return out, records
     again = policy.reseeded(config.seed + 1 if config.noise_seed is None else config.noise_seed)
     comps, errs = decide(again, canon_rows, label="noise (new seed)", config=config)
     check_transport(again, errs, config.max_error_rate, "noise")

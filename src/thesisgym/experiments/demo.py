@@ -58,7 +58,7 @@ class DemoConfig(BaseModel):
     lora_rank: int = Field(0, ge=0, description="LoRA rank for SFT and GRPO (0 = full fine-tune)")
     grpo_steps: int = Field(8, ge=1)
     num_generations: int = Field(4, ge=2)
-    grpo_learning_rate: float = Field(2e-5, gt=0)
+    grpo_learning_rate: float = Field(5e-6, gt=0)
     max_completion_length: int = Field(320, gt=16, description="tokens a thesis may take (the decision comes last)")
     eval_rows: int = Field(40, ge=1, description="test-split rows the trained policy writes theses for")
     eval_temperature: float = Field(0.0, ge=0.0, description="0 = greedy (stops at the end of turn)")
