@@ -3,7 +3,9 @@
     thesisgym experiment trade-r1 --out DIR [--arms market-only,fsr,dsr,weighted] [--seeds 0,1,2]
                                   [--size quick|default|large] [--grpo-steps N] [--eval-rows N]
 
-A rerun with the same --out resumes: finished arm-seeds are skipped, the SFT start is reused.
+    thesisgym experiment tools --out DIR [--grpo-steps N] [--eval-rows N]
+
+A rerun with the same --out resumes: finished arm-seeds (checkpoints) are skipped, the SFT start is reused.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import typer
 
 from thesisgym.cli.common import THREADS_OPTION, fail, quiet_libraries, set_threads
 
-experiment_app = typer.Typer(help="Research experiments: Trade-R1 in miniature.", no_args_is_help=True)
+experiment_app = typer.Typer(help="Research experiments: Trade-R1 in miniature; a tool-using analyst.",
+                             no_args_is_help=True)
 
 
 def _ints(text: str, what: str) -> list[int]:
@@ -30,8 +33,8 @@ def trade_r1_cmd(
     arms: str = typer.Option("market-only,fsr,dsr,weighted", "--arms", help="comma-separated GRPO arms"),
     seeds: str = typer.Option("0,1,2", "--seeds", help="comma-separated GRPO seeds per arm"),
     size: str = typer.Option("default", "--size", help="market/model/SFT sizes: quick | default | large"),
-    grpo_steps: int = typer.Option(8, "--grpo-steps", help="GRPO steps per arm (the same budget for every arm)"),
-    eval_rows: int = typer.Option(32, "--eval-rows", help="held-out rows per evaluation set"),
+    grpo_steps: int = typer.Option(6, "--grpo-steps", help="GRPO steps per arm (the same budget for every arm)"),
+    eval_rows: int = typer.Option(24, "--eval-rows", help="held-out rows per evaluation set"),
     seed: int = typer.Option(0, "--seed", help="market, split and SFT seed"),
     threads: int | None = THREADS_OPTION,
 ) -> None:
@@ -41,10 +44,11 @@ def trade_r1_cmd(
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from rich.console import Console
 
+    from thesisgym.experiments.demo import DEMO_SIZES, PRETRAINED
     from thesisgym.experiments.trade_r1 import TradeR1Config, format_table, run_trade_r1
 
     quiet_libraries()
-    set_threads(threads)
+    set_threads(threads, model=DEMO_SIZES.get(size, {}).get("model", PRETRAINED))
     console = Console()
     try:
         cfg = TradeR1Config(out=str(out), arms=[a.strip() for a in arms.split(",") if a.strip()],
@@ -56,6 +60,40 @@ def trade_r1_cmd(
     for line in format_table(summary["table"]):
         console.print(line, soft_wrap=True, highlight=False)
     console.print(f"total {summary['seconds']:.0f} s; table and plot in [bold]{out}[/]")
+
+
+@experiment_app.command("tools")
+def tools_cmd(
+    out: Path = typer.Option(Path("tools_out"), "--out", help="experiment directory (rerun to reuse checkpoints)"),
+    grpo_steps: int = typer.Option(6, "--grpo-steps", help="GRPO steps of the tool analyst (0 = SFT only)"),
+    eval_rows: int = typer.Option(24, "--eval-rows", help="held-out test rows both analysts write for"),
+    sft_steps: int | None = typer.Option(None, "--sft-steps", show_default="the demo's", help="SFT steps of each"),
+    model: str | None = typer.Option(None, "--model", show_default="smollm2-135m", help="base model of both"),
+    seed: int = typer.Option(0, "--seed", help="market, split, teacher and training seed"),
+    threads: int | None = THREADS_OPTION,
+) -> None:
+    """A tool-using analyst (point-in-time tools, SFT on tool traces, GRPO through the tool environment)
+    against the single-prompt analyst on the same held-out rows."""
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from rich.console import Console
+
+    from thesisgym.experiments.demo import PRETRAINED
+    from thesisgym.experiments.tool_agent import ToolExperimentConfig, format_tool_table, run_tool_experiment
+
+    quiet_libraries()
+    console = Console()
+    demo = {k: v for k, v in (("sft_steps", sft_steps), ("model", model)) if v is not None}
+    set_threads(threads, model=model or PRETRAINED)
+    try:
+        cfg = ToolExperimentConfig(out=str(out), grpo_steps=grpo_steps, eval_rows=eval_rows, seed=seed, demo=demo)
+        summary = run_tool_experiment(cfg, log=lambda line: console.print(line, markup=False, highlight=False))
+    except ValueError as exc:
+        fail(exc)
+    for line in format_tool_table(summary["table"]):
+        console.print(line, soft_wrap=True, highlight=False, markup=False)
+    console.print(f"total {summary['seconds']:.0f} s; results in {out}", markup=False, highlight=False)
 
 
 def register(app: typer.Typer) -> None:

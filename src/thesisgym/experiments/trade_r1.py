@@ -8,7 +8,7 @@ GRPO recipes' reward stacks, `thesisgym.rewards.score_completion`, the local con
 `thesisgym.evaluate.evaluate` for the backtest):
 
 1. synthetic market A (momentum pays) -> embargoed splits -> compact template-teacher distillation
-   -> one SFT start of the tiny model;
+   -> one SFT start of the demo's base model (the pretrained SmolLM2-135M-Instruct by default);
 2. per arm (`market-only`, `fsr`, `dsr`, `weighted` = Trading-R1's decision-stage weighted reward)
    and seed: GRPO from that start with the same budget;
 3. each checkpoint writes theses (greedy) for A's test period, for market B's test period (same
@@ -56,8 +56,8 @@ class TradeR1Config(BaseModel):
     arms: list[str] = Field(default_factory=lambda: ["market-only", "fsr", "dsr", "weighted"])
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
     size: str = "default"
-    grpo_steps: int = Field(8, ge=1)
-    eval_rows: int = Field(32, ge=2)
+    grpo_steps: int = Field(6, ge=1)
+    eval_rows: int = Field(24, ge=2)
     seed: int = 0
     demo: dict[str, Any] = Field(default_factory=dict, description="DemoConfig field overrides (e.g. sft_steps)")
 

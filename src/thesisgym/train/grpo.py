@@ -78,6 +78,10 @@ def _with_tools(config: GRPORunConfig, train, funcs: list, weights: list, tokeni
     from thesisgym.tools import ToolLimits, tool_env_factory, tool_usage_reward, with_tool_evidence
     from thesisgym.tools.prompts import tool_dataset, with_tool_template
 
+    import os
+
+    # TRL calls environment_factory experimental; docs/tools.md says so, the warning would repeat it per run
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     tools = config.tools
     store_dir = tools.store or recorded_store(config.data.dataset)
     if store_dir is None:
