@@ -73,12 +73,12 @@ def build_grpo_trainer(
 
 def _with_tools(config: GRPORunConfig, train, funcs: list, weights: list, tokenizer):
     """(tool prompts, rewards verified against each rollout's tool results + the tool cost, weights, trainer kwargs)."""
+    import os
+
     from thesisgym.build.splits import recorded_store
     from thesisgym.data.store import MarketStore
     from thesisgym.tools import ToolLimits, tool_env_factory, tool_usage_reward, with_tool_evidence
     from thesisgym.tools.prompts import tool_dataset, with_tool_template
-
-    import os
 
     # TRL calls environment_factory experimental; docs/tools.md says so, the warning would repeat it per run
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
