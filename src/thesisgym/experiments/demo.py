@@ -97,9 +97,11 @@ DEMO_SIZES: dict[str, dict[str, object]] = {
 }
 
 # Compact contexts: two CPU cores cannot read Trading-R1's 3k-token prompts or write its 4-7 bullets per
-# section in minutes, so the demo shows fewer bars and items and asks the teacher for one short-quoted
-# bullet per section. The pipeline is the same at any size.
-DEMO_CONTEXT = dict(bars=3, indicators=False, news_buckets=((0, 3, 3), (4, 10, 2), (11, 30, 1)), fundamentals_items=2,
+# section in minutes, so the demo shows fewer items and asks the teacher for one short-quoted bullet per
+# section. One price bar: with three, a 135M model copied numbers across adjacent bar lines (quote
+# "open 16.94 high 17.01" from two bars), half its technical bullets (docs/training.md, section 5).
+# The pipeline is the same at any size.
+DEMO_CONTEXT = dict(bars=1, indicators=False, news_buckets=((0, 3, 3), (4, 10, 2), (11, 30, 1)), fundamentals_items=2,
                     insider_items=2, analyst_items=2, macro_items=2,
                     section_keep_prob=0.35, system_prompt=COMPACT_SYSTEM_PROMPT)
 

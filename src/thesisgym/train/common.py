@@ -127,6 +127,31 @@ def _wait_for(path: Path, *, timeout_s: float = 600.0) -> None:
     time.sleep(1.0)  # let rank 0 finish flushing the weights after the marker
 
 
+def free_memory() -> None:
+    """Give a finished run's memory back: collect the trainer's reference cycles (accelerate hooks, callbacks)
+    and return freed heap pages to the OS (glibc keeps them otherwise, so the next stage of a pipeline would
+    start on top of the last one's peak)."""
+    import contextlib
+    import ctypes
+    import gc
+
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: the memory is still freed, just not trimmed
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def _trim_callback():
+    """A TrainerCallback returning freed heap to the OS after every optimizer step: steps of varying sequence
+    lengths fragment glibc's heap, and a CPU run's resident memory otherwise creeps up step after step."""
+    from transformers import TrainerCallback
+
+    class TrimMemory(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            free_memory()
+
+    return TrimMemory()
+
+
 def finish(trainer: Any, tokenizer: Any, run_dir: Path, *, model_path: str | None = None) -> Path:
     """Save the final model + tokenizer and the log history; return the final model directory.
 
@@ -166,6 +191,8 @@ def train_with_resume(trainer: Any, run_dir: Path, *, resume: bool) -> None:
     from thesisgym.train.progress import use_compact_progress
 
     use_compact_progress(trainer)
+    if trainer.args.device.type == "cpu":
+        trainer.add_callback(_trim_callback())
     ckpt: bool | None = None
     if resume:
         if not any(p.name.startswith("checkpoint-") for p in run_dir.glob("checkpoint-*")):

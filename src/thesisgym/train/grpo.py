@@ -15,7 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from thesisgym.train.card import write_card
-from thesisgym.train.common import finish, load_split, prepare_policy, train_with_resume, write_run_info
+from thesisgym.train.common import (
+    finish,
+    free_memory,
+    load_split,
+    prepare_policy,
+    train_with_resume,
+    write_run_info,
+)
 from thesisgym.train.config import GRPORunConfig, trl_args
 from thesisgym.train.cpu_head import compact_heads_on_cpu
 from thesisgym.train.models import is_tiny
@@ -118,4 +125,6 @@ def run_grpo(
     train_with_resume(trainer, run_dir, resume=resume)
     final = finish(trainer, tokenizer, run_dir, model_path=model_path)
     write_card(final, config, trainer, base_model=model_path, started=started)  # the report's model card
+    del trainer
+    free_memory()
     return final

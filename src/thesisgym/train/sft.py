@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from thesisgym.train.card import write_card
-from thesisgym.train.common import finish, load_split, prepare_policy, train_with_resume, write_run_info
+from thesisgym.train.common import (
+    finish,
+    free_memory,
+    load_split,
+    prepare_policy,
+    train_with_resume,
+    write_run_info,
+)
 from thesisgym.train.config import SFTRunConfig, trl_args
 from thesisgym.train.cpu_head import compact_heads_on_cpu
 from thesisgym.train.models import is_tiny
@@ -81,4 +88,6 @@ def run_sft(config: SFTRunConfig, *, resume: bool = False, callbacks: list | Non
     train_with_resume(trainer, run_dir, resume=resume)
     final = finish(trainer, tokenizer, run_dir, model_path=model_path)
     write_card(final, config, trainer, base_model=model_path, started=started)  # the report's model card
+    del trainer
+    free_memory()
     return final
