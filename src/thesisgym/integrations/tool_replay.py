@@ -13,8 +13,9 @@ exactly (same items, same ids, same usage). The stacks hand the reward that call
 (`ToolCall`s); `hermes_calls` and `message_calls` read it back from a transcript instead, for paths
 that do not forward it and for offline re-scoring.
 
-`score_with_ledger` then scores the final reply through `thesisgym.integrations.core.score_batch`
-(the one verifier path) with the row's `evidence`/`sections` replaced by the ledger's, as
+`score_with_ledger` then scores the model's text (all its turns, as TRL does; `model_text` cuts the
+tool outputs out of a decoded transcript) through `thesisgym.integrations.core.score_batch` (the one
+verifier path) with the row's `evidence`/`sections` replaced by the ledger's, as
 `thesisgym.tools.with_tool_evidence` does for TRL: a quote of something no tool returned is a
 hallucination. It adds the episode's usage (`tools/calls`, `tools/failed`, `tools/chars`,
 `tools/items`) and, with `ToolPrices`, subtracts their price from the score (`tools/cost`).
@@ -46,10 +47,10 @@ __all__ = [
     "ToolCall",
     "ToolPrices",
     "episode_of_row",
-    "final_reply",
     "hermes_calls",
     "load_store",
     "message_calls",
+    "model_text",
     "replay_calls",
     "run_call",
     "score_with_ledger",
@@ -68,7 +69,10 @@ TOOL_SYSTEM_PROMPT = (
 )
 # verl's hermes parser (verl/experimental/agent_loop/tool_parser.py, HermesToolParser): the same regex
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
-_TOOL_RESPONSE_END = "</tool_response>"
+# tool-response blocks left empty once the real outputs are cut, with the ChatML role lines around
+# them that a decoder skipping special tokens leaves ("user" before a block, "assistant" after the last)
+_ROLE_BEFORE_EMPTIED = re.compile(r"\n?user\n(?=\s*<tool_response>\s*</tool_response>)")
+_EMPTIED_RESPONSES = re.compile(r"(?:\s*<tool_response>\s*</tool_response>)+\s*(?:assistant\n)?")
 
 
 class ToolCall(TypedDict):
@@ -185,14 +189,15 @@ def _count_failure(tools: MarketTools, name: str) -> None:
     usage.by_tool[name] = usage.by_tool.get(name, 0) + 1
 
 
-def replay_calls(binding: ToolBinding, calls: Iterable[Mapping[str, Any]]) -> MarketTools:
-    """A fresh episode for `binding` with `calls` run in order: the ledger and usage of the original."""
-    tools = binding.open()
+def replay_calls(binding: ToolBinding, calls: Iterable[Mapping[str, Any]]) -> tuple[MarketTools, list[str]]:
+    """A fresh episode for `binding` with `calls` run in order, and what each call returned: the
+    ledger, usage and outputs of the original episode."""
+    tools, outputs = binding.open(), []
     for k, call in enumerate(calls):
         if not isinstance(call, Mapping) or "name" not in call:
             raise ValueError(f"tool call {k}: expected {{name, arguments}}, got {call!r}")
-        run_call(tools, call["name"], call.get("arguments", {}))
-    return tools
+        outputs.append(run_call(tools, call["name"], call.get("arguments", {}))[0])
+    return tools, outputs
 
 
 def hermes_calls(text: str) -> list[ToolCall]:
@@ -229,16 +234,25 @@ def message_calls(messages: Iterable[Any]) -> list[ToolCall]:
     return calls
 
 
-def final_reply(transcript: str) -> str:
-    """The final answer of a decoded hermes/ChatML transcript: the text after the last tool response,
-    without the role header the decoder leaves ("assistant") and without unexecuted tool-call blocks."""
-    text = transcript or ""
-    after_tools = _TOOL_RESPONSE_END in text
-    tail = text.rsplit(_TOOL_RESPONSE_END, 1)[-1] if after_tools else text
-    tail = _TOOL_CALL.sub("", tail).strip()
-    if after_tools and tail.split("\n", 1)[0].strip() == "assistant":
-        tail = tail.split("\n", 1)[1].strip() if "\n" in tail else ""
-    return tail
+def model_text(transcript: str, outputs: Sequence[str]) -> str:
+    """The model's own text in a decoded hermes/ChatML transcript (verl decodes with special tokens
+    skipped, so turn boundaries are plain text a model could forge): the text with the real tool
+    outputs removed, each found in order after the previous one, then the emptied
+    `<tool_response>` blocks with the role lines around them, then the tool calls verl would parse.
+
+    Nothing the model wrote can be hidden from scoring: a forged `<tool_response>` block keeps its
+    content (only a real output is cut), and a tool-call block is cut only when it parses as a call.
+    A tool output verl truncated (`max_tool_response_length`) is not found and stays in the text."""
+    text, kept, pos = transcript or "", [], 0
+    for out in outputs:
+        k = text.find(out, pos) if out else -1
+        if k >= 0:
+            kept.append(text[pos:k])
+            pos = k + len(out)
+    text = "".join(kept) + text[pos:]
+    text = _EMPTIED_RESPONSES.sub("\n", _ROLE_BEFORE_EMPTIED.sub("", text))
+    text = _TOOL_CALL.sub(lambda m: "" if hermes_calls(m.group(0)) else m.group(0), text)
+    return text.strip()
 
 
 # --- scoring -------------------------------------------------------------------------------------------

@@ -17,7 +17,8 @@ Needs `pip install 'thesisgym[verifiers]'`. Written against verifiers 0.4.0 (the
   syncs between the server and the trace (`trace.state`).
 - `ThesisToolTask`'s one `@vf.reward` (`thesisgym`) replays those calls against the task's binding
   (`thesisgym.integrations.tool_replay`: deterministic, so the same ledger and ids the model saw) and
-  scores `trace.last_reply` through `thesisgym.integrations.core` with the ledger as its evidence;
+  scores the text of every assistant turn (what TRL scores) through `thesisgym.integrations.core`
+  with the ledger as its evidence;
   `@vf.metric components` records the recipe rewards, the verifier's diagnostics and the tool usage.
   A trace read back from disk has no state (verifiers excludes it): the calls are then read from its
   messages (`tool_replay.message_calls`).
@@ -147,9 +148,9 @@ class ThesisToolTask(vf.Task[ThesisToolData, MarketToolState, ThesisToolTaskConf
         return logged or [_as_served(c) for c in message_calls(trace.messages)]
 
     async def _score(self, trace: vf.Trace) -> dict[str, Any]:
-        tools = await asyncio.to_thread(replay_calls, self.data.tools, self.calls(trace))
+        tools, _ = await asyncio.to_thread(replay_calls, self.data.tools, self.calls(trace))
         prices = ToolPrices(self.config.per_call, self.config.per_failed_call, self.config.per_1k_chars)
-        return (await asyncio.to_thread(score_with_ledger, [trace.last_reply], [tools], [self.data.record],
+        return (await asyncio.to_thread(score_with_ledger, [_completion(trace)], [tools], [self.data.record],
                                         self.config.recipe, prices=prices))[0]
 
     async def _scores(self, trace: vf.Trace, *, keep: bool) -> dict[str, Any]:
@@ -208,6 +209,13 @@ class ThesisToolTaskset(vf.Taskset[ThesisToolTask, ThesisToolTasksetConfig]):
             logger.warning("thesisgym tool taskset: skipped %d of %d rows without a complete forward window",
                            skipped, skipped + len(tasks))
         return tasks
+
+
+def _completion(trace: vf.Trace) -> Any:
+    """What TRL scores for a tool episode: every assistant turn's text (tool calls are not text)."""
+    turns = [{"role": "assistant", "content": m.content} for m in trace.messages
+             if getattr(m, "role", None) == "assistant" and isinstance(m.content, str) and m.content.strip()]
+    return turns or trace.last_reply
 
 
 def _as_served(call: Mapping[str, Any]) -> dict[str, Any]:

@@ -21,8 +21,10 @@ per trajectory); an argument the model adds (`asof=...`) is a tool error, never 
 
 How the reward sees the ledger: every executed call is appended, in execution order, to
 `agent_data.extra_fields["thesisgym_tool_calls"]`; `compute_score` replays that log against the same
-binding (`tool_replay`: deterministic, so the same items and ids) and scores the final reply through
-the verifier. When a reward path does not forward `extra_fields` (verl's legacy reward managers, an
+binding (`tool_replay`: deterministic, so the same items, ids and outputs) and scores the model's own
+text through the verifier: the decoded response with exactly those outputs and the parsed tool calls
+cut out (`tool_replay.model_text`; the decoded text has no trustworthy turn boundaries, so only text
+the tools produced is removed), which is what TRL scores (every assistant turn). When a reward path does not forward `extra_fields` (verl's legacy reward managers, an
 offline re-score), it replays the `<tool_call>` blocks of the transcript instead (hermes format): then
 calls the loop parsed but did not run (past `max_parallel_calls`, after the last turn) count too.
 
@@ -54,8 +56,8 @@ from thesisgym.integrations.tool_replay import (
     ToolBinding,
     ToolPrices,
     episode_of_row,
-    final_reply,
     hermes_calls,
+    model_text,
     replay_calls,
     run_call,
     score_with_ledger,
@@ -186,7 +188,8 @@ def compute_score(
     per_1k_chars: float = 0.0,
     **kwargs: Any,
 ) -> dict[str, float]:
-    """verl's per-response reward for a tool row: the final reply scored against the trajectory's ledger.
+    """verl's per-response reward for a tool row: the model's text (`tool_replay.model_text`: every turn,
+    tool calls and tool outputs cut) scored against the trajectory's ledger.
 
     {"score": recipe total - tool cost, "reward/<name>", the verifier's components, "tools/calls",
     "tools/failed", "tools/chars", "tools/items", "tools/cost"}; prices come from `reward_kwargs`
@@ -195,10 +198,10 @@ def compute_score(
     extra_info = extra_info if isinstance(extra_info, Mapping) else {}
     binding = _binding(extra_info)
     record = record_from_ground_truth(ground_truth)
-    tools = replay_calls(binding, _calls(solution_str, extra_info))
+    tools, outputs = replay_calls(binding, _calls(solution_str, extra_info))
     prices = ToolPrices(per_call=per_call, per_failed_call=per_failed_call, per_1k_chars=per_1k_chars)
-    result = score_with_ledger([final_reply(solution_str)], [tools], [record], pick_recipe(recipe, extra_info),
-                               prices=prices)[0]
+    result = score_with_ledger([model_text(solution_str, outputs)], [tools], [record],
+                               pick_recipe(recipe, extra_info), prices=prices)[0]
     if result["score"] is None:
         raise ValueError("ground_truth: no reward of the recipe applies (the row has no label or forward return)")
     return {k: (float("nan") if v is None else float(v)) for k, v in result.items()}
