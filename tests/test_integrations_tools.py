@@ -386,6 +386,7 @@ def test_exported_tool_rows_carry_the_binding_not_the_evidence(market, tmp_path)
     first = back[0]
     assert first["prompt"][1]["content"].startswith(f"Ticker: SYN000\nAs of: {market.day}")
     assert "[T1]" not in json.dumps(first["prompt"]) and first["extra_info"]["need_tools_kwargs"] is True
+    assert first["agent_name"] == "tool_agent"
     kwargs = first["extra_info"]["tools_kwargs"]
     assert sorted(kwargs) == sorted(TOOL_NAMES)
     assert all(ToolBinding.parse(v["create_kwargs"], where="k") == ToolBinding.parse(_binding(market), where="b")
@@ -443,13 +444,18 @@ def test_verl_tool_agent_loop_and_reward_loop_score_the_trajectory_ledger(market
     from verl.tools.tool_registry import initialize_tools_from_config
     from verl.trainer.ppo.reward import get_custom_reward_fn
 
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
     tools = initialize_tools_from_config(str(verl_tools.write_tool_config(tmp_path / "tools.yaml")))
     assert [type(t).__name__ for t in tools] == ["MarketTool"] * 6 and [t.name for t in tools] == list(TOOL_NAMES)
-    row = verl_tools.tool_row(_row(market), split="train", index=0, store=market.path)
+    exported = verl_tools.export_tool_rows([_row(market)], tmp_path / "train.parquet", split="train", store=market.path)
+    row = RLHFDataset(data_files=[str(exported.path)], tokenizer=None, config=OmegaConf.create(
+        {"filter_overlong_prompts": False, "cache_dir": str(tmp_path / "cache")}))[0]  # as verl reads the row
+    assert row["agent_name"] == "tool_agent" and row["raw_prompt"][1]["content"].startswith("Ticker: SYN000")
     tok = CharTokenizer()
     parser, loop = ToolParser.get_tool_parser("hermes", tok), _verl_loop(tools, max_parallel_calls=2)
     agent = VerlAgentData(messages=[], image_data=None, video_data=None, audio_data=None, mm_processor_kwargs=None,
-                          metrics={}, request_id="r0", tools_kwargs=row["extra_info"]["tools_kwargs"])
+                          metrics={}, request_id="r0", tools_kwargs=row["tools_kwargs"])
     turns = ['<tool_call>{"name": "get_prices", "arguments": {"days": 3}}</tool_call>'
              '<tool_call>{"name": "search_news", "arguments": {"query": "", "asof": "2030-01-01"}}</tool_call>'
              '<tool_call>{"name": "get_macro", "arguments": {}}</tool_call>',  # third: past max_parallel_calls

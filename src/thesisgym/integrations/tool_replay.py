@@ -3,7 +3,8 @@
 A tool episode is bound by a `ToolBinding` (ticker, as-of day, MarketStore directory, optional
 `ToolLimits`) that travels with the dataset row: verl's `extra_info.tools_kwargs.<tool>.create_kwargs`,
 the verifiers task's data. The model never writes it; `ToolBinding.open()` gives the episode's
-`MarketTools` over `store.as_of(asof)` (the store is loaded once per process, `load_store`).
+`MarketTools` over `store.as_of(asof)` (a store is read once per process and a day's view is shared by
+the episodes of that day: the tools only read it).
 
 Why replay: in verl and verifiers the tools run in one place (an agent-loop worker, an MCP tool
 server) and the reward in another, so the episode's evidence ledger cannot be handed over as an
@@ -36,6 +37,7 @@ from typing import Any, TypedDict
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from thesisgym.data.asof import AsOfView
 from thesisgym.data.store import MarketStore
 from thesisgym.integrations.core import Recipe, VerifierRecord, describe_errors, score_batch, validate_record
 from thesisgym.tools.env import MarketToolEnv
@@ -127,11 +129,11 @@ class ToolBinding(BaseModel):
 
     def open(self) -> MarketTools:
         """A fresh episode: the tools over the store as it was at the cutoff of `asof`."""
-        store = load_store(self.store)
-        if self.ticker not in store.tickers:
+        path = _store_dir(self.store)
+        if self.ticker not in _load(path).tickers:
             raise ValueError(f"tool binding: ticker {self.ticker!r} is not in the store at {self.store}")
         limits = ToolLimits(**self.limits) if self.limits else None
-        return MarketTools(store.as_of(self.asof), self.ticker, limits=limits)
+        return MarketTools(_view(path, self.asof), self.ticker, limits=limits)
 
 
 @dataclass(frozen=True)
@@ -152,12 +154,24 @@ def _load(path: str) -> MarketStore:
     return MarketStore.load(path)
 
 
-def load_store(path: str | Path) -> MarketStore:
-    """The MarketStore at `path`, read once per process (the tools only read it)."""
+# One as-of view serves every episode of that day: the rollouts of a GRPO group, and the reward's
+# replay of each. A view holds copies of the visible rows and the tools only read it; building one
+# costs ~0.5 s on a 100-ticker x 2,000-day store (~30 MB), hence a small cache.
+@functools.lru_cache(maxsize=8)
+def _view(path: str, asof: str) -> AsOfView:
+    return _load(path).as_of(asof)
+
+
+def _store_dir(path: str | Path) -> str:
     resolved = Path(path).expanduser().resolve()
     if not (resolved / "bars.parquet").exists():
         raise ValueError(f"tool binding field 'store': {path} is not a MarketStore directory (no bars.parquet)")
-    return _load(str(resolved))
+    return str(resolved)
+
+
+def load_store(path: str | Path) -> MarketStore:
+    """The MarketStore at `path`, read once per process (the tools only read it)."""
+    return _load(_store_dir(path))
 
 
 # --- running and replaying calls ----------------------------------------------------------------------

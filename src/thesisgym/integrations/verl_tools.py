@@ -33,7 +33,6 @@ calls the loop parsed but did not run (past `max_parallel_calls`, after the last
     actor_rollout_ref.rollout.multi_turn.enable=true
     actor_rollout_ref.rollout.multi_turn.tool_config_path=tools.yaml
     actor_rollout_ref.rollout.multi_turn.max_tool_response_length=1500   # the tools return <= ~1,250 chars
-    actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent
     reward.custom_reward_function.path=pkg://thesisgym.integrations.verl_tools
     reward.custom_reward_function.name=compute_score
 """
@@ -211,16 +210,19 @@ def compute_score(
 def tool_row(row: Mapping[str, Any], *, split: str, index: int, store: str | Path,
              limits: ToolLimits | None = None, recipe: str | None = None, data_source: str = DATA_SOURCE,
              tools: Sequence[str] = TOOL_NAMES) -> dict[str, Any]:
-    """One verl parquet row of a tool episode: the tool prompt (no evidence), the binding as every tool's
-    `create_kwargs`, and a ground truth holding the label and returns (the ledger is the evidence)."""
+    """One verl parquet row of a tool episode: the tool prompt (no evidence), `agent_name: tool_agent`,
+    the binding as every tool's `create_kwargs`, and a ground truth holding the label and returns (the
+    ledger is the evidence)."""
     binding, record = episode_of_row(row, store, limits=limits, where=f"row {index}")
     extra: dict[str, Any] = {"split": split, "index": index, **{c: row[c] for c in ID_COLUMNS if c in row}}
     extra["tools_kwargs"] = {t: {"create_kwargs": binding.model_dump(exclude_none=True)} for t in tools}
     extra["need_tools_kwargs"] = True
     if recipe:
         extra["recipe"] = recipe
-    return {"data_source": data_source, "prompt": tool_prompt(binding.ticker, binding.asof), "ability": ABILITY,
-            "reward_model": {"style": "rule", "ground_truth": ground_truth_json(record)}, "extra_info": extra}
+    # agent_name picks verl's tool agent loop for the row (as verl's examples/data_preprocess/gsm8k_tool_agent_loop.py)
+    return {"data_source": data_source, "agent_name": "tool_agent", "prompt": tool_prompt(binding.ticker, binding.asof),
+            "ability": ABILITY, "reward_model": {"style": "rule", "ground_truth": ground_truth_json(record)},
+            "extra_info": extra}
 
 
 def export_tool_rows(rows: Iterable[Mapping[str, Any]], out: str | Path, *, split: str, store: str | Path,
