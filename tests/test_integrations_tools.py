@@ -443,7 +443,6 @@ def test_verl_tool_agent_loop_and_reward_loop_score_the_trajectory_ledger(market
     from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
     from verl.tools.tool_registry import initialize_tools_from_config
     from verl.trainer.ppo.reward import get_custom_reward_fn
-
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
     tools = initialize_tools_from_config(str(verl_tools.write_tool_config(tmp_path / "tools.yaml")))
