@@ -42,6 +42,7 @@ from thesisgym.data.store import MarketStore
 from thesisgym.integrations.core import Recipe, VerifierRecord, describe_errors, score_batch, validate_record
 from thesisgym.tools.env import MarketToolEnv
 from thesisgym.tools.market import TOOL_NAMES, MarketTools, ToolError, ToolLimits
+from thesisgym.tools.prompts import TOOL_SYSTEM_PROMPT, tool_messages
 
 __all__ = [
     "TOOL_SYSTEM_PROMPT",
@@ -62,13 +63,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# the same text as the TRL tool prompt (thesisgym.tools.prompts.TOOL_SYSTEM_PROMPT on main)
-TOOL_SYSTEM_PROMPT = (
-    "You are an equity analyst. Look up the evidence you need with the tools (each result line starts with its "
-    "id), then write an investment thesis: one tag per evidence section you looked up, each bullet an opinion "
-    "that quotes the cited item word for word in double quotes and cites its id in square brackets, then "
-    "<conclusion>, then one <decision> of STRONG_BUY, BUY, HOLD, SELL or STRONG_SELL."
-)
 # verl's hermes parser (verl/experimental/agent_loop/tool_parser.py, HermesToolParser): the same regex
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 # tool-response blocks left empty once the real outputs are cut, with the ChatML role lines around
@@ -301,10 +295,8 @@ def score_with_ledger(
 
 # --- rows and schemas ------------------------------------------------------------------------------------
 def tool_prompt(ticker: str, asof: str, *, system_prompt: str = TOOL_SYSTEM_PROMPT) -> list[dict[str, str]]:
-    """The chat prompt of a tool episode: the ticker and the as-of day, no evidence."""
-    user = (f"Ticker: {ticker}\nAs of: {asof} (the tools show what was public before the close of that day; "
-            "the position is taken at the close)")
-    return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user}]
+    """The chat prompt of a tool episode (`thesisgym.tools.prompts.tool_messages`: the same text as in TRL)."""
+    return tool_messages({"ticker": ticker, "asof": asof}, system_prompt=system_prompt)
 
 
 def episode_of_row(row: Mapping[str, Any], store: str | Path, *, limits: ToolLimits | None = None,

@@ -29,15 +29,22 @@ __all__ = ["MarketToolEnv", "tool_env_factory", "tool_usage_reward", "with_tool_
 class MarketToolEnv:
     """One rollout's market tools (TRL `environment_factory` protocol: `reset(**row)` + public tool methods)."""
 
-    def __init__(self, timeline: Timeline, limits: ToolLimits | None = None) -> None:
+    def __init__(self, timeline: Timeline, limits: ToolLimits | None = None,
+                 views: dict[str, Any] | None = None) -> None:
         self._timeline = timeline
         self._limits = limits or ToolLimits()
+        self._views = {} if views is None else views  # as-of day -> AsOfView, shared by a factory's environments
         self._tools: MarketTools | None = None
 
     def reset(self, **row: Any) -> str | None:
         if "ticker" not in row or "asof" not in row:
             raise ValueError(f"MarketToolEnv.reset: the row needs `ticker` and `asof` (got {sorted(row)})")
-        self._tools = MarketTools(self._timeline.view(row["asof"]), row["ticker"], limits=self._limits)
+        day = str(row["asof"])[:10]
+        if day not in self._views:
+            if len(self._views) >= 256:  # the group of one prompt shares a day; far older days are not needed
+                self._views.pop(next(iter(self._views)))
+            self._views[day] = self._timeline.view(day)
+        self._tools = MarketTools(self._views[day], row["ticker"], limits=self._limits)
         return None
 
     @property
@@ -97,9 +104,10 @@ class MarketToolEnv:
 
 
 def tool_env_factory(store: MarketStore, *, limits: ToolLimits | None = None) -> Callable[[], MarketToolEnv]:
-    """A zero-argument factory for TRL: every environment shares the store's one point-in-time door."""
+    """A zero-argument factory for TRL: every environment shares the store's one point-in-time door, and the
+    read-only view of each as-of day (the rollouts of one prompt, and of one day's tickers, reuse it)."""
     timeline = store.timeline()
-    return functools.partial(MarketToolEnv, timeline, limits)
+    return functools.partial(MarketToolEnv, timeline, limits, {})
 
 
 def _ledgers(environments: Sequence[Any] | None, n: int) -> list[MarketTools | None]:

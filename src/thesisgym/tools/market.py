@@ -108,6 +108,9 @@ class MarketTools:
         except (TypeError, ToolError) as exc:  # TypeError: a missing or unexpected argument
             self.usage.failed += 1
             raise ToolError(f"{name}: {exc}") from None
+        except Exception as exc:  # a bug of ours must still reach the model as a failed call, counted
+            self.usage.failed += 1
+            raise ToolError(f"{name}: the tool failed ({type(exc).__name__}: {exc})") from exc
         self.usage.chars += len(out)
         return out
 
