@@ -45,6 +45,9 @@ class Judge(str, Enum):
 
 
 class Matrix(str, Enum):
+    """The variants of configs/decision_matrix.yaml; `calibrated` is the default of every reward."""
+
+    calibrated = "calibrated"
     text = "text"
     paper_printed = "paper_printed"
 
@@ -64,7 +67,9 @@ def score(
     output: Path | None = typer.Option(None, "--output", help="Write per-completion scores as JSONL here."),
     details: Path | None = typer.Option(None, "--details", help="Write per-bullet verdicts (line, index, section, "
                                         "bullet, quote, ids, verdict, why) as JSONL here."),
-    decision_matrix: Matrix = typer.Option(Matrix.text, "--decision-matrix", help="Decision matrix variant."),
+    decision_matrix: Matrix = typer.Option(Matrix.calibrated, "--decision-matrix",
+                                           help="decision matrix variant (calibrated: the rewards' default; text and "
+                                                "paper_printed: the paper's graded matrices)"),
     clip: float = typer.Option(3.0, "--clip", min=0.01, help="Clip for the market reward r, in volatility units."),
     judge: Judge = typer.Option(Judge.local, "--judge", help="Consistency judge for s."),
     judge_model: str | None = typer.Option(None, "--judge-model", help="--judge llm: model name."),
