@@ -112,14 +112,27 @@ def test_two_demo_runs_with_the_same_seed_print_the_same_change_table(tmp_path):
     assert tables[0] == tables[1]
 
 
+@pytest.fixture(scope="module")
+def default_demo(tmp_path_factory):
+    """The default demo (pretrained base), run once for the target tests below."""
+    out = tmp_path_factory.mktemp("demo") / "out"
+    return run_demo(DemoConfig(out=str(out)), log=lambda _: None)
+
+
+@pytest.mark.slow
+def test_default_demo_meets_the_heldout_reasoning_targets(default_demo):
+    r = default_demo["reasoning"]
+    assert r["invalid_decision_rate"] <= 0.05
+    assert r["grounding"] >= 0.8 and r["hallucination_rate"] <= 0.2
+
+
 @pytest.mark.slow
 @pytest.mark.xfail(strict=False, reason=(
-    "the issue's held-out targets are not reached on 2 CPU cores: --size large (40 min) ends at grounding 0.21 "
-    "and the accuracy of always-BUY; twice its SFT or 2.2x its distinct prompts stay at 0.1-0.2 "
-    "(docs/training.md, sections 4c-4d)"))
-def test_large_demo_meets_the_heldout_targets(tmp_path):
-    summary = run_demo(DemoConfig.sized("large", out=str(tmp_path / "demo")), log=lambda _: None)
-    r = summary["reasoning"]
-    assert r["invalid_decision_rate"] <= 0.05
-    assert r["grounding"] >= 0.5 and r["hallucination_rate"] <= 0.5
-    assert r["decision_accuracy"] > summary["majority_class_accuracy"]
+    "not reachable on this market at the demo's size: even the truth oracle's decisions (it knows the expected "
+    "return) are right less often than the majority class of 5-class realised-return labels, and the demo's "
+    "policy collapses toward the majority class (docs/training.md, section 5)"))
+def test_default_demo_decides_better_than_the_majority_class_and_always_buy(default_demo):
+    acc = default_demo["evaluation"].accuracy
+    policy = acc.iloc[0]["accuracy"]
+    assert policy > default_demo["majority_class_accuracy"]
+    assert policy > acc.loc["always BUY", "accuracy"]
