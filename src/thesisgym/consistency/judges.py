@@ -21,7 +21,8 @@ conclusion, text outside the blocks). Per claim i:
   a credited quote or a backed number of a bullet, `EvidenceReport.grounded`) or that it quotes
   itself: g_i is its score in the evidence report (`evidence.check_statement`: 0 for an unknown id, a
   quote in no item or an unbacked number, else the precision of its citations against that evidence,
-  less 1 % per id cited and a length term; 1 for a short one that cites nothing), so a conclusion
+  less 1 % per id cited and a length term; 1 for a conclusion of at most 120 words that cites nothing,
+  while prose and text outside the blocks always pay the length term), so a conclusion
   citing every id is graded for precision and earns nothing for count.
 - g_i is multiplied by the fact support of the opinion: the share of the facts it states
   (`rewards.lexicon.FACT_TERMS`: actors, corporate events, business figures) found in its cited

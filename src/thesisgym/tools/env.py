@@ -62,7 +62,7 @@ class MarketToolEnv:
         return self.tools.call("get_prices", days=days)
 
     def search_news(self, query: str, days: int = 30) -> str:
-        """Headlines about the ticker, and market-wide ones, that contain every word of the query, newest first.
+        """Headlines about the ticker that contain every word of the query, newest first.
 
         Args:
             query: words every headline must contain; an empty query returns the latest headlines.
@@ -95,7 +95,7 @@ class MarketToolEnv:
         return self.tools.call("get_analyst", days=days)
 
     def get_macro(self, days: int = 60) -> str:
-        """Market-wide releases: inflation, policy rates and macro news, newest first.
+        """Market-wide releases and news: inflation, policy rates, macro headlines, newest first.
 
         Args:
             days: how far back to look, in calendar days, from 1 to 365.

@@ -131,7 +131,7 @@ class MarketTools:
         return self._render(items)
 
     def search_news(self, query: str, days: int = 30) -> str:
-        """Headlines about the ticker (and market-wide ones) that contain every word of `query`, newest first."""
+        """Headlines about the ticker that contain every word of `query`, newest first (market-wide: get_macro)."""
         if not isinstance(query, str) or len(query) > self.limits.max_query_chars:
             raise ToolError(f"`query` must be text of at most {self.limits.max_query_chars} characters")
         return self._events("search_news", days, query=query)
@@ -149,21 +149,22 @@ class MarketTools:
         return self._events("get_analyst", days)
 
     def get_macro(self, days: int = 60) -> str:
-        """Market-wide releases (inflation, policy rates, macro news) from the last `days` days, newest first."""
+        """Market-wide items of every kind (inflation, policy rates, macro news) from the last `days` days, newest
+        first: what a prompt's macro section shows."""
         return self._events("get_macro", days)
 
     def _events(self, tool: str, days: int, *, query: str = "") -> str:
         n_days = _int_arg("days", days, 1, self.limits.max_days)
         kind = _KIND_OF_TOOL[tool]
-        if kind == "macro":
+        if kind == "macro":  # every market-wide event, whatever its kind, as the context builder shows them
             ev = self.view.events(None, days=n_days)
-            ev = ev[(ev["ticker"] == "") & (ev["kind"].isin(["macro", "news"]))].iloc[::-1]
+            ev = ev[ev["ticker"] == ""].iloc[::-1]
         else:
             ev = self.view.search(query, ticker=self.ticker, kinds=[kind], days=n_days, limit=10_000)
             ev = ev[ev["ticker"] == self.ticker]
         items = []
         for row in ev.head(self.limits.max_items).itertuples(index=False):
-            section = "macro" if row.ticker == "" else kind
+            section = "macro" if kind == "macro" else kind
             pub = pd.Timestamp(row.published_at).tz_convert(self.view.timezone)
             text = event_text(str(row.title), str(row.text))
             key = ("event", pub.value, str(row.ticker), str(row.title))
