@@ -77,7 +77,7 @@ def test_a_short_sft_of_the_pretrained_base_verifies_held_out_quotes(smollm2, tm
     quotes go from none (the base does not write the format) to some, through the real TRL SFT path."""
     import torch
 
-    from thesisgym.experiments.demo import DemoConfig, build_market_data, distil_sft_data, spread
+    from thesisgym.experiments.demo import DemoConfig, build_market_data, distil_sft_data, spread_rows
     from thesisgym.rewards import score_completion
     from thesisgym.train.config import DataConfig, ModelConfig, SFTRunConfig
     from thesisgym.train.generation import generate_theses
@@ -88,7 +88,7 @@ def test_a_short_sft_of_the_pretrained_base_verifies_held_out_quotes(smollm2, tm
     demo = DemoConfig(out=str(tmp_path), tickers=4, days=200, stride=4, heldout_tickers=1, distill_n=2)
     _, splits, _ = build_market_data(demo, tmp_path, log=lambda _: None)
     sft_dir, _ = distil_sft_data(demo, splits, tmp_path, log=lambda _: None)
-    held_out = [splits["val"][i] for i in spread(len(splits["val"]), 3)]
+    held_out = spread_rows(splits["val"], 3)
 
     def verified(model_dir) -> float:  # held-out grounding: the share of bullets whose quote verifies
         model, tok = load_model(model_dir)

@@ -21,7 +21,7 @@ CHANGE_KEYS: tuple[str, ...] = ("structure", "evidence", "decision", "market", "
 
 
 # reward function name (thesisgym.train.rewards) -> the score_completion key holding its value
-SCORE_KEY_OF_REWARD: dict[str, str] = {"loop": "loop_penalty", "market_only": "market"}
+SCORE_KEY_OF_REWARD: dict[str, str] = {"loop": "loop_penalty", "market_only": "market", "consistency": "s"}
 
 
 def score_with_s(completions: Sequence[str], rows: Sequence[dict]) -> list[dict]:

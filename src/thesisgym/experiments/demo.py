@@ -105,8 +105,12 @@ DEMO_CONTEXT = dict(bars=1, indicators=False, news_buckets=((0, 3, 3), (4, 10, 2
                     insider_items=2, analyst_items=2, macro_items=2,
                     section_keep_prob=0.35, system_prompt=COMPACT_SYSTEM_PROMPT)
 
-# the reward stack GRPO trains on in the demo (name -> weight); also the `total` row of the change table
-DEMO_REWARDS: dict[str, float] = {"structure": 0.5, "evidence": 1.0, "decision": 0.5, "dsr": 1.0, "loop": 1.0}
+# the reward stack GRPO trains on in the demo (name -> weight); also the `total` row of the change table.
+# No market reward: in a training period whose market rose, r pays BUY whatever the evidence says, and 8
+# steps of it turned the policy into always-BUY (docs/training.md, section 5); the market-based recipes
+# are compared in `thesisgym experiment trade-r1`.
+DEMO_REWARDS: dict[str, float] = {"structure": 0.5, "evidence": 1.0, "decision": 1.0, "consistency": 0.5,
+                                  "loop": 1.0}
 
 
 def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
@@ -141,7 +145,7 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
         grpo_cfg = grpo_config(config, sft_model, data_dir, out / "grpo",
                                RewardConfig(funcs=list(DEMO_REWARDS), weights=list(DEMO_REWARDS.values())))
         grpo_model = run_grpo(grpo_cfg, callbacks=[CompactProgress(label="GRPO")])
-    eval_rows = [splits["test"][i] for i in spread(len(splits["test"]), config.eval_rows)]
+    eval_rows = spread_rows(splits["test"], config.eval_rows)
     policies = {"sft": demo_policy(sft_model, config, name=f"{config.model}-sft"),
                 "grpo": demo_policy(grpo_model, config, name=f"{config.model}-grpo")}
     with stage("SFT vs GRPO on the same held-out prompts"):
@@ -274,7 +278,7 @@ def train_sft(config: DemoConfig, splits: dict, sft_dir: Path, run_dir: Path, *,
     curve = None
     if config.curve_rows:
         val = splits["val"] if len(splits["val"]) else splits["test"]
-        curve = GroundingCurve([val[i] for i in spread(len(val), config.curve_rows)],
+        curve = GroundingCurve(spread_rows(val, config.curve_rows),
                                every=max(1, config.sft_steps // config.curve_points),
                                max_new_tokens=config.max_completion_length, seed=config.seed,
                                path=run_dir.parent / "curves" / "sft_grounding.json", label="SFT held-out val")
@@ -289,10 +293,11 @@ def train_sft(config: DemoConfig, splits: dict, sft_dir: Path, run_dir: Path, *,
 
 def grpo_config(config: DemoConfig, model: Path, data_dir: Path, run_dir: Path, rewards: Any, *, seed: int | None = None):
     """The demo's GRPO run config (CPU-sized) for `rewards` (a RewardConfig): one prompt per step, its
-    `num_generations` completions scored together; a pretrained policy updates on two at a time."""
+    `num_generations` completions scored together; a pretrained policy updates on one at a time (the
+    activations of a second would lift the demo's peak memory over 6 GiB)."""
     from thesisgym.train import DataConfig, GRPORunConfig, ModelConfig
 
-    micro = config.num_generations if config.tiny else 2
+    micro = config.num_generations if config.tiny else 1
     return GRPORunConfig(
         output_dir=str(run_dir), model=ModelConfig(name_or_path=str(model), lora=_lora(config)),
         data=DataConfig(dataset=str(data_dir), split="train"), seed=config.seed if seed is None else seed,
@@ -304,10 +309,20 @@ def grpo_config(config: DemoConfig, model: Path, data_dir: Path, run_dir: Path, 
 
 
 def spread(n: int, k: int) -> list[int]:
-    """`k` indices spread evenly over `n` rows (all rows when k >= n): many dates, not one block."""
+    """`k` indices spread evenly over `n` positions (all of them when k >= n)."""
     if k >= n:
         return list(range(n))
     return sorted({int(i * n / k) for i in range(k)})
+
+
+def spread_rows(rows: Any, k: int) -> list[dict]:
+    """`k` rows of a split spread over its dates: ordered by (as-of, ticker) first, so the picks move one
+    date at a time and rotate through the tickers (a split is stored ticker by ticker: spreading over
+    its stored order took the same few dates of every ticker)."""
+    keys = [(str(a), str(t)) for a, t in zip(rows["asof"], rows["ticker"], strict=True)] if hasattr(
+        rows, "column_names") else [(str(r["asof"]), str(r["ticker"])) for r in rows]
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    return [rows[order[i]] for i in spread(len(order), k)]
 
 
 def _majority_rate(labels: list) -> float:

@@ -57,7 +57,7 @@ def run_tool_experiment(config: ToolExperimentConfig, *, log: Callable[[str], No
         build_market_data,
         demo_policy,
         distil_sft_data,
-        spread,
+        spread_rows,
         train_sft,
     )
 
@@ -81,7 +81,7 @@ def run_tool_experiment(config: ToolExperimentConfig, *, log: Callable[[str], No
     tool_final = tool_sft
     if config.grpo_steps:
         tool_final = _tool_grpo(config, demo, tool_sft, data_dir, out, log=log)
-    rows = [splits["test"][i] for i in spread(len(splits["test"]), config.eval_rows)]
+    rows = spread_rows(splits["test"], config.eval_rows)
     log(f"==> evaluate on {len(rows)} held-out test rows")
     results = {"single-prompt": _single_scores(demo_policy(single, demo, name="single-prompt"), rows)}
     for name, path in (("tool SFT", tool_sft), ("tool GRPO", tool_final) if config.grpo_steps else (None, None)):

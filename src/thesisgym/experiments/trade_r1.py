@@ -111,7 +111,7 @@ def run_trade_r1(config: TradeR1Config, *, log: Callable[[str], None] = print, p
         distil_sft_data,
         generate_for,
         grpo_config,
-        spread,
+        spread_rows,
         train_sft,
     )
     from thesisgym.train import CompactProgress, run_grpo
@@ -139,14 +139,14 @@ def run_trade_r1(config: TradeR1Config, *, log: Callable[[str], None] = print, p
         log(f"    reusing the SFT start {sft_final}")
     test_a, test_b = splits_a["test"], splits_b["test"]
     sets = {
-        "A": [test_a[i] for i in spread(len(test_a), config.eval_rows)],
-        "B": [test_b[i] for i in spread(len(test_b), config.eval_rows)],
+        "A": spread_rows(test_a, config.eval_rows),
+        "B": spread_rows(test_b, config.eval_rows),
     }
     lucky, switch = store_a.meta.get("lucky_ticker"), str(store_a.meta.get("lucky_switch_date") or "")
     lucky_rows = [r for split in ("test", "heldout", "val") for r in splits_a.get(split, [])
                   if r["ticker"] == lucky and str(r["asof"])[:10] >= switch[:10] and int(r.get("variation", 0)) == 0]
     if lucky_rows:
-        sets["lucky"] = [lucky_rows[i] for i in spread(len(lucky_rows), config.eval_rows)]
+        sets["lucky"] = spread_rows(lucky_rows, config.eval_rows)
     log("    eval rows: " + ", ".join(f"{k} {len(v)}" for k, v in sets.items()))
 
     jobs = [(arm, seed) for arm in config.arms for seed in config.seeds]
