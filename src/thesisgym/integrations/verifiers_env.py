@@ -43,7 +43,7 @@ from thesisgym.integrations.core import (
 )
 
 __all__ = ["ThesisData", "ThesisTask", "ThesisTaskConfig", "ThesisTaskset", "ThesisTasksetConfig",
-           "VerifiersJudgeClient"]
+           "ScoredOnce", "VerifiersJudgeClient"]
 
 logger = logging.getLogger(__name__)
 
@@ -103,17 +103,9 @@ class ThesisTaskConfig(vf.TaskConfig):
     """Run the recipe's consistency judge on this model through verifiers' judge client."""
 
 
-class ThesisTask(vf.Task[ThesisData, vf.State, ThesisTaskConfig]):
-    async def _score(self, trace: vf.Trace) -> dict[str, Any]:
-        completion = trace.last_reply
-        if self.config.consistency_judge is not None:
-            from thesisgym.integrations.core import ascore_batch
-
-            recipe = recipe_with_judge_client(self.config.recipe,
-                                              VerifiersJudgeClient(self.config.consistency_judge, trace))
-            return (await ascore_batch([completion], [self.data.record], recipe))[0]
-        load_recipe(self.config.recipe)
-        return (await asyncio.to_thread(score_batch, [completion], [self.data.record], self.config.recipe))[0]
+class ScoredOnce:
+    """The reward and the metrics of a thesisgym task: `_score(trace)` (the subclass's) runs once per
+    trace; verifiers runs the metrics, then the rewards, on the same trace (an LLM judge call is not free)."""
 
     async def _scores(self, trace: vf.Trace, *, keep: bool) -> dict[str, Any]:
         # verifiers runs the metrics, then the rewards, on the same trace: score once (an LLM
@@ -138,6 +130,18 @@ class ThesisTask(vf.Task[ThesisData, vf.State, ThesisTaskConfig]):
                              "(the row has no label or forward return)")
         return float(result["score"])
 
+
+class ThesisTask(ScoredOnce, vf.Task[ThesisData, vf.State, ThesisTaskConfig]):
+    async def _score(self, trace: vf.Trace) -> dict[str, Any]:
+        completion = trace.last_reply
+        if self.config.consistency_judge is not None:
+            from thesisgym.integrations.core import ascore_batch
+
+            recipe = recipe_with_judge_client(self.config.recipe,
+                                              VerifiersJudgeClient(self.config.consistency_judge, trace))
+            return (await ascore_batch([completion], [self.data.record], recipe))[0]
+        load_recipe(self.config.recipe)
+        return (await asyncio.to_thread(score_batch, [completion], [self.data.record], self.config.recipe))[0]
 
 class ThesisTasksetConfig(vf.TasksetConfig):
     dataset: str = ""

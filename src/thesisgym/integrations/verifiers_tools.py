@@ -33,9 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import logging
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -54,6 +52,7 @@ from thesisgym.integrations.tool_replay import (
     score_with_ledger,
     tool_prompt,
 )
+from thesisgym.integrations.verifiers_env import ScoredOnce
 from thesisgym.tools.env import MarketToolEnv
 from thesisgym.tools.market import TOOL_NAMES, MarketTools, ToolError
 
@@ -136,7 +135,7 @@ class ThesisToolTaskConfig(vf.TaskConfig):
     per_1k_chars: float = 0.0
 
 
-class ThesisToolTask(vf.Task[ThesisToolData, MarketToolState, ThesisToolTaskConfig]):
+class ThesisToolTask(ScoredOnce, vf.Task[ThesisToolData, MarketToolState, ThesisToolTaskConfig]):
     @classmethod
     def toolsets(cls, config: ThesisToolTaskConfig) -> list[vf.Toolset]:
         return [MarketToolset(config.tools)]
@@ -152,28 +151,6 @@ class ThesisToolTask(vf.Task[ThesisToolData, MarketToolState, ThesisToolTaskConf
         prices = ToolPrices(self.config.per_call, self.config.per_failed_call, self.config.per_1k_chars)
         return (await asyncio.to_thread(score_with_ledger, [_completion(trace)], [tools], [self.data.record],
                                         self.config.recipe, prices=prices))[0]
-
-    async def _scores(self, trace: vf.Trace, *, keep: bool) -> dict[str, Any]:
-        # verifiers runs the metrics, then the rewards, on one trace: replay and score once
-        memo: dict[str, dict[str, Any]] = self.__dict__.setdefault("_thesisgym_memo", {})
-        result = memo.pop(trace.id, None) or await self._score(trace)
-        if keep:
-            memo[trace.id] = result
-        return result
-
-    @vf.metric
-    async def components(self, trace: vf.Trace) -> Mapping[str, float]:
-        result = await self._scores(trace, keep=True)
-        return {k: float(v) for k, v in result.items()
-                if k != "score" and isinstance(v, float) and math.isfinite(v)}
-
-    @vf.reward(weight=1.0)
-    async def thesisgym(self, trace: vf.Trace) -> float:
-        result = await self._scores(trace, keep=False)
-        if result["score"] is None:
-            raise ValueError(f"task {self.data.id}: no reward of recipe {self.config.recipe!r} applies "
-                             "(the row has no label or forward return)")
-        return float(result["score"])
 
 
 class ThesisToolTasksetConfig(vf.TasksetConfig):
@@ -193,7 +170,11 @@ class ThesisToolTaskset(vf.Taskset[ThesisToolTask, ThesisToolTasksetConfig]):
 
         if not self.config.dataset:
             raise ValueError("ThesisToolTasksetConfig.dataset: set it to a directory saved by `thesisgym build`")
-        store = self.config.store or _recorded_store(Path(self.config.dataset))
+        from thesisgym.build.splits import recorded_store
+
+        store = self.config.store or recorded_store(Path(self.config.dataset))
+        if store is None:
+            raise ValueError(f"ThesisToolTasksetConfig.store: {self.config.dataset} records no store path; set `store`")
         tasks, skipped = [], 0
         for i, row in enumerate(load_split(Path(self.config.dataset), self.config.split)):
             if not self.config.keep_incomplete and not complete_window(row):
@@ -226,17 +207,6 @@ def _as_served(call: Mapping[str, Any]) -> dict[str, Any]:
         params = inspect.signature(getattr(MarketTools, name)).parameters
         arguments = {k: v for k, v in arguments.items() if k in params and k != "self"}
     return {"name": name, "arguments": arguments}
-
-
-def _recorded_store(dataset: Path) -> str:
-    from thesisgym.build.splits import META_FILE
-
-    meta_path = dataset / META_FILE
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-    path = (meta.get("store") or {}).get("path")
-    if not path:
-        raise ValueError(f"ThesisToolTasksetConfig.store: {dataset} records no store path; set `store`")
-    return str(path)
 
 
 if __name__ == "__main__":  # verifiers launches the per-rollout tool server as this module
