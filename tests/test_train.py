@@ -515,3 +515,59 @@ def test_curve_diagnostics_tell_copying_from_a_memorised_thesis():
     assert recalled["quotes_in_prompt"] == 0.5 and recalled["distinct_quotes"] == 0.5
     assert score_theses([thesis("Acme wins")], rows[:1])["quotes_in_prompt"] == 0.0  # too short to prove copying
     assert math.isnan(score_theses(["no thesis here"], rows[:1])["distinct_quotes"])
+
+
+def test_compact_head_gives_trls_log_probs_entropy_and_gradients(tmp_path):
+    """On CPU the policy scores only labelled tokens (thesisgym.train.cpu_head): the same numbers as TRL's own
+    fused head, which projects every position."""
+    import copy
+
+    import torch
+    from trl.trainer import utils as trl_utils
+
+    if not hasattr(trl_utils, "add_fused_lm_head"):
+        pytest.skip("this TRL has no fused LM head to replace (the trainers score the plain way)")
+    add_fused_lm_head = trl_utils.add_fused_lm_head
+    from thesisgym.train.cpu_head import use_compact_head
+    from thesisgym.train.models import build_tiny, load_model
+
+    path = build_tiny(["alpha beta gamma delta " * 5] * 10, tmp_path / "m", vocab_size=300, hidden_size=32,
+                      layers=2, heads=2, kv_heads=1)
+    ref, _ = load_model(path)
+    ours = copy.deepcopy(ref)
+    outputs = ("log_probs", "entropy", "is_top1")
+    add_fused_lm_head(ref, temperature=0.7, outputs=outputs)
+    add_fused_lm_head(ours, temperature=0.7, outputs=outputs)
+    assert use_compact_head(ours, temperature=0.7, outputs=outputs)
+    torch.manual_seed(0)
+    ids = torch.randint(3, ref.config.vocab_size, (2, 24))
+    att = torch.ones_like(ids)
+    att[1, :4] = 0
+    labels = ids.masked_fill(att == 0, -100)
+    labels[:, :10] = -100  # a prompt: no loss there
+    a = ref(input_ids=ids, attention_mask=att, labels=labels, fused_lm_head=True)
+    b = ours(input_ids=ids, attention_mask=att, labels=labels, fused_lm_head=True)
+    for k in ("loss", "log_probs", "entropy"):
+        assert torch.allclose(getattr(a, k), getattr(b, k), atol=1e-5), k
+    assert torch.equal(a.is_top1, b.is_top1) and torch.equal(a.label_mask, b.label_mask)
+    a.loss.backward()
+    b.loss.backward()
+    for pa, pb in zip(ref.parameters(), ours.parameters(), strict=True):
+        assert torch.allclose(pa.grad, pb.grad, atol=1e-5)
+    # generation (no fused_lm_head) goes through the model's own forward, unchanged
+    assert torch.equal(ref.generate(ids[:1, :8], max_new_tokens=4, do_sample=False),
+                       ours.generate(ids[:1, :8], max_new_tokens=4, do_sample=False))
+
+
+def test_cpu_bf16_follows_the_cpu_and_spares_the_tiny_model(tmp_path, monkeypatch):
+    from thesisgym.train import config as train_config
+
+    base = {"output_dir": str(tmp_path), "data": {"dataset": "d"}, "device": "cpu"}
+    cfg = build_config(base, kind="sft")
+    monkeypatch.setattr(train_config, "cpu_has_bf16", lambda: True)
+    assert train_config.to_trl_kwargs(cfg)["bf16"] is True
+    assert train_config.to_trl_kwargs(cfg, tiny=True)["bf16"] is False
+    monkeypatch.setattr(train_config, "cpu_has_bf16", lambda: False)
+    assert train_config.to_trl_kwargs(cfg)["bf16"] is False
+    with pytest.warns(UserWarning, match="emulation"):  # asked for anyway: allowed, with the reason it is slow
+        assert train_config.to_trl_kwargs(build_config({**base, "bf16": True}, kind="sft"))["bf16"] is True

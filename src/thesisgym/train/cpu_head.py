@@ -39,8 +39,10 @@ def use_compact_head(model: Any, *, temperature: float = 1.0, outputs: tuple[str
     Returns False (and leaves the model alone) when the model's head is not a plain projection or an
     output is asked for that this head does not compute.
     """
-    from trl.trainer.utils import FusedCausalLMOutput
-
+    try:
+        from trl.trainer.utils import FusedCausalLMOutput
+    except ImportError:  # a TRL without the fused head (< 1.x): it already scores the plain way
+        return False
     if not _plain_head(model) or not set(outputs) <= _SUPPORTED_OUTPUTS:
         return False
     trl_forward = model.forward  # TRL's fused forward: kept for everything this head does not cover
