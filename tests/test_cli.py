@@ -179,7 +179,7 @@ def test_threads_default_to_one_on_cpu_for_small_models_and_are_overridable(tmp_
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(common.os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(common.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+    monkeypatch.setattr(common, "busy_cores", lambda: 0.1)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert choose_threads(None) == 1  # the tiny preset (demo, experiments)
     assert choose_threads(3) == 3 and choose_threads(0) is None  # --threads wins; 0 = torch's default
@@ -191,9 +191,9 @@ def test_threads_default_to_one_on_cpu_for_small_models_and_are_overridable(tmp_
     assert choose_threads(None, model=small) == 1
     assert choose_threads(None, model=big) == 2  # a large model on 2 idle cores uses both
     assert choose_threads(None, model="smollm2-135m") == 2  # a preset (size not on disk): the idle cores
-    monkeypatch.setattr(common.os, "getloadavg", lambda: (1.2, 1.0, 1.0))
+    monkeypatch.setattr(common, "busy_cores", lambda: 1.2)
     assert choose_threads(None, model=big) == 1  # another job holds a core: one thread, not two fighting
-    monkeypatch.setattr(common.os, "getloadavg", lambda: (5.0, 5.0, 5.0))
+    monkeypatch.setattr(common, "busy_cores", lambda: 5.0)
     assert choose_threads(None, model=big) == 1
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     assert choose_threads(None) is None  # the user's environment is respected
@@ -231,3 +231,16 @@ def test_train_prints_through_our_progress_not_trl(tmp_path, monkeypatch):
     res = run("train", "sft", "--config", tmp_path / "missing.yaml")
     assert res.exit_code == 2 and len(res.output.splitlines()) == 1
     assert res.output.startswith(f"error: config {tmp_path / 'missing.yaml'} is neither a file nor a shipped recipe (")
+
+
+def test_busy_cores_reads_the_machine_now_not_a_minute_ago(monkeypatch):
+    from thesisgym.cli import common
+
+    samples = iter([(100, 1000), (150, 1200)])  # 50 of 200 jiffies idle over the sample: 3/4 busy
+    monkeypatch.setattr(common, "_cpu_times", lambda: next(samples))
+    monkeypatch.setattr(common.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(common.time, "sleep", lambda s: None)
+    monkeypatch.setattr(common.os, "getloadavg", lambda: (9.0, 9.0, 9.0))  # stale: ignored when /proc is there
+    assert common.busy_cores() == 3.0
+    monkeypatch.setattr(common, "_cpu_times", lambda: None)
+    assert common.busy_cores() == 9.0
