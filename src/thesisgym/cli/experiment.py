@@ -33,8 +33,8 @@ def trade_r1_cmd(
     arms: str = typer.Option("market-only,fsr,dsr,weighted", "--arms", help="comma-separated GRPO arms"),
     seeds: str = typer.Option("0,1,2", "--seeds", help="comma-separated GRPO seeds per arm"),
     size: str = typer.Option("default", "--size", help="market/model/SFT sizes: quick | default | large"),
-    grpo_steps: int = typer.Option(6, "--grpo-steps", help="GRPO steps per arm (the same budget for every arm)"),
-    eval_rows: int = typer.Option(24, "--eval-rows", help="held-out rows per evaluation set"),
+    grpo_steps: int = typer.Option(5, "--grpo-steps", help="GRPO steps per arm (the same budget for every arm)"),
+    eval_rows: int = typer.Option(16, "--eval-rows", help="held-out rows per evaluation set"),
     seed: int = typer.Option(0, "--seed", help="market, split and SFT seed"),
     threads: int | None = THREADS_OPTION,
 ) -> None:

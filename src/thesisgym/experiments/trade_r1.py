@@ -56,8 +56,8 @@ class TradeR1Config(BaseModel):
     arms: list[str] = Field(default_factory=lambda: ["market-only", "fsr", "dsr", "weighted"])
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
     size: str = "default"
-    grpo_steps: int = Field(6, ge=1)
-    eval_rows: int = Field(24, ge=2)
+    grpo_steps: int = Field(5, ge=1)
+    eval_rows: int = Field(16, ge=2)
     seed: int = 0
     demo: dict[str, Any] = Field(default_factory=dict, description="DemoConfig field overrides (e.g. sft_steps)")
 
