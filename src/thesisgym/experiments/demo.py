@@ -107,7 +107,7 @@ DEMO_CONTEXT = dict(bars=1, indicators=False, news_buckets=((0, 3, 3), (4, 10, 2
 
 # the reward stack GRPO trains on in the demo (name -> weight); also the `total` row of the change table.
 # No market reward: in a training period whose market rose, r pays BUY whatever the evidence says, and 8
-# steps of it turned the policy into always-BUY (docs/training.md, section 5); the market-based recipes
+# steps of it cost 0.24 of held-out grounding (docs/training.md, section 5e); the market-based recipes
 # are compared in `thesisgym experiment trade-r1`.
 DEMO_REWARDS: dict[str, float] = {"structure": 0.5, "evidence": 1.0, "decision": 1.0, "consistency": 0.5,
                                   "loop": 1.0}
