@@ -44,6 +44,7 @@ def test_run_demo_end_to_end_tiny(tmp_path):
     assert summary["distill"]["kept_rows"] > 0
     assert (out / "sft" / "final" / "config.json").exists()
     assert (out / "grpo" / "final" / "config.json").exists()
+    assert not list(out.glob("*/checkpoint-*"))  # optimizer-state checkpoints are dropped once final/ is saved
     report = (out / "report" / "report.html").read_text()
     assert "<img" in report or "data:image/png" in report
     # the table compares the policy with the baselines and the true-expected-return ceiling

@@ -145,6 +145,7 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
         grpo_cfg = grpo_config(config, sft_model, data_dir, out / "grpo",
                                RewardConfig(funcs=list(DEMO_REWARDS), weights=list(DEMO_REWARDS.values())))
         grpo_model = run_grpo(grpo_cfg, callbacks=[CompactProgress(label="GRPO")])
+        drop_checkpoints(out / "grpo")
     eval_rows = spread_rows(splits["test"], config.eval_rows)
     policies = {"sft": demo_policy(sft_model, config, name=f"{config.model}-sft"),
                 "grpo": demo_policy(grpo_model, config, name=f"{config.model}-grpo")}
@@ -284,11 +285,23 @@ def train_sft(config: DemoConfig, splits: dict, sft_dir: Path, run_dir: Path, *,
                                path=run_dir.parent / "curves" / "sft_grounding.json", label="SFT held-out val")
         callbacks.append(curve)
     sft_model = run_sft(sft_cfg, callbacks=callbacks)
+    drop_checkpoints(run_dir)
     for pt in curve.points if curve else []:
         log(f"    held-out val ({pt['rows']} rows) after {pt['examples_seen']} SFT examples: grounding "
             f"{pt['grounding']:.3f}, valid decisions {pt['decision_valid']:.0%}, quotes found in the prompt "
             f"{pt['quotes_in_prompt']:.0%}, distinct quotes {pt['distinct_quotes']:.0%}")
     return sft_model, curve
+
+
+def drop_checkpoints(run_dir: Path) -> None:
+    """Remove a finished run's `checkpoint-N/` folders, keeping `final/`.
+
+    Transformers saves one at the last step whatever `save_steps` says; for a pretrained base it holds
+    the optimizer state too (1.6 GB for SmolLM2-135M next to a 0.5 GB `final/`). The demo and the
+    experiments resume from `final/` and their own result files, never from a mid-run checkpoint.
+    """
+    for ckpt in Path(run_dir).glob("checkpoint-*"):
+        shutil.rmtree(ckpt, ignore_errors=True)
 
 
 def grpo_config(config: DemoConfig, model: Path, data_dir: Path, run_dir: Path, rewards: Any, *, seed: int | None = None):

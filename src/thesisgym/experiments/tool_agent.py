@@ -118,7 +118,7 @@ def distil_tool_sft_data(config: ToolExperimentConfig, demo: Any, splits: dict, 
 
 def _tool_grpo(config: ToolExperimentConfig, demo: Any, start: Path, data_dir: Path, out: Path, *,
                log: Callable[[str], None]) -> Path:
-    from thesisgym.experiments.demo import DEMO_REWARDS, grpo_config
+    from thesisgym.experiments.demo import DEMO_REWARDS, drop_checkpoints, grpo_config
     from thesisgym.train import CompactProgress, RewardConfig, run_grpo
     from thesisgym.train.config import ToolRunConfig
 
@@ -130,7 +130,9 @@ def _tool_grpo(config: ToolExperimentConfig, demo: Any, start: Path, data_dir: P
                       RewardConfig(funcs=list(DEMO_REWARDS), weights=list(DEMO_REWARDS.values())))
     cfg = cfg.model_copy(update={"tools": ToolRunConfig(max_calls=config.max_rounds, max_items=config.max_items),
                                  "max_completion_length": 3 * demo.max_completion_length})
-    return run_grpo(cfg, callbacks=[CompactProgress(label="tool GRPO")])
+    final = run_grpo(cfg, callbacks=[CompactProgress(label="tool GRPO")])
+    drop_checkpoints(out / "tool-grpo")
+    return final
 
 
 def _single_scores(policy: Any, rows: list[dict]) -> list[dict]:

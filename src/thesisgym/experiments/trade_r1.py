@@ -109,6 +109,7 @@ def run_trade_r1(config: TradeR1Config, *, log: Callable[[str], None] = print, p
         DemoConfig,
         build_market_data,
         distil_sft_data,
+        drop_checkpoints,
         generate_for,
         grpo_config,
         spread_rows,
@@ -160,6 +161,7 @@ def run_trade_r1(config: TradeR1Config, *, log: Callable[[str], None] = print, p
             t_arm = time.perf_counter()
             cfg = grpo_config(demo, sft_final, data_a, run_dir / "grpo", arm_rewards(arm), seed=seed)
             final = run_grpo(cfg, callbacks=[CompactProgress(label=f"{arm} s{seed}", print_fn=log, show_bar=False)])
+            drop_checkpoints(run_dir / "grpo")
             res: dict[str, Any] = {"arm": arm, "seed": seed, "in_sample_reward": _in_sample(run_dir / "grpo", arm)}
             for name, rows in sets.items():
                 comps = generate_for(final, rows, demo)
