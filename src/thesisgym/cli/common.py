@@ -46,7 +46,7 @@ PIPELINE_ORDER = ("data", "build", "show-prompt", "score", "audit", "distill", "
 # models up to this many parameters count as small: on CPU they run on one thread by default
 SMALL_MODEL_PARAMS = 50_000_000
 THREADS_HELP = ("torch CPU threads. Default on CPU: 1 for models under 50M parameters (a second thread never paid "
-                "for them), else one per idle core (cores minus the load average: on 2 idle cores 2 threads were "
+                "for them), else one per idle core (cores minus those busy right now: on 2 idle cores 2 threads were "
                 "1.4-1.5x faster for SmolLM2-135M, on a busy box far slower); torch's own default on a GPU or "
                 "when OMP_NUM_THREADS is set. 0 = torch's default (one per core).")
 
