@@ -58,6 +58,29 @@ def mean_ci(values: Sequence[float], *, seed: int = 0, n_resamples: int = 2000,
     return float(v.mean()), float(ci.low), float(ci.high), len(v)
 
 
+def difference_ci(a: Sequence[float], b: Sequence[float], *, seed: int = 0, n_resamples: int = 2000,
+                  confidence: float = 0.95) -> dict[str, float]:
+    """mean(a) - mean(b) of two independent samples (e.g. rows of two markets) with a seeded percentile
+    bootstrap interval that resamples each sample on its own; `lo`/`hi` are nan with fewer than 2 values
+    on either side."""
+    from scipy.stats import bootstrap
+
+    x = np.asarray(a, dtype=float)
+    y = np.asarray(b, dtype=float)
+    x, y = x[np.isfinite(x)], y[np.isfinite(y)]
+    if not len(x) or not len(y):
+        return {"mean": math.nan, "lo": math.nan, "hi": math.nan, "n": 0}
+    diff = float(x.mean() - y.mean())
+    if len(x) < 2 or len(y) < 2:
+        return {"mean": diff, "lo": math.nan, "hi": math.nan, "n": len(x) + len(y)}
+    if np.ptp(x) == 0 and np.ptp(y) == 0:
+        return {"mean": diff, "lo": diff, "hi": diff, "n": len(x) + len(y)}
+    ci = bootstrap((x, y), lambda u, v, axis: u.mean(axis) - v.mean(axis), paired=False, vectorized=True,
+                   confidence_level=confidence, n_resamples=n_resamples, method="percentile",
+                   random_state=np.random.default_rng(seed)).confidence_interval
+    return {"mean": diff, "lo": float(ci.low), "hi": float(ci.high), "n": len(x) + len(y)}
+
+
 def paired_change(before: Sequence[float], after: Sequence[float], *, seed: int = 0) -> dict[str, float]:
     """Mean before/after, mean paired change and its bootstrap interval (`lo`, `hi`) over finite pairs."""
     if len(before) != len(after):

@@ -16,9 +16,10 @@ GRPO recipes' reward stacks, `thesisgym.rewards.score_completion`, the local con
    thesis is scored by the shared verifier with the local judge's `s`.
 
 Per arm: in-sample reward (the arm's own reward, mean over its last logged GRPO steps), held-out
-hallucination rate, grounding, s, decision accuracy, Sharpe (backtest of the decisions on A's test
-rows) and the cross-market drop (A minus B) in accuracy and Sharpe; row metrics carry a 95 %
-bootstrap interval over the pooled (seed, row) sample. Every arm-seed writes `metrics.json` when
+hallucination rate, grounding, s, decision accuracy, the share of BUY decisions, Sharpe (backtest of
+the decisions on A's test rows) and the cross-market drop (A minus B) in accuracy (with its own
+interval, each market's rows resampled on their own) and in Sharpe (per seed, with the seed range);
+row metrics carry a 95 % bootstrap interval over the pooled (seed, row) sample. Every arm-seed writes `metrics.json` when
 done, so a rerun with the same `--out` skips finished arms (resumable) and a changed setting is
 refused instead of silently mixed.
 """
@@ -35,7 +36,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from thesisgym.experiments.compare import mean_ci, score_with_s
+from thesisgym.experiments.compare import difference_ci, mean_ci, score_with_s
 
 # arm -> (recipe whose reward stack it trains on, override of rewards.funcs or None)
 ARMS: dict[str, tuple[str, list[str] | None]] = {
@@ -223,31 +224,43 @@ def summarize(out: Path, config: TradeR1Config) -> list[dict]:
             row[f"sharpe_{split}"] = {"mean": float(np.nanmean(vals)) if np.isfinite(vals).any() else math.nan,
                                       "min": float(np.nanmin(vals)) if np.isfinite(vals).any() else math.nan,
                                       "max": float(np.nanmax(vals)) if np.isfinite(vals).any() else math.nan}
-        acc_a, acc_b = row.get("A.decision_correct", {}), row.get("B.decision_correct", {})
-        row["drop_accuracy"] = acc_a.get("mean", math.nan) - acc_b.get("mean", math.nan)
-        row["drop_sharpe"] = row["sharpe_A"]["mean"] - row["sharpe_B"]["mean"]
+        # A and B are different rows: the accuracy drop resamples each market on its own; Sharpe is one
+        # figure per seed, so its drop is paired by seed and shown with the seed range
+        row["drop_accuracy"] = difference_ci([s.get("decision_correct", math.nan) for r in runs for s in r.get("A", [])],
+                                             [s.get("decision_correct", math.nan) for r in runs for s in r.get("B", [])],
+                                             seed=config.seed)
+        drops = [r.get("sharpe_A", math.nan) - r.get("sharpe_B", math.nan) for r in runs]
+        finite = np.isfinite(drops).any()
+        row["drop_sharpe"] = {"mean": float(np.nanmean(drops)) if finite else math.nan,
+                              "min": float(np.nanmin(drops)) if finite else math.nan,
+                              "max": float(np.nanmax(drops)) if finite else math.nan}
+        row["A.buy_share"] = float(np.mean([s.get("decision_id") == 3.0 for r in runs for s in r.get("A", [])] or [math.nan]))
         table.append(row)
     return table
 
 
-def _ci(cell: Any) -> str:
+def _ci(cell: Any, fmt: str = ".2f") -> str:
     if not isinstance(cell, dict) or not math.isfinite(cell.get("mean", math.nan)):
         return "n/a"
     if "lo" in cell:
-        return f"{cell['mean']:.2f} [{cell['lo']:.2f}, {cell['hi']:.2f}]"
-    return f"{cell['mean']:.2f} ({cell['min']:.2f}..{cell['max']:.2f})"
+        if not math.isfinite(cell["lo"]):
+            return f"{cell['mean']:{fmt}} [n/a]"
+        return f"{cell['mean']:{fmt}} [{cell['lo']:{fmt}}, {cell['hi']:{fmt}}]"
+    return f"{cell['mean']:{fmt}} ({cell['min']:{fmt}}..{cell['max']:{fmt}})"
 
 
 def format_table(table: Sequence[dict]) -> list[str]:
     """A markdown table: one row per arm, 95 % bootstrap intervals over (seed, row), Sharpe range over seeds."""
     head = ("arm", "seeds", "in-sample reward", "halluc (A)", "grounding (A)", "s (A)", "accuracy (A)", "accuracy (B)",
-            "accuracy (lucky)", "Sharpe A (seed range)", "Sharpe B", "drop acc A-B", "drop Sharpe A-B")
+            "accuracy (lucky)", "BUY share (A)", "Sharpe A (seed range)", "Sharpe B", "drop acc A-B [95% CI]",
+            "drop Sharpe A-B (seed range)")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in table:
         cells = (r["arm"], str(r["seeds"]), f"{r['in_sample_reward']:.3f}", _ci(r.get("A.hallucination_rate")),
                  _ci(r.get("A.grounding")), _ci(r.get("A.s")), _ci(r.get("A.decision_correct")),
-                 _ci(r.get("B.decision_correct")), _ci(r.get("lucky.decision_correct")), _ci(r["sharpe_A"]),
-                 _ci(r["sharpe_B"]), f"{r['drop_accuracy']:+.3f}", f"{r['drop_sharpe']:+.2f}")
+                 _ci(r.get("B.decision_correct")), _ci(r.get("lucky.decision_correct")),
+                 f"{r.get('A.buy_share', math.nan):.0%}", _ci(r["sharpe_A"]), _ci(r["sharpe_B"]),
+                 _ci(r["drop_accuracy"], "+.3f"), _ci(r["drop_sharpe"], "+.2f"))
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
