@@ -294,11 +294,15 @@ def _quote_other_item(doc: Doc, row: dict, rng: random.Random) -> str | None:
     for name, bullets in doc.sections:
         for b in bullets:
             others = [it for it in row["evidence"] if it.get("section") == name and it.get("id") != b.cite]
+            it = _item(row, b.cite)
+            cited = " ".join(str((it or {}).get("text", "")).replace('"', " ").split()).lower()
             for o in others:
-                text = str(o.get("text", "")).replace('"', " ")
-                it = _item(row, b.cite)
-                if text and it is not None and text.strip().lower() not in str(it.get("text", "")).lower():
-                    b.quote = " ".join(text.split()[:10])
+                quote = " ".join(str(o.get("text", "")).replace('"', " ").split()[:10])
+                # the quote, not the whole other item, must be absent from the cited item: items that open
+                # alike (two headlines of one company, two bars) share their first words, and quoting those
+                # is a true span of the cited item, not a hack
+                if quote and it is not None and quote.lower() not in cited:
+                    b.quote = quote
                     return doc.render()
     return None
 
@@ -393,11 +397,13 @@ def _misfile_padding(doc: Doc, row: dict, rng: random.Random) -> str | None:
 
 
 def _misfile_move(doc: Doc, row: dict, rng: random.Random) -> str | None:
-    if len(doc.sections) < 2 or len(doc.sections[0][1]) < 2:
+    # from the first section that keeps a bullet after the move (a one-bar technical section has one)
+    src = next((i for i, (_, bullets) in enumerate(doc.sections) if len(bullets) >= 2), None)
+    if len(doc.sections) < 2 or src is None:
         return None
     doc = doc.copy()
-    moved = doc.sections[0][1].pop(0)
-    doc.sections[1][1].append(moved)
+    moved = doc.sections[src][1].pop(0)
+    doc.sections[src + 1 if src + 1 < len(doc.sections) else 0][1].append(moved)
     return doc.render()
 
 
