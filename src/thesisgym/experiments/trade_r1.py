@@ -113,7 +113,6 @@ def run_trade_r1(config: TradeR1Config, *, log: Callable[[str], None] = print, p
         drop_checkpoints,
         generate_for,
         grpo_config,
-        spread_rows,
         train_sft,
     )
     from thesisgym.train import CompactProgress, run_grpo
@@ -139,16 +138,7 @@ def run_trade_r1(config: TradeR1Config, *, log: Callable[[str], None] = print, p
         train_sft(demo, splits_a, sft_dir, out / "sft", log=log)
     else:
         log(f"    reusing the SFT start {sft_final}")
-    test_a, test_b = splits_a["test"], splits_b["test"]
-    sets = {
-        "A": spread_rows(test_a, config.eval_rows),
-        "B": spread_rows(test_b, config.eval_rows),
-    }
-    lucky, switch = store_a.meta.get("lucky_ticker"), str(store_a.meta.get("lucky_switch_date") or "")
-    lucky_rows = [r for split in ("test", "heldout", "val") for r in splits_a.get(split, [])
-                  if r["ticker"] == lucky and str(r["asof"])[:10] >= switch[:10] and int(r.get("variation", 0)) == 0]
-    if lucky_rows:
-        sets["lucky"] = spread_rows(lucky_rows, config.eval_rows)
+    sets = _eval_sets(store_a, splits_a, splits_b, config.eval_rows)
     log("    eval rows: " + ", ".join(f"{k} {len(v)}" for k, v in sets.items()))
 
     jobs = [(arm, seed) for arm in config.arms for seed in config.seeds]
@@ -183,6 +173,19 @@ def run_trade_r1(config: TradeR1Config, *, log: Callable[[str], None] = print, p
     (out / "table.md").write_text("\n".join(format_table(table)) + "\n")
     plot_table(table, out / "trade_r1.png")
     return summary
+
+
+def _eval_sets(store_a: Any, splits_a: dict, splits_b: dict, n: int) -> dict[str, list]:
+    """The held-out sets: A's and B's test periods, and the lucky ticker's rows after its drift flipped."""
+    from thesisgym.experiments.demo import spread_rows
+
+    sets = {"A": spread_rows(splits_a["test"], n), "B": spread_rows(splits_b["test"], n)}
+    lucky, switch = store_a.meta.get("lucky_ticker"), str(store_a.meta.get("lucky_switch_date") or "")
+    lucky_rows = [r for split in ("test", "heldout", "val") for r in splits_a.get(split, [])
+                  if r["ticker"] == lucky and str(r["asof"])[:10] >= switch[:10] and int(r.get("variation", 0)) == 0]
+    if lucky_rows:
+        sets["lucky"] = spread_rows(lucky_rows, n)
+    return sets
 
 
 def _bar(total: int):
