@@ -29,8 +29,8 @@ import numpy as np  # noqa: E402
 
 
 def build_rows(tickers: int, days: int, seed: int):
-    from thesisgym.build.contexts import build_contexts
     from thesisgym.data.synth import SynthConfig, generate_market
+    from thesisgym.dataset.contexts import build_contexts
 
     store = generate_market(SynthConfig(n_tickers=tickers, n_days=days, seed=seed))
     return build_contexts(store, show_progress=False)
@@ -158,8 +158,8 @@ def main() -> None:
           f"{np.mean([r.s for r in results]):.3f}, factuality {np.mean([r.factuality for r in results]):.3f}")
 
     # truth correlation over all rows with a known truth: one bullish thesis per row, per market
-    from thesisgym.build.contexts import build_contexts
     from thesisgym.data.synth import SynthConfig, generate_market
+    from thesisgym.dataset.contexts import build_contexts
 
     for market in ("A", "B"):
         mds = ds if market == "A" else build_contexts(

@@ -63,8 +63,8 @@ def peak_rss_during(fn):
 
 def naive_row(store, ticker: str, day: pd.Timestamp, cfg) -> tuple[str, list[dict]]:
     """One context the straightforward way: pandas filters per row, indicators recomputed per row."""
-    from thesisgym.build.indicators import bar_texts, compute_indicators, indicator_texts, price_decimals
-    from thesisgym.build.render import clean_text, event_text, extract_numbers, render_context
+    from thesisgym.dataset.indicators import bar_texts, compute_indicators, indicator_texts, price_decimals
+    from thesisgym.dataset.render import clean_text, event_text, extract_numbers, render_context
     from thesisgym.schema import SECTIONS
 
     view = store.as_of(day)
@@ -123,9 +123,9 @@ def naive_row(store, ticker: str, day: pd.Timestamp, cfg) -> tuple[str, list[dic
 def news_duplicates(root: str, cfg) -> None:
     """Share of news items repeated inside their prompt (AAPL, META, MSFT while the ticker headlines
     run), with near-duplicate merging (the default) against without it (the baseline)."""
-    from thesisgym.build import build_contexts
     from thesisgym.data import sources
     from thesisgym.data.quality import normalised_title
+    from thesisgym.dataset import build_contexts
 
     plain = sources.import_sources
     for window in (None, 3.0):
@@ -170,14 +170,14 @@ def main() -> None:
     )
     args = ap.parse_args()
 
-    from thesisgym.build import ContextConfig, build_contexts
     from thesisgym.data.synth import SynthConfig, generate_market
+    from thesisgym.dataset import ContextConfig, build_contexts
 
     cfg = ContextConfig()
     t0 = time.perf_counter()
     if args.real:
-        from thesisgym.build.splits import SplitConfig
         from thesisgym.data.sources import import_shared
+        from thesisgym.dataset.splits import SplitConfig
 
         store = import_shared(args.real)
         cfg = SplitConfig.from_yaml("mag7").context

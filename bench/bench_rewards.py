@@ -9,7 +9,7 @@ subset in the same run. Prints completions/s, peak memory and the ratio.
 
     python bench/bench_rewards.py [--n 10000] [--naive-n 1000] [--seed 0] [--audit-rows 1000]
 
---audit-rows N also times `thesisgym.evaluate.audit.run_audit` (honest thesis + every mutation family, each
+--audit-rows N also times `thesisgym.evaluate.reward_audit.run_audit` (honest thesis + every mutation family, each
 scored with the full stack and the local consistency judge) on N pipeline-built synthetic rows with
 --audit-workers processes (default 2), and prints rows x families per second of wall time.
 """
@@ -490,11 +490,11 @@ def main() -> None:
 
 def bench_audit(n_rows: int, workers: int) -> None:
     """Wall time of the audit on `n_rows` demo-like synthetic rows (pipeline-built, as `thesisgym audit` sees them)."""
-    from thesisgym.build.contexts import ContextConfig
-    from thesisgym.build.splits import SplitConfig, build_splits
     from thesisgym.data import generate_market
     from thesisgym.data.synth import SynthConfig
-    from thesisgym.evaluate.audit import FAMILIES, run_audit
+    from thesisgym.dataset.contexts import ContextConfig
+    from thesisgym.dataset.splits import SplitConfig, build_splits
+    from thesisgym.evaluate.reward_audit import FAMILIES, run_audit
     from thesisgym.experiments.demo import DEMO_CONTEXT
 
     store = generate_market(SynthConfig(n_tickers=12, n_days=520, seed=0, market="A"))

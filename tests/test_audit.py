@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from thesisgym.cli import app
-from thesisgym.evaluate.audit import FAMILIES, Doc, run_audit
+from thesisgym.evaluate.reward_audit import FAMILIES, Doc, run_audit
 
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -20,8 +20,8 @@ needs_real = pytest.mark.skipif(not (SHARED / "prices" / "AAPL.csv").exists(), r
 
 
 def _save(store, tmp_path: Path, *, context=None) -> Path:
-    from thesisgym.build.contexts import ContextConfig
-    from thesisgym.build.splits import SplitConfig, build_splits
+    from thesisgym.dataset.contexts import ContextConfig
+    from thesisgym.dataset.splits import SplitConfig, build_splits
 
     cfg = SplitConfig(stride=3, token_budget=800, heldout_tickers=0, seed=0, context=context or ContextConfig())
     out = tmp_path / "ds"
@@ -31,9 +31,9 @@ def _save(store, tmp_path: Path, *, context=None) -> Path:
 
 @pytest.fixture(scope="module")
 def synthetic_dataset(tmp_path_factory) -> Path:
-    from thesisgym.build.contexts import ContextConfig
     from thesisgym.data import generate_market
     from thesisgym.data.synth import SynthConfig
+    from thesisgym.dataset.contexts import ContextConfig
     from thesisgym.experiments.demo import DEMO_CONTEXT
 
     store = generate_market(SynthConfig(n_tickers=3, n_days=200, seed=5, market="A"))
@@ -96,7 +96,7 @@ def test_audit_cli_on_a_fresh_synthetic_dataset(synthetic_dataset, tmp_path):
 
 
 def test_audit_exits_non_zero_when_a_family_wins(synthetic_dataset, monkeypatch):
-    from thesisgym.evaluate import audit
+    from thesisgym.evaluate import reward_audit as audit
 
     identity = audit.Family("identity", "the honest thesis itself", lambda doc, row, rng: doc.render())
     monkeypatch.setattr(audit, "FAMILIES", (*audit.FAMILIES, identity))
@@ -155,9 +155,9 @@ _PROPERTY_ROWS: list[dict] = []
 
 def _property_rows() -> list[dict]:
     if not _PROPERTY_ROWS:
-        from thesisgym.build import build_contexts
         from thesisgym.data import generate_market
         from thesisgym.data.synth import SynthConfig
+        from thesisgym.dataset import build_contexts
 
         store = generate_market(SynthConfig(n_tickers=2, n_days=120, seed=11))
         _PROPERTY_ROWS.extend(build_contexts(store, show_progress=False))
@@ -202,7 +202,7 @@ def test_rare_families_apply_where_their_evidence_is():
     import random
 
     from thesisgym.consistency import ConsistencyVerifier
-    from thesisgym.evaluate.audit import FAMILIES
+    from thesisgym.evaluate.reward_audit import FAMILIES
     from thesisgym.rewards import score_completion
     from thesisgym.teachers import TemplateTeacher
 

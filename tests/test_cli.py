@@ -25,8 +25,8 @@ def _thesis(decision: str) -> str:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    from thesisgym.build.splits import SplitConfig, build_splits
     from thesisgym.data.synth import SynthConfig, generate_market
+    from thesisgym.dataset.splits import SplitConfig, build_splits
 
     root = tmp_path_factory.mktemp("cli")
     store = generate_market(SynthConfig(n_tickers=4, n_days=220, seed=3))
@@ -207,7 +207,7 @@ def test_train_prints_through_our_progress_not_trl(tmp_path, monkeypatch):
 
     from thesisgym.teachers import TemplateTeacher
     from thesisgym.teachers.distill import distill
-    from thesisgym.train.toy import toy_dataset
+    from toydata import toy_dataset
 
     ctx = toy_dataset(8, seed=0, items_per_section=2, sections=("technical", "news"))
     DatasetDict({"train": ctx}).save_to_disk(str(tmp_path / "contexts"))

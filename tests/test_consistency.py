@@ -480,8 +480,8 @@ def test_rows_with_the_same_ids_never_share_evidence():
 
 # --- on the synthetic market (data.synth + build) ------------------------------------------------------------
 def _synthetic_rows(n_tickers: int, n_days: int, seed: int):
-    import thesisgym.build.contexts as build
     import thesisgym.data.synth as synth
+    import thesisgym.dataset.contexts as build
     store = synth.generate_market(synth.SynthConfig(n_tickers=n_tickers, n_days=n_days, seed=seed))
     return build.build_contexts(store, show_progress=False)
 
@@ -640,8 +640,8 @@ def test_stance_free_and_copied_opinions_do_not_agree():
 
 # --- verifier v3: the judge grades support, not presence; failures are counted ---------------------------
 def _template_case(seed: int = 0):
-    from thesisgym.build import build_contexts
     from thesisgym.data import SynthConfig, generate_market
+    from thesisgym.dataset import build_contexts
     from thesisgym.teachers import TemplateTeacher
 
     rows = [dict(r) for r in build_contexts(generate_market(SynthConfig(n_tickers=1, n_days=90, seed=seed)),

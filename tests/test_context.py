@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from thesisgym.build import ContextConfig, build_contexts, compute_indicators, count_tokens, render_context
-from thesisgym.build.labels import LabelThresholds, apply_thresholds, compute_labels
 from thesisgym.data.store import MarketStore
+from thesisgym.dataset import ContextConfig, build_contexts, compute_indicators, count_tokens, render_context
+from thesisgym.dataset.labels import LabelThresholds, apply_thresholds, compute_labels
 from thesisgym.schema import CONTEXT_COLUMNS, LABELS, SECTIONS, SYSTEM_PROMPT
 from thesisgym.thesis import extract_numbers
 

@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from thesisgym.build.audit import audit_prompts
-from thesisgym.build.splits import SplitConfig, build_splits
 from thesisgym.data.actions import split_actions
 from thesisgym.data.store import MarketStore
 from thesisgym.data.validate import validate_events
+from thesisgym.dataset.leakage import audit_prompts
+from thesisgym.dataset.splits import SplitConfig, build_splits
 
 NY = "America/New_York"
 CFG = SplitConfig(train_end=0.6, val_end=0.8, embargo_days=15)

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from thesisgym.build.contexts import build_contexts
 from thesisgym.data import MarketStore, read_events_csv, validate_events
+from thesisgym.dataset.contexts import build_contexts
 
 NY = "America/New_York"
 
@@ -193,8 +193,8 @@ def test_the_as_of_view_holds_only_what_was_visible():
 
 def _naive_prompt(store: MarketStore, ticker: str, day: pd.Timestamp, cfg) -> str:
     """A prompt built only from the door's one-day view, with pandas filters (the reference)."""
-    from thesisgym.build.indicators import bar_texts, compute_indicators, indicator_texts, price_decimals
-    from thesisgym.build.render import clean_text, event_text, extract_numbers, render_context
+    from thesisgym.dataset.indicators import bar_texts, compute_indicators, indicator_texts, price_decimals
+    from thesisgym.dataset.render import clean_text, event_text, extract_numbers, render_context
     from thesisgym.schema import SECTIONS
 
     view = store.as_of(day)
@@ -228,7 +228,7 @@ def _naive_prompt(store: MarketStore, ticker: str, day: pd.Timestamp, cfg) -> st
 @given(seed=st.integers(0, 1000), day=st.integers(20, 59), future=st.booleans())
 def test_the_fast_builder_sees_exactly_what_the_door_shows(seed, day, future):
     """Property: for any day, the vectorised builder's prompt equals one built from `store.as_of(day)`."""
-    from thesisgym.build.contexts import ContextConfig
+    from thesisgym.dataset.contexts import ContextConfig
 
     store = _split_store(future_split=future)
     rng = np.random.default_rng(seed)

@@ -113,8 +113,8 @@ def test_content_date_suspects_are_quarantined_counted_by_rule_or_kept_flagged()
 
 
 def test_a_quarantined_row_never_reaches_a_prompt_and_the_store_keeps_it(tmp_path):
-    from thesisgym.build.contexts import build_contexts
     from thesisgym.data import import_store, load_store
+    from thesisgym.dataset.contexts import build_contexts
 
     prices = tmp_path / "AAA.csv"
     days = pd.bdate_range("2020-01-01", periods=40)
@@ -143,9 +143,9 @@ def test_a_row_published_in_the_future_is_refused_naming_the_file(tmp_path):
 def test_coverage_table_warnings_and_cli(tmp_path):
     from typer.testing import CliRunner
 
-    from thesisgym.build.contexts import build_contexts
     from thesisgym.cli import app
     from thesisgym.data.synth import SynthConfig, generate_market
+    from thesisgym.dataset.contexts import build_contexts
 
     store = generate_market(SynthConfig(n_tickers=2, n_days=240, seed=1))
     ins = store.events["kind"] == "insider"

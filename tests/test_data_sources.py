@@ -14,7 +14,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from thesisgym.build.contexts import build_contexts
 from thesisgym.data import MarketStore
 from thesisgym.data.asof import strip_per_share
 from thesisgym.data.corporate import read_analyst, read_earnings
@@ -24,6 +23,7 @@ from thesisgym.data.importers import read_events_csv
 from thesisgym.data.insider import availability_misses, read_insider
 from thesisgym.data.macro import parse_alfred_json, read_alfred, read_rtdsm, read_series_csv
 from thesisgym.data.sec import SecClient, read_companyfacts, read_submissions
+from thesisgym.dataset.contexts import build_contexts
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 FUND = SHARED / "fundamentals"
@@ -54,7 +54,7 @@ def _bars(ticker: str = "AAA", start: str = "2020-01-01", n: int = 120) -> pd.Da
 
 
 def _prompt(events: pd.DataFrame, day: str, ticker: str = "AAA", bars: pd.DataFrame | None = None) -> str:
-    from thesisgym.build.contexts import ContextConfig
+    from thesisgym.dataset.contexts import ContextConfig
 
     store = MarketStore(bars=_bars(ticker) if bars is None else bars, events=events)
     cfg = ContextConfig(macro_days=400, fundamentals_items=20, insider_days=400, analyst_days=400)
@@ -643,9 +643,9 @@ def test_header_only_binary_and_non_utf8_files_are_clear_errors(tmp_path):
 
 @needs_real
 def test_shared_mag7_store_covers_fundamentals_macro_and_dates_events_after_the_fact():
-    from thesisgym.build.splits import SplitConfig
     from thesisgym.data.quality import coverage_table
     from thesisgym.data.sources import import_shared
+    from thesisgym.dataset.splits import SplitConfig
 
     store = import_shared(SHARED)
     assert store.meta["quality"]["near_duplicates_merged"] > 0
@@ -790,7 +790,7 @@ def test_nvda_split_is_a_rebasing_not_a_restatement_and_eps_shows_on_the_prompts
     store = MarketStore(bars=bars.assign(date=pd.to_datetime(bars["date"])), events=ev,
                         actions=split_actions([s for s in MAG7_SPLITS if s[0] == "NVDA"]),
                         meta={"bars_adjusted_as_of": "2024-04-02"})
-    cfg = __import__("thesisgym.build.contexts", fromlist=["ContextConfig"]).ContextConfig(fundamentals_items=4)
+    cfg = __import__("thesisgym.dataset.contexts", fromlist=["ContextConfig"]).ContextConfig(fundamentals_items=4)
     before, after = build_contexts(store, tickers=["NVDA"], dates=["2021-07-19", "2021-07-20"], config=cfg,
                                    show_progress=False)["prompt_text"]
     assert "diluted EPS 6.90" in before and "diluted EPS 1.73" in after  # one basis per prompt
@@ -1057,6 +1057,6 @@ def test_shared_eps_is_shown_as_reported_then_and_every_prompt_has_one_basis(mag
 
 def _mag7_context(name: str):
     """The context config of a split preset."""
-    from thesisgym.build.splits import SplitConfig
+    from thesisgym.dataset.splits import SplitConfig
 
     return SplitConfig.from_yaml(name).context

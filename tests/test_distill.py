@@ -9,7 +9,7 @@ from datasets import load_from_disk
 
 from thesisgym.teachers import TemplateTeacher
 from thesisgym.teachers.distill import distill, judge_sample
-from thesisgym.train.toy import toy_dataset, toy_rows
+from toydata import toy_dataset, toy_rows
 
 
 def test_clean_teacher_is_mostly_accepted_and_output_is_sft_ready(tmp_path):

@@ -28,8 +28,8 @@ def _thesis(decision: str) -> str:
 def built(tmp_path_factory):
     from datasets import Dataset
 
-    from thesisgym.build.splits import SplitConfig, build_splits
     from thesisgym.data.synth import SynthConfig, generate_market
+    from thesisgym.dataset.splits import SplitConfig, build_splits
 
     root = tmp_path_factory.mktemp("evalcli")
     store = generate_market(SynthConfig(n_tickers=4, n_days=220, seed=3))

@@ -44,7 +44,7 @@ def test_change_table_adds_the_weighted_total_with_nan_as_zero():
 
 def test_trade_r1_config_names_bad_arms_and_seeds():
     with pytest.raises(ValueError, match="unknown arm"):
-        TradeR1Config(arms=["market-only", "magic"])
+        TradeR1Config(arms=["market_only", "magic"])
     with pytest.raises(ValueError, match="distinct"):
         TradeR1Config(seeds=[1, 1])
 
@@ -53,7 +53,7 @@ def test_each_arm_trains_on_its_own_reward_and_logs_the_rest():
     for arm in ARMS:
         rewards = arm_rewards(arm)
         assert rewards.weights[0] == 1.0 and not any(rewards.weights[1:])
-        assert rewards.funcs[0] == {"market-only": "market_only"}.get(arm, arm)
+        assert rewards.funcs[0] == arm
 
 
 def test_summarize_pools_seeds_and_reports_the_cross_market_drop(tmp_path):
@@ -81,11 +81,11 @@ def test_summarize_pools_seeds_and_reports_the_cross_market_drop(tmp_path):
 def test_trade_r1_runs_end_to_end_at_a_reduced_size_and_resumes(tmp_path):
     from thesisgym.experiments.trade_r1 import run_trade_r1
 
-    cfg = TradeR1Config(out=str(tmp_path / "x"), arms=["market-only", "dsr"], seeds=[0], grpo_steps=1, eval_rows=4,
+    cfg = TradeR1Config(out=str(tmp_path / "x"), arms=["market_only", "dsr"], seeds=[0], grpo_steps=1, eval_rows=4,
                         demo=dict(tickers=4, days=200, stride=6, heldout_tickers=1, distill_n=2, sft_steps=2,
                                   num_generations=2, max_completion_length=24))
     summary = run_trade_r1(cfg, progress=False)
-    assert [r["arm"] for r in summary["table"]] == ["market-only", "dsr"]
+    assert [r["arm"] for r in summary["table"]] == ["market_only", "dsr"]
     assert (tmp_path / "x" / "table.md").exists() and (tmp_path / "x" / "trade_r1.png").exists()
     lines: list[str] = []
     run_trade_r1(cfg, log=lines.append, progress=False)  # resumed: nothing retrained

@@ -84,7 +84,7 @@ def client():
         yield c
 
 
-@pytest.mark.parametrize("recipe", ["dsr", "trading-r1", "market-only"])
+@pytest.mark.parametrize("recipe", ["dsr", "trading_r1", "market_only"])
 def test_same_score_through_trl_verl_openrlhf_and_http(recipe, client):
     row = make_row()
     names = list(_completions())
@@ -134,7 +134,7 @@ def test_not_applicable_rewards_drop_out_of_the_total_as_in_trl(tmp_path):
     # nansum gives 0.0 (not "unscorable") - the adapters return the same
     assert s["score"] == 0.0 and math.isnan(s["reward/dsr_reward"])
     assert trl_totals("dsr", [gold_thesis()], row) == [0.0]
-    assert core.score_one(gold_thesis(), row, "trading-r1")["score"] == pytest.approx(0.5 + 0.2)
+    assert core.score_one(gold_thesis(), row, "trading_r1")["score"] == pytest.approx(0.5 + 0.2)
     only = tmp_path / "only-dsr.yaml"
     only.write_text("kind: grpo\noutput_dir: x\ndata: {dataset: d}\nrewards: {funcs: [dsr]}\n")
     assert core.score_one(gold_thesis(), row, str(only))["score"] is None
@@ -143,10 +143,10 @@ def test_not_applicable_rewards_drop_out_of_the_total_as_in_trl(tmp_path):
 
 
 def test_recipes_by_name_stage_path_and_env(tmp_path, monkeypatch):
-    assert load_recipe("trading-r1:evidence").weights == (1.0, 0.3, 0.5, 0.0)
-    assert load_recipe("trading-r1").reward_names[0] == "decision_reward"  # last stage by default
+    assert load_recipe("trading_r1:evidence").weights == (1.0, 0.3, 0.5, 0.0)
+    assert load_recipe("trading_r1").reward_names[0] == "decision_reward"  # last stage by default
     with pytest.raises(ValueError, match="no stage 'nope'"):
-        load_recipe("trading-r1:nope")
+        load_recipe("trading_r1:nope")
     with pytest.raises(ValueError, match="kind: grpo"):
         load_recipe("sft")
     with pytest.raises(ValueError, match="neither a file nor a shipped recipe"):
@@ -157,8 +157,8 @@ def test_recipes_by_name_stage_path_and_env(tmp_path, monkeypatch):
     assert core.score_one(gold_thesis(), make_row(), str(custom))["score"] == pytest.approx(3.0)
     monkeypatch.setenv(core.RECIPE_ENV, "fsr")
     assert verl.pick_recipe(None, None) == "fsr"
-    assert verl.pick_recipe(None, {"recipe": "market-only"}) == "market-only"
-    assert verl.pick_recipe("dsr", {"recipe": "market-only"}) == "dsr"
+    assert verl.pick_recipe(None, {"recipe": "market_only"}) == "market_only"
+    assert verl.pick_recipe("dsr", {"recipe": "market_only"}) == "dsr"
     gt = ground_truth_json(make_row())
     assert verl.compute_score("s", gold_thesis(), gt)["score"] == pytest.approx(
         core.score_one(gold_thesis(), make_row(), "fsr")["score"])
@@ -340,6 +340,6 @@ def test_docs_example_async_llm_judge_reward(fake_vllm):
     columns = {k: [row[k]] * 2 for k in ("evidence", "sections", "label", "fwd_return", "fwd_vol")}
     completions = [gold_thesis(), assemble(decision="SELL")]
     got = asyncio.run(funcs[0](prompts=[row["prompt"]] * 2, completions=completions, **columns))
-    markets = [core.score_one(c, row, "market-only")["score"] for c in completions]
+    markets = [core.score_one(c, row, "market_only")["score"] for c in completions]
     assert got == pytest.approx([dsr(r, 1.0) for r in markets])  # s came from the served judge
     assert len(calls) == 2 and calls[0]["model"] == "fake-judge"

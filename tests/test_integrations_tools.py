@@ -648,7 +648,7 @@ def test_verifiers_taskset_loads_tool_tasks_from_a_build(market, tmp_path):
     _vf()
     import datasets
 
-    from thesisgym.build.splits import META_FILE
+    from thesisgym.dataset.splits import META_FILE
     from thesisgym.integrations import verifiers_tools as vt
 
     rows = [_row(market), _row(market, label=None, fwd_return=math.nan), _row(market, asof=market.later, label="SELL")]

@@ -61,7 +61,7 @@ def test_the_package_is_found_the_way_verifiers_finds_tasksets(dataset_dir, monk
     assert [t.data.idx for t in tasks] == [0, 1]
 
 
-@pytest.mark.parametrize("recipe", ["dsr", "trading-r1"])
+@pytest.mark.parametrize("recipe", ["dsr", "trading_r1"])
 def test_trace_reward_equals_the_trl_total(dataset_dir, recipe):
     taskset = env.ThesisTaskset(env.ThesisTasksetConfig(dataset=str(dataset_dir),
                                                         task=env.ThesisTaskConfig(recipe=recipe)))
@@ -88,7 +88,7 @@ def test_consistency_judge_runs_through_verifiers_judge_client(dataset_dir, monk
     task = list(env.ThesisTaskset(env.ThesisTasksetConfig(dataset=str(dataset_dir), task=config)))[0]
     trace = _trace(task, gold_thesis())
     asyncio.run(task.score(trace))
-    r = core.score_one(gold_thesis(), make_row(), "market-only")["score"]  # the market reward alone
+    r = core.score_one(gold_thesis(), make_row(), "market_only")["score"]  # the market reward alone
     from thesisgym.rewards import dsr
 
     assert trace.reward == pytest.approx(dsr(r, 1.0))  # s = 1 from the judge, not the local judge

@@ -74,7 +74,7 @@ def _custom_fn(name: str, reward_kwargs: dict | None = None):
 COMPLETIONS = [gold_thesis(), assemble(decision="SELL"), gold_thesis().replace("[T1]", "[T9]"), "junk BUY"]
 
 
-@pytest.mark.parametrize("recipe", ["dsr", "trading-r1"])
+@pytest.mark.parametrize("recipe", ["dsr", "trading_r1"])
 def test_naive_and_batch_reward_managers_score_like_thesisgym(recipe):
     from verl.workers.reward_manager.batch import BatchRewardManager
     from verl.workers.reward_manager.naive import NaiveRewardManager

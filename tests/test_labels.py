@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from pydantic import ValidationError
 
-from thesisgym.build.labels import (
+from thesisgym.dataset.labels import (
     LabelThresholds,
     apply_thresholds,
     class_mix,

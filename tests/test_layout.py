@@ -14,7 +14,7 @@ import thesisgym
 
 ROOT = Path(thesisgym.__file__).parent
 
-# data -> build -> rewards -> tools -> teachers -> train -> evaluate -> experiments -> integrations -> cli, with the
+# data -> dataset -> rewards -> tools -> teachers -> train -> evaluate -> experiments -> integrations -> cli, with the
 # shared vocabulary (schema, thesis format, LLM client) below them all.
 STAGES = [
     "schema",
@@ -22,7 +22,7 @@ STAGES = [
     "thesis",
     "llm",
     "data",
-    "build",
+    "dataset",
     "rewards",
     "consistency",
     "tools",

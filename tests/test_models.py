@@ -72,7 +72,7 @@ def _contains(seq: list[int], sub: list[int]) -> bool:
 
 def test_copy_task_rows_quote_the_cited_body():
     from thesisgym.rewards import score_completion
-    from thesisgym.train.toy import copy_task_rows
+    from toydata import copy_task_rows
 
     rows = copy_task_rows(5, items=3, seed=1)
     assert rows == copy_task_rows(5, items=3, seed=1)
@@ -97,7 +97,7 @@ def test_sft_on_the_copy_task_learns_to_copy(tmp_path):
     from thesisgym.train.curves import score_theses
     from thesisgym.train.generation import generate_theses
     from thesisgym.train.models import load_model
-    from thesisgym.train.toy import copy_task_rows
+    from toydata import copy_task_rows
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a model this small is faster on one thread than on a busy pair

@@ -302,8 +302,8 @@ def test_cli_evaluate_with_completions(result, market, tmp_path):
 @pytest.mark.slow
 def test_end_to_end_on_the_synthetic_market_with_the_real_pipeline(tmp_path):
     """generate_market -> build_splits -> TemplateTeacher as the policy -> evaluate (real reward stack)."""
-    import thesisgym.build.splits as splits
     import thesisgym.data.synth as synth
+    import thesisgym.dataset.splits as splits
     import thesisgym.teachers.template as template
     store = synth.generate_market(synth.SynthConfig(n_tickers=6, n_days=300, seed=1))
     dd = splits.build_splits(store, splits.SplitConfig(stride=2, variations=2), show_progress=False)
@@ -554,7 +554,7 @@ def trained(tmp_path_factory):
     from thesisgym.train.config import build_config
     from thesisgym.train.grpo import run_grpo
     from thesisgym.train.sft import run_sft
-    from thesisgym.train.toy import toy_dataset
+    from toydata import toy_dataset
 
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("card")

@@ -226,8 +226,8 @@ def _pipeline_gold(row: dict, *, reuse: bool = True) -> str:
 
 
 def test_gold_thesis_on_pipeline_contexts_scores_high():
-    from thesisgym.build import build_contexts
     from thesisgym.data import SynthConfig, generate_market
+    from thesisgym.dataset import build_contexts
     from thesisgym.rewards.evidence import bullet_count_score, harmonic_mean
     from thesisgym.thesis import parse_thesis
 

@@ -197,8 +197,8 @@ def test_fast_path_equals_full_path_on_real_bullets():
     there, on real AAPL/MSFT rows, plus the hand-written gold thesis, scores the same on both paths."""
     from pathlib import Path
 
-    from thesisgym.build import build_contexts
     from thesisgym.data import SynthConfig, generate_market
+    from thesisgym.dataset import build_contexts
     from thesisgym.teachers import TemplateTeacher
 
     rows = [dict(r) for r in build_contexts(generate_market(SynthConfig(n_tickers=2, n_days=90, seed=7)),

@@ -64,7 +64,7 @@ def test_scores_inline_rows_and_dataset_rows_alike(client):
     assert out["results"][3]["score"] != pytest.approx(expected)  # row 1 is labelled SELL
     assert out["results"][0]["structure"] == 1.0
     # per-request recipe; rows are cached by key after the first use
-    r = client.post("/score", json={"recipe": "trading-r1", "items": [_item(index=0)]})
+    r = client.post("/score", json={"recipe": "trading_r1", "items": [_item(index=0)]})
     assert r.json()["results"][0]["score"] == pytest.approx(1.7)
     assert client.app.state.rows.hits >= 1
 

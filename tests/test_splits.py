@@ -12,10 +12,10 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from thesisgym.build.labels import LabelThresholds, class_mix
-from thesisgym.build.splits import META_FILE, SplitConfig, build_splits, load_splits, load_thresholds
 from thesisgym.data.store import MarketStore
 from thesisgym.data.synth import SynthConfig, generate_market
+from thesisgym.dataset.labels import LabelThresholds, class_mix
+from thesisgym.dataset.splits import META_FILE, SplitConfig, build_splits, load_splits, load_thresholds
 from thesisgym.schema import CONTEXT_COLUMNS, HORIZONS, LABELS
 
 H = max(HORIZONS)
@@ -189,7 +189,7 @@ def test_cli_build_and_show_prompt(tmp_path, store):
 
 
 def test_named_split_presets_work_from_any_folder(tmp_path, monkeypatch):
-    from thesisgym.build.splits import presets, resolve_preset
+    from thesisgym.dataset.splits import presets, resolve_preset
 
     monkeypatch.chdir(tmp_path)
     assert "mag7" in presets()

@@ -10,7 +10,7 @@ import thesisgym.rewards as rewards
 from thesisgym.schema import LABELS
 from thesisgym.teachers import Teacher, TemplateTeacher, decide, item_stance, make_teacher
 from thesisgym.thesis import parse_thesis
-from thesisgym.train.toy import toy_row, toy_rows
+from toydata import toy_row, toy_rows
 
 
 def _score(text: str, row: dict) -> dict:
@@ -148,8 +148,8 @@ def test_calibration_matches_the_label_mix_without_reading_labels():
 
 
 def test_on_real_synthetic_contexts_grounded_and_evidence_driven():
-    import thesisgym.build.contexts as ctx
     import thesisgym.data.synth as synth
+    import thesisgym.dataset.contexts as ctx
     store = synth.generate_market(synth.SynthConfig(n_tickers=3, n_days=90, seed=1))
     rows = list(ctx.build_contexts(store, tickers=store.tickers, dates=store.dates[40:70:3]))
     assert rows

@@ -172,8 +172,8 @@ def test_audit_flags_a_tool_that_returns_later_items_and_passes_ours(store):
 
 
 def test_tool_traces_verify_against_their_ledger_and_mask_the_tool_outputs(store, tmp_path):
-    from thesisgym.build.contexts import ContextConfig
-    from thesisgym.build.splits import SplitConfig, build_splits
+    from thesisgym.dataset.contexts import ContextConfig
+    from thesisgym.dataset.splits import SplitConfig, build_splits
     from thesisgym.teachers import TemplateTeacher
     from thesisgym.teachers.tool_traces import distill_tool_traces, tokenize_traces
     from thesisgym.train.models import build_tiny
@@ -213,8 +213,8 @@ def test_a_grpo_step_through_trls_trainer_runs_the_tool_environment(store, tmp_p
     rewards scored against that rollout's own ledger (the split's evidence column never reaches them)."""
     import torch
 
-    from thesisgym.build.contexts import ContextConfig
-    from thesisgym.build.splits import SplitConfig, build_splits
+    from thesisgym.dataset.contexts import ContextConfig
+    from thesisgym.dataset.splits import SplitConfig, build_splits
     from thesisgym.tools import env as tool_env
     from thesisgym.train.config import build_config
     from thesisgym.train.grpo import build_grpo_trainer

@@ -24,7 +24,7 @@ from thesisgym.train.config import (  # noqa: E402
     load_config,
     trl_args,
 )
-from thesisgym.train.toy import toy_dataset  # noqa: E402
+from toydata import toy_dataset  # noqa: E402
 
 TINY = {"vocab_size": 600, "hidden_size": 32, "layers": 1, "heads": 2, "kv_heads": 1}
 FULL_STACK = ["structure", "evidence", "decision", "market", "loop", "consistency", "fsr", "dsr", "market_only"]
@@ -348,7 +348,7 @@ def test_shipped_recipes_validate():
     from thesisgym.train.recipes import ACCELERATE, list_recipes, recipe_path
 
     names = list_recipes()
-    assert {"sft", "fsr", "dsr", "market-only", "trading-r1"} <= set(names)
+    assert {"sft", "fsr", "dsr", "market_only", "trading_r1"} <= set(names)
     for name in names:
         cfg = load_config(recipe_path(name))
         if cfg.kind == "curriculum":
@@ -399,7 +399,7 @@ def test_cli_reports_config_errors(tmp_path):
     r = CliRunner().invoke(app, ["train", "grpo", "--config", "fsr", "--set", "rewards.funcs=[nope]"])
     assert r.exit_code == 2 and "nope" in r.output
     r = CliRunner().invoke(app, ["train", "recipes"])
-    assert r.exit_code == 0 and "trading-r1" in r.output
+    assert r.exit_code == 0 and "trading_r1" in r.output
 
 
 def test_curriculum_chains_stages_and_resumes(data, tmp_path):
@@ -444,9 +444,9 @@ def test_grpo_raises_mean_reward_over_sft_start_on_heldout_prompts(tmp_path):
     """
     from datasets import DatasetDict
 
-    import thesisgym.build.splits as splits
     import thesisgym.data.synth as synth
-    from thesisgym.build.contexts import ContextConfig
+    import thesisgym.dataset.splits as splits
+    from thesisgym.dataset.contexts import ContextConfig
     from thesisgym.rewards import score_completion
     from thesisgym.teachers import TemplateTeacher
     from thesisgym.teachers.distill import distill

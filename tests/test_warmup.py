@@ -10,8 +10,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from thesisgym.train.models import build_tokenizer  # noqa: E402
-from thesisgym.train.toy import copy_task_rows  # noqa: E402
 from thesisgym.train.warmup import SEPARATOR, copy_targets, copy_texts  # noqa: E402
+from toydata import copy_task_rows  # noqa: E402
 
 
 def _corpus() -> list[str]:

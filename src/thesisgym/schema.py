@@ -96,7 +96,7 @@ class EvidenceItem(TypedDict):
     numbers: list[float]
 
 
-# --- dataset columns (built by thesisgym.build.build_contexts) --------------------------------
+# --- dataset columns (built by thesisgym.dataset.build_contexts) --------------------------------
 # Every row of a built split has these columns. TRL passes all non-prompt columns to reward
 # functions as keyword arguments, so rewards read `evidence`, `label`, `fwd_return`, ... directly.
 CONTEXT_COLUMNS: dict[str, str] = {

@@ -1,4 +1,4 @@
-"""`thesisgym audit`: red-team the reward stack on a built dataset (see `thesisgym.evaluate.audit`).
+"""`thesisgym audit`: red-team the reward stack on a built dataset (see `thesisgym.evaluate.reward_audit`).
 
 Writes an honest reference thesis per row, applies every mutation family, and prints a table of
 how often each hack scores >= the honest thesis on each component and on the shipped recipes'
@@ -34,7 +34,7 @@ def _family_table(result: object, source: str, failed: list[str]) -> object:
     from rich.markup import escape
     from rich.table import Table
 
-    from thesisgym.evaluate.audit import RECIPES
+    from thesisgym.evaluate.reward_audit import RECIPES
 
     table = Table(title=escape(f"reward audit: {result.n_rows} rows of {source}, share of rows where hack >= "
                                "honest (mean margin honest - hack); lower share is better"))
@@ -93,8 +93,8 @@ def register(app: typer.Typer) -> None:
         """Score every mutation family against an honest thesis per row; exit 1 if a hack wins."""
         from rich.console import Console
 
-        from thesisgym.build.splits import load_split
-        from thesisgym.evaluate.audit import run_audit
+        from thesisgym.dataset.splits import load_split
+        from thesisgym.evaluate.reward_audit import run_audit
 
         try:
             split_ds = load_split(dataset, split)

@@ -104,7 +104,7 @@ def build(
 
 
 def _split_config(config: str | None, overrides: dict):
-    from thesisgym.build.splits import SplitConfig
+    from thesisgym.dataset.splits import SplitConfig
 
     try:
         if config is not None:
@@ -121,8 +121,8 @@ def _run_build(store: Path, out: Path, cfg) -> tuple[dict, dict | None]:
 
     import datasets
 
-    from thesisgym.build.splits import build_splits
     from thesisgym.data.store import MarketStore
+    from thesisgym.dataset.splits import build_splits
 
     datasets.disable_progress_bars()  # our own rich bar tracks the build; save_to_disk's tqdm is noise
     # Stream each split through a memory-mapped Arrow file beside `out`: peak memory stays at one
@@ -216,7 +216,7 @@ def show_prompt(
     """Print one rendered prompt (system + user) of a built dataset, with its label."""
     from rich.console import Console
 
-    from thesisgym.build.splits import load_splits
+    from thesisgym.dataset.splits import load_splits
 
     try:
         splits = load_splits(path)

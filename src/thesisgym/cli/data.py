@@ -328,8 +328,8 @@ def info(
     if coverage:
         from rich.console import Console
 
-        from thesisgym.build.splits import SplitConfig, build_splits
         from thesisgym.cli.build import print_coverage
+        from thesisgym.dataset.splits import SplitConfig, build_splits
 
         try:
             cfg = SplitConfig.from_yaml(config) if config else SplitConfig()
@@ -359,8 +359,8 @@ def audit(
     from rich.console import Console
     from rich.text import Text
 
-    from thesisgym.build.audit import audit_prompts, render_audit
     from thesisgym.data.quality import render_coverage
+    from thesisgym.dataset.leakage import audit_prompts, render_audit
 
     try:
         report = audit_prompts(target, store=store, reference=reference, config=config, show_progress=False)

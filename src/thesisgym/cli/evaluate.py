@@ -160,7 +160,7 @@ def eval_config(ctx: typer.Context, path: Path | None, options: dict[str, Any]):
 
 
 def store_path(dataset_dir: Path, store: Path | None) -> Path:
-    from thesisgym.build.splits import META_FILE, recorded_store
+    from thesisgym.dataset.splits import META_FILE, recorded_store
 
     if store is not None:
         return store
@@ -172,7 +172,7 @@ def store_path(dataset_dir: Path, store: Path | None) -> Path:
 
 def load_splits(dataset: Path, split: str, *, heldout: bool):
     """(the split, the held-out split or None, the train split or None); errors name --dataset/--split."""
-    from thesisgym.build.splits import load_split
+    from thesisgym.dataset.splits import load_split
 
     try:
         data = load_split(dataset, split)

@@ -1,6 +1,6 @@
 """`thesisgym experiment ...`: research experiments built from the pipeline (see thesisgym.experiments).
 
-    thesisgym experiment trade-r1 --out DIR [--arms market-only,fsr,dsr,weighted] [--seeds 0,1,2]
+    thesisgym experiment trade-r1 --out DIR [--arms market_only,fsr,dsr,weighted] [--seeds 0,1,2]
                                   [--size quick|default|large] [--grpo-steps N] [--eval-rows N]
 
     thesisgym experiment tools --out DIR [--grpo-steps N] [--eval-rows N]
@@ -30,7 +30,7 @@ def _ints(text: str, what: str) -> list[int]:
 @experiment_app.command("trade-r1")
 def trade_r1_cmd(
     out: Path = typer.Option(Path("trade_r1_out"), "--out", help="experiment directory (rerun to resume)"),
-    arms: str = typer.Option("market-only,fsr,dsr,weighted", "--arms", help="comma-separated GRPO arms"),
+    arms: str = typer.Option("market_only,fsr,dsr,weighted", "--arms", help="comma-separated GRPO arms"),
     seeds: str = typer.Option("0,1,2", "--seeds", help="comma-separated GRPO seeds per arm"),
     size: str = typer.Option("default", "--size", help="market/model/SFT sizes: quick | default | large"),
     grpo_steps: int = typer.Option(5, "--grpo-steps", help="GRPO steps per arm (the same budget for every arm)"),
@@ -38,7 +38,7 @@ def trade_r1_cmd(
     seed: int = typer.Option(0, "--seed", help="market, split and SFT seed"),
     threads: int | None = THREADS_OPTION,
 ) -> None:
-    """One SFT start, GRPO arms market-only / fsr / dsr / weighted x seeds, held-out + cross-market table."""
+    """One SFT start, GRPO arms market_only / fsr / dsr / weighted x seeds, held-out + cross-market table."""
     import os
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -34,7 +34,7 @@ def export(
     ),
 ) -> None:
     """Export a built split for verl or OpenRLHF, with the verifier's ground truth in every row."""
-    from thesisgym.build.splits import load_split
+    from thesisgym.dataset.splits import load_split
     from thesisgym.integrations.core import load_recipe
     from thesisgym.integrations.export import export_rows
 

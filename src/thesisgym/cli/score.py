@@ -104,7 +104,7 @@ def score(
 
 def _load(completions: Path, dataset: Path, split: str, judge: str, judge_model: str | None,
           judge_base_url: str | None):
-    from thesisgym.build.splits import load_split
+    from thesisgym.dataset.splits import load_split
     from thesisgym.evaluate.completions import join_completions, read_completions, split_keys
     from thesisgym.evaluate.policies import make_verifier
 

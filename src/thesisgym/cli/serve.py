@@ -20,7 +20,7 @@ def serve(
     ),
     split: str = typer.Option("train", "--split", help="Default split for rows named by index."),
     recipe: str | None = typer.Option(
-        None, "--recipe", help="Default reward recipe (dsr, fsr, market-only, trading-r1[:stage] or a YAML path); "
+        None, "--recipe", help="Default reward recipe (dsr, fsr, market_only, trading_r1[:stage] or a YAML path); "
         "default $THESISGYM_RECIPE, else dsr."
     ),
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (loopback by default)."),

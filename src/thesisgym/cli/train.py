@@ -2,7 +2,7 @@
 
     thesisgym train sft --config FILE.yaml [--set key=value ...] [--resume]
     thesisgym train grpo --config FILE.yaml [--set rewards.consistency=local ...] [--resume]
-    thesisgym train curriculum --config trading-r1 --set data.dataset=DIR
+    thesisgym train curriculum --config trading_r1 --set data.dataset=DIR
     thesisgym train tiny --dataset DIR --out DIR     (build the tiny preset alone)
     thesisgym train recipes                          (list shipped recipes)
 

@@ -12,7 +12,7 @@
   with an offset. Entries repeating a guid (or, without guid, a title and time) are counted and dropped.
 
 Feed items are market-wide (ticker "") unless `ticker=` is given; kind "news". In a prompt,
-market-wide events appear in the macro section (see thesisgym.build.events).
+market-wide events appear in the macro section (see thesisgym.dataset.events).
 """
 
 from __future__ import annotations

@@ -221,7 +221,7 @@ def _reasoning(result: EvalResult) -> str:
         return "<p>No policy.</p>"
     rows = [(k.replace("_", " "), _fmt(k, v)) for k, v in result.reasoning.items()]
     sc = result.scores
-    variants = [("market", "market-only reward r"), ("s", "consistency s"), ("fsr", "fsr"), ("dsr", "dsr"),
+    variants = [("market", "market_only reward r"), ("s", "consistency s"), ("fsr", "fsr"), ("dsr", "dsr"),
                 ("weighted", "weighted")]
     for col, label in variants:
         if col in sc.columns:

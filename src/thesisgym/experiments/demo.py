@@ -205,10 +205,10 @@ def report_sections(out: Path, changes: list[dict], rows: int) -> list:
 
 def build_market_data(config: DemoConfig, out: Path, *, market: str = "A", log: Callable[[str], None] = print):
     """(store, splits, dataset dir): synthetic `market` saved under `out/market`, embargoed splits under `out/dataset`."""
-    from thesisgym.build.contexts import ContextConfig
-    from thesisgym.build.splits import SplitConfig, build_splits
     from thesisgym.data import generate_market
     from thesisgym.data.synth import SynthConfig
+    from thesisgym.dataset.contexts import ContextConfig
+    from thesisgym.dataset.splits import SplitConfig, build_splits
 
     store = generate_market(SynthConfig(n_tickers=config.tickers, n_days=config.days, seed=config.seed, market=market))
     store.save(out / "market")

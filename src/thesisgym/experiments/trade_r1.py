@@ -9,7 +9,7 @@ GRPO recipes' reward stacks, `thesisgym.rewards.score_completion`, the local con
 
 1. synthetic market A (momentum pays) -> embargoed splits -> compact template-teacher distillation
    -> one SFT start of the demo's base model (the pretrained SmolLM2-135M-Instruct by default);
-2. per arm (`market-only`, `fsr`, `dsr`, `weighted` = Trading-R1's decision-stage weighted reward)
+2. per arm (`market_only`, `fsr`, `dsr`, `weighted` = Trading-R1's decision-stage weighted reward)
    and seed: GRPO from that start with the same budget;
 3. each checkpoint writes theses (greedy) for A's test period, for market B's test period (same
    generator, momentum reverses) and for the lucky ticker's rows after its drift flipped; every
@@ -40,7 +40,7 @@ from thesisgym.experiments.compare import difference_ci, mean_ci, score_with_s
 
 # arm -> (recipe whose reward stack it trains on, override of rewards.funcs or None)
 ARMS: dict[str, tuple[str, list[str] | None]] = {
-    "market-only": ("market-only", None),
+    "market_only": ("market_only", None),
     "fsr": ("fsr", None),
     "dsr": ("dsr", None),
     "weighted": ("dsr", ["weighted", "structure", "evidence", "decision", "loop"]),
@@ -54,7 +54,7 @@ class TradeR1Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     out: str = "trade_r1_out"
-    arms: list[str] = Field(default_factory=lambda: ["market-only", "fsr", "dsr", "weighted"])
+    arms: list[str] = Field(default_factory=lambda: ["market_only", "fsr", "dsr", "weighted"])
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
     size: str = "default"
     grpo_steps: int = Field(5, ge=1)
@@ -200,8 +200,7 @@ def _in_sample(run_dir: Path, arm: str) -> float:
     """Mean of the arm's own reward over the second half of its logged GRPO steps."""
     path = run_dir / "log_history.json"
     logs = json.loads(path.read_text()) if path.exists() else []
-    key = {"market-only": "market_only"}.get(arm, arm)
-    vals = [e[f"rewards/{key}_reward/mean"] for e in logs if f"rewards/{key}_reward/mean" in e]
+    vals = [e[f"rewards/{arm}_reward/mean"] for e in logs if f"rewards/{arm}_reward/mean" in e]
     vals = vals[len(vals) // 2:] if len(vals) > 1 else vals
     return float(np.mean(vals)) if vals else math.nan
 

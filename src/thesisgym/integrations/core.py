@@ -9,7 +9,7 @@ re-implemented how a recipe combines its rewards, they would drift apart. Here:
   `label`, `fwd_return`, `fwd_vol` (`VerifierRecord`, strict pydantic: an unknown key or a wrong
   type raises ValueError naming the field). `ground_truth_json(row)` serialises it for files
   (verl parquet, OpenRLHF JSONL) and `record_from_ground_truth` reads it back.
-- a **recipe** is a shipped training recipe (`dsr`, `fsr`, `market-only`, `trading-r1[:stage]`) or
+- a **recipe** is a shipped training recipe (`dsr`, `fsr`, `market_only`, `trading_r1[:stage]`) or
   a YAML path; its GRPO `rewards:` block is turned into reward functions by the same
   `thesisgym.train.rewards.build_reward_funcs` that `thesisgym train grpo` hands to TRL, and the
   total is TRL's: the weighted sum of the rewards that apply (TRL `nansum`s; None = not applicable),
@@ -231,7 +231,7 @@ def _load_recipe(name: str) -> Recipe:
 
 
 def load_recipe(name: str | Recipe | None = None) -> Recipe:
-    """A Recipe by name (`dsr`, `fsr`, `market-only`, `trading-r1`, `trading-r1:evidence`) or YAML path.
+    """A Recipe by name (`dsr`, `fsr`, `market_only`, `trading_r1`, `trading_r1:evidence`) or YAML path.
 
     None means `default_recipe()`. Built once per name (the reward functions keep their caches).
     """

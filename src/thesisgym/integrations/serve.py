@@ -118,7 +118,7 @@ class RowStore:
         self._cache: OrderedDict[tuple[str, int], VerifierRecord] = OrderedDict()
         self._lock = threading.Lock()
         if path is not None:
-            from thesisgym.build.splits import load_split
+            from thesisgym.dataset.splits import load_split
 
             loaded = load_split(path, default_split)  # ValueError names the directory / split
             self._splits[default_split] = loaded
@@ -129,7 +129,7 @@ class RowStore:
             raise ServiceError(422, "no_dataset", "items refer to dataset rows but the service was "
                                "started without --dataset; send the verifier record as 'row'")
         if split not in self._splits:
-            from thesisgym.build.splits import load_split
+            from thesisgym.dataset.splits import load_split
 
             try:
                 self._splits[split] = load_split(self.path, split)

@@ -98,7 +98,7 @@ class ThesisData(vf.TaskData):
 
 class ThesisTaskConfig(vf.TaskConfig):
     recipe: str = Field(default_factory=default_recipe)
-    """Reward recipe: dsr, fsr, market-only, trading-r1[:stage] or a GRPO YAML path."""
+    """Reward recipe: dsr, fsr, market_only, trading_r1[:stage] or a GRPO YAML path."""
     consistency_judge: vf.JudgeConfig | None = None
     """Run the recipe's consistency judge on this model through verifiers' judge client."""
 
@@ -156,7 +156,7 @@ class ThesisTaskset(vf.Taskset[ThesisTask, ThesisTasksetConfig]):
     def load(self) -> list[ThesisTask]:
         from pathlib import Path
 
-        from thesisgym.build.splits import load_split
+        from thesisgym.dataset.splits import load_split
         from thesisgym.integrations.export import complete_window
 
         if not self.config.dataset:

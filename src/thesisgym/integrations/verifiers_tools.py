@@ -127,7 +127,7 @@ del _tool
 
 class ThesisToolTaskConfig(vf.TaskConfig):
     recipe: str = Field(default_factory=default_recipe)
-    """Reward recipe: dsr, fsr, market-only, trading-r1[:stage] or a GRPO YAML path."""
+    """Reward recipe: dsr, fsr, market_only, trading_r1[:stage] or a GRPO YAML path."""
     tools: vf.ToolsetConfig = vf.ToolsetConfig()
     per_call: float = 0.0
     """Reward units subtracted per tool call (and per failed call, per 1,000 returned characters)."""
@@ -165,12 +165,12 @@ class ThesisToolTasksetConfig(vf.TasksetConfig):
 
 class ThesisToolTaskset(vf.Taskset[ThesisToolTask, ThesisToolTasksetConfig]):
     def load(self) -> list[ThesisToolTask]:
-        from thesisgym.build.splits import load_split
+        from thesisgym.dataset.splits import load_split
         from thesisgym.integrations.export import complete_window
 
         if not self.config.dataset:
             raise ValueError("ThesisToolTasksetConfig.dataset: set it to a directory saved by `thesisgym build`")
-        from thesisgym.build.splits import recorded_store
+        from thesisgym.dataset.splits import recorded_store
 
         store = self.config.store or recorded_store(Path(self.config.dataset))
         if store is None:

@@ -7,8 +7,8 @@
 - `audit_tool` (tools.audit): call any tool function at a set of cutoffs and flag look-ahead.
 """
 
-from thesisgym.tools.audit import ToolAudit, audit_tool
 from thesisgym.tools.env import MarketToolEnv, tool_env_factory, tool_usage_reward, with_tool_evidence
+from thesisgym.tools.lookahead import ToolAudit, audit_tool
 from thesisgym.tools.market import TOOL_NAMES, MarketTools, ToolError, ToolLimits, ToolUsage
 
 __all__ = [

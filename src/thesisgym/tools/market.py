@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from thesisgym.build.indicators import bar_texts, price_decimals
-from thesisgym.build.render import event_text, item_body
 from thesisgym.data.asof import AsOfView
+from thesisgym.dataset.indicators import bar_texts, price_decimals
+from thesisgym.dataset.render import event_text, item_body
 from thesisgym.schema import SECTIONS, EvidenceItem
 from thesisgym.thesis import extract_numbers
 

@@ -59,7 +59,7 @@ def write_run_info(config: RunConfig, run_dir: Path, *, resume: bool, extra: dic
 def load_split(path: str | Path, split: str, *, max_rows: int | None = None, what: str = "data.dataset"):
     """`splits.load_split` for training: the config field in every message, an empty split refused,
     at most `max_rows` rows."""
-    from thesisgym.build import splits
+    from thesisgym.dataset import splits
 
     try:
         ds = splits.load_split(path, split)

@@ -1,6 +1,6 @@
 """The Trading-R1 curriculum runner: per stage SFT warm start -> GRPO -> rejection-sampling self-distillation.
 
-Stages (recipe `trading-r1.yaml`): structure -> evidence (claims) -> decision. The first SFT set is
+Stages (recipe `trading_r1.yaml`): structure -> evidence (claims) -> decision. The first SFT set is
 distilled from a teacher; after each stage's GRPO the policy writes `n` theses per training prompt,
 the distillation filter (decision + grounding) keeps the good ones, and they become the next
 stage's SFT set (Trading-R1's self-distillation). Each step is a normal `run_sft` / `run_grpo` in

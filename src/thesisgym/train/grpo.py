@@ -82,8 +82,8 @@ def _with_tools(config: GRPORunConfig, train, funcs: list, weights: list, tokeni
     """(tool prompts, rewards verified against each rollout's tool results + the tool cost, weights, trainer kwargs)."""
     import os
 
-    from thesisgym.build.splits import recorded_store
     from thesisgym.data.store import MarketStore
+    from thesisgym.dataset.splits import recorded_store
     from thesisgym.tools import ToolLimits, tool_env_factory, tool_usage_reward, with_tool_evidence
     from thesisgym.tools.prompts import tool_dataset, with_tool_template
 

@@ -22,7 +22,9 @@ def recipe_path(name_or_path: str | Path) -> Path:
     p = Path(name_or_path)
     if p.exists():
         return p
-    candidate = RECIPES / f"{p.stem if p.suffix in ('.yaml', '.yml') else p.name}.yaml"
+    # one spelling: shipped recipes use underscores; `market-only` is accepted as `market_only`
+    stem = p.stem if p.suffix in ('.yaml', '.yml') else p.name
+    candidate = RECIPES / f"{stem.replace('-', '_')}.yaml"
     if candidate.exists():
         return candidate
     raise ValueError(f"config {name_or_path!s} is neither a file nor a shipped recipe ({', '.join(list_recipes())})")

@@ -76,8 +76,7 @@ def build_reward_funcs(config: RewardConfig) -> tuple[list[Callable], list[float
             funcs.append(rewards.loop_penalty)
         else:  # combiners
             make = rewards.make_combined_reward
-            kind = "market_only" if name == "market_only" else name
-            fn = make(kind, consistency=consistency if name in ("fsr", "dsr") else None, **config.combined_options)
+            fn = make(name, consistency=consistency if name in ("fsr", "dsr") else None, **config.combined_options)
             funcs.append(_named(fn, f"{name}_reward"))
     names = [getattr(f, "__name__", repr(f)) for f in funcs]
     dupes = sorted({n for n in names if names.count(n) > 1})

@@ -14,7 +14,7 @@ A family *wins* on a row when the hack scores >= the honest thesis. Each family 
 - the evidence reward, when it targets the evidence;
 - the total of every shipped recipe on rows where it applies: `fsr`, `dsr` (the guarded formulas of
   rewards.combine), `weighted` (the "decision" stage weights, what `score_completion` reports) and
-  `trading_r1` (the last stage of configs/recipes/trading-r1.yaml); a family that targets the
+  `trading_r1` (the last stage of configs/recipes/trading_r1.yaml); a family that targets the
   consistency judge (a stated fact, a reading, a selection of evidence: what only a judge can check)
   is judged on the recipes that have one, fsr and dsr.
 The table reports, per family, the rows it applied to, the win rate per component and on each
@@ -59,7 +59,7 @@ __all__ = [
 
 RECIPES = ("fsr", "dsr", "weighted", "trading_r1")
 COMPONENTS = ("structure", "evidence", "decision", "loop_penalty", "s", *RECIPES)
-# trading-r1.yaml's reward names -> score_completion keys
+# trading_r1.yaml's reward names -> score_completion keys
 _FUNC_KEYS = {"structure": "structure", "evidence": "evidence", "decision": "decision", "loop": "loop_penalty"}
 _EPS = 1e-9
 
@@ -1013,12 +1013,12 @@ def _row_seed(seed: int, row: dict, i: int, family: str) -> int:
 
 
 def trading_r1_weights() -> dict[str, float]:
-    """score_completion key -> weight of the last (decision) stage of the shipped trading-r1 recipe."""
+    """score_completion key -> weight of the last (decision) stage of the shipped trading_r1 recipe."""
     import yaml
 
     from thesisgym.train.recipes import recipe_path
 
-    path = recipe_path("trading-r1")
+    path = recipe_path("trading_r1")
     stage = yaml.safe_load(path.read_text(encoding="utf-8"))["stages"][-1]["grpo"]["rewards"]
     unknown = [f for f in stage["funcs"] if f not in _FUNC_KEYS]
     if unknown:
@@ -1028,7 +1028,7 @@ def trading_r1_weights() -> dict[str, float]:
 
 class _Scorer:
     """score_completion with s from the local consistency verifier (what the shipped recipes use),
-    plus the trading-r1 recipe's total (its decision stage's weighted sum)."""
+    plus the trading_r1 recipe's total (its decision stage's weighted sum)."""
 
     def __init__(self) -> None:
         from thesisgym.consistency import ConsistencyVerifier

@@ -34,11 +34,11 @@ import numpy as np
 import pandas as pd
 import pyarrow.compute as pc
 
-from thesisgym.build.events import EventPool
 from thesisgym.data.asof import render_per_share
 from thesisgym.data.contentdates import names_later_period
 from thesisgym.data.quality import coverage_table
 from thesisgym.data.store import MarketStore
+from thesisgym.dataset.events import EventPool
 from thesisgym.schema import SECTIONS
 
 __all__ = ["AuditReport", "audit_prompts", "render_audit"]
@@ -107,7 +107,7 @@ def _store(s: str | Path | MarketStore) -> MarketStore:
 
 def _load_target(target: Path, store, config, show_progress: bool):
     """(splits, store, store label) of a dataset directory or a store directory."""
-    from thesisgym.build.splits import META_FILE, SplitConfig, build_splits, load_split
+    from thesisgym.dataset.splits import META_FILE, SplitConfig, build_splits, load_split
 
     if (target / "bars.parquet").exists():
         st = _store(target if store is None else store)

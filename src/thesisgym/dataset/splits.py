@@ -37,10 +37,10 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from thesisgym.build.contexts import ContextConfig, build_contexts
-from thesisgym.build.labels import LabelThresholds, apply_thresholds, class_mix, compute_labels
 from thesisgym.data.quality import coverage_table, coverage_warnings, store_sections
 from thesisgym.data.store import MarketStore
+from thesisgym.dataset.contexts import ContextConfig, build_contexts
+from thesisgym.dataset.labels import LabelThresholds, apply_thresholds, class_mix, compute_labels
 from thesisgym.schema import HORIZONS
 
 SPLITS: tuple[str, ...] = ("train", "val", "test", "heldout")

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from thesisgym.build.render import clean_text, event_text, extract_numbers
 from thesisgym.data.asof import Timeline, has_markers, render_per_share, strip_per_share
+from thesisgym.dataset.render import clean_text, event_text, extract_numbers
 from thesisgym.schema import EVENT_KINDS
 
 

@@ -42,22 +42,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, Field, field_validator
 
-from thesisgym.build.events import EventPool
-from thesisgym.build.indicators import (
+from thesisgym.data.store import MarketStore
+from thesisgym.dataset.events import EventPool
+from thesisgym.dataset.indicators import (
     as_of_basis,
     bar_texts,
     compute_indicators,
     indicator_texts,
     price_decimals,
 )
-from thesisgym.build.render import (
+from thesisgym.dataset.render import (
     ID_TOKENS,
     count_tokens,
     render_header,
     section_header,
 )
-from thesisgym.build.select import apply_budget, item_tiers, section_uniforms
-from thesisgym.data.store import MarketStore
+from thesisgym.dataset.select import apply_budget, item_tiers, section_uniforms
 from thesisgym.schema import LABELS, PREFIX_TO_SECTION, SECTIONS, SYSTEM_PROMPT
 
 SECTION_ORDER: tuple[str, ...] = tuple(SECTIONS)
@@ -195,7 +195,7 @@ def build_contexts(
 
     tickers: default all of the store's. dates: as-of days for every ticker, or a mapping ticker ->
     days; default every day with a full bar window. A requested day on which the ticker has no bar
-    raises ValueError. labels: a frame from `thesisgym.build.labels.compute_labels` (with thresholds);
+    raises ValueError. labels: a frame from `thesisgym.dataset.labels.compute_labels` (with thresholds);
     default: forward composites/returns without thresholds, so `label` is None. split: the value
     of the `split` column. cache_file: stream each ticker's rows to this Arrow file and return a
     memory-mapped dataset, so peak memory is one ticker's rows rather than the whole build (use it
@@ -205,7 +205,7 @@ def build_contexts(
     from datasets.fingerprint import generate_random_fingerprint
     from datasets.table import InMemoryTable
 
-    from thesisgym.build.labels import compute_labels
+    from thesisgym.dataset.labels import compute_labels
 
     cfg = config or ContextConfig()
     tickers = _check_request(store, tickers, dates, variations, token_budget)

@@ -3,7 +3,7 @@
 Variations need randomness that depends only on (seed, ticker, day, variation), never on which other
 rows are built, so a row is reproducible on its own: a splitmix64 hash, vectorised with numpy.
 The budget drops items by priority tiers (lower first; oldest first within a tier), see
-`thesisgym.build.contexts` for the order.
+`thesisgym.dataset.contexts` for the order.
 """
 
 from __future__ import annotations

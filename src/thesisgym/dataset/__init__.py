@@ -1,10 +1,10 @@
 """Point-in-time contexts: evidence items with ids, rendered prompts, variations, token budgets; and the
 audit that re-dates every item of built prompts from the store (`audit_prompts`)."""
 
-from thesisgym.build.audit import AuditReport, audit_prompts
-from thesisgym.build.contexts import ContextConfig, build_contexts, context_schema
-from thesisgym.build.indicators import compute_indicators
-from thesisgym.build.render import count_tokens, render_context
+from thesisgym.dataset.contexts import ContextConfig, build_contexts, context_schema
+from thesisgym.dataset.indicators import compute_indicators
+from thesisgym.dataset.leakage import AuditReport, audit_prompts
+from thesisgym.dataset.render import count_tokens, render_context
 
 __all__ = [
     "AuditReport",

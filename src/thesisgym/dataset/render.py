@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from thesisgym.schema import SECTIONS, SYSTEM_PROMPT, EvidenceItem, Message
 
-# one number convention for evidence and claims: the reward parser's (build.events imports it from here)
+# one number convention for evidence and claims: the reward parser's (dataset.events imports it from here)
 from thesisgym.thesis import extract_numbers  # noqa: F401
 
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
