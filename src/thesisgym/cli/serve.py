@@ -29,6 +29,8 @@ def serve(
     max_batch: int = typer.Option(256, "--max-batch", min=1, help="Most completions per request."),
     timeout_s: float = typer.Option(30.0, "--timeout", min=0.001, help="Per-request scoring timeout (s)."),
     workers: int = typer.Option(4, "--concurrency", min=1, help="Batches scored at once (threads)."),
+    queue: int = typer.Option(64, "--queue", min=0, help="Batches that may wait for a thread; more get 503 "
+                              "with Retry-After."),
     graceful_s: float = typer.Option(30.0, "--graceful", min=0, help="Seconds in-flight requests get on SIGTERM."),
 ) -> None:
     """Serve the verifier over HTTP: POST /score, POST /openrlhf, GET /healthz /readyz /metrics."""
@@ -44,7 +46,7 @@ def serve(
     try:
         config = ServeConfig(dataset=dataset, split=split, recipe=recipe or default_recipe(),
                              max_body_bytes=int(max_body_mb * 1024 * 1024), max_batch=max_batch,
-                             timeout_s=timeout_s, max_concurrency=workers)
+                             timeout_s=timeout_s, max_concurrency=workers, max_queue=queue)
         app = create_app(config)  # builds the recipe and opens the dataset: fail before binding
     except ValueError as exc:
         fail(exc)

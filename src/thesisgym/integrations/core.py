@@ -13,7 +13,9 @@ re-implemented how a recipe combines its rewards, they would drift apart. Here:
   a YAML path; its GRPO `rewards:` block is turned into reward functions by the same
   `thesisgym.train.rewards.build_reward_funcs` that `thesisgym train grpo` hands to TRL, and the
   total is TRL's: the weighted sum of the rewards that apply (TRL `nansum`s; None = not applicable),
-  None when none applies.
+  None when none applies, and None when a weighted reward failed on the row (it raised or returned
+  a non-number): a failed part is unknown, so the total is too, and the failure is counted
+  (`rewards.base.record_error`, per row in `reward_errors`, per call with `counting_errors`).
 - `score_batch` returns, per completion, `score` (that total), `reward/<name>` for each of the
   recipe's reward functions, and the recipe-independent components and diagnostics of
   `thesisgym.rewards.score_completion` (structure, evidence, decision, market, loop_penalty,
@@ -27,10 +29,9 @@ import asyncio
 import functools
 import inspect
 import json
-import logging
 import math
+import numbers
 import os
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,7 +43,6 @@ from thesisgym.schema import LABELS
 __all__ = [
     "DEFAULT_RECIPE",
     "RECIPE_ENV",
-    "REWARD_ERRORS",
     "VERIFIER_FIELDS",
     "EvidenceItemModel",
     "Recipe",
@@ -60,9 +60,6 @@ __all__ = [
     "verifier_record",
 ]
 
-logger = logging.getLogger(__name__)
-# reward name -> calls that raised (the reward stack never should; counted and logged, never scored)
-REWARD_ERRORS: Counter[str] = Counter()
 RECIPE_ENV = "THESISGYM_RECIPE"
 DEFAULT_RECIPE = "dsr"
 VERIFIER_FIELDS = ("evidence", "sections", "label", "fwd_return", "fwd_vol")
@@ -278,9 +275,16 @@ def _columns(records: list[VerifierRecord]) -> dict[str, list[Any]]:
     return {field: [row[field] for row in rows] for field in VERIFIER_FIELDS}
 
 
-def _total(values: Sequence[float | None], weights: Sequence[float]) -> float | None:
-    """TRL's sum_then_normalize total before normalisation: nansum(w * v), None when nothing applies."""
-    applicable = [(w, v) for w, v in zip(weights, values, strict=True) if v is not None and not math.isnan(v)]
+_FAILED = object()  # a reward's value for a row where it raised or returned something not a number
+
+
+def _total(values: Sequence[Any], weights: Sequence[float]) -> float | None:
+    """TRL's sum_then_normalize total before normalisation: nansum(w * v), None when nothing applies,
+    and None when a part with a weight failed for this row (a failed part is unknown, not zero)."""
+    if any(v is _FAILED for w, v in zip(weights, values, strict=True) if w != 0):
+        return None
+    applicable = [(w, v) for w, v in zip(weights, values, strict=True)
+                  if v is not None and v is not _FAILED and not math.isnan(v)]
     if not applicable:
         return None
     return float(sum(w * v for w, v in applicable))
@@ -296,35 +300,94 @@ def _assemble(
 
     out = []
     for i, completion in enumerate(completions):
-        values = [_as_float(col[i]) if col is not None and i < len(col) else None for col in per_func]
+        values = [col[i] for col in per_func]
         result: dict[str, Any] = {"score": _total(values, recipe.weights)}
         for name, v in zip(recipe.reward_names, values, strict=True):
-            result[f"reward/{name}"] = math.nan if v is None else v
+            result[f"reward/{name}"] = math.nan if v is None or v is _FAILED else v
         for key, v in score_completion(completion, rows[i].columns()).items():
             if key not in _RECIPE_DEPENDENT:
                 result[key] = v
+        # the row's errors: the verifier's own (score_completion) plus each recipe reward that failed on it
+        result["reward_errors"] = result.get("reward_errors", 0.0) + float(sum(v is _FAILED for v in values))
         out.append(result)
     return out
 
 
-def _as_float(v: Any) -> float | None:
-    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    return float(v)
-
-
 def _failed(fn: Callable[..., Any], exc: BaseException) -> None:
-    name = getattr(fn, "__name__", repr(fn))
-    REWARD_ERRORS[name] += 1
-    logger.error("reward %s raised %s: %s; its values count as not applicable", name, type(exc).__name__, exc)
+    from thesisgym.rewards.base import record_error
+
+    # the verifier's one counted error path: process-wide count, the caller's `counting_errors`
+    # tally, the traceback logged once, re-raised in strict mode
+    record_error(getattr(fn, "__name__", repr(fn)), exc)
 
 
-def _call(fn: Callable[..., Any], prompts: Any, completions: list[Any], columns: dict[str, Any]) -> Any:
+def _checked(fn: Callable[..., Any], column: Any, n: int) -> list[Any]:
+    """A reward's returned column as n values (float, None = not applicable, or _FAILED, counted)."""
     try:
-        return fn(prompts=prompts, completions=completions, **columns)
-    except Exception as exc:  # noqa: BLE001 - the rewards never raise; if one does, its column is unknown
-        _failed(fn, exc)
-        return None
+        values = list(column) if not isinstance(column, (str, bytes, Mapping)) else None
+    except TypeError:
+        values = None
+    if values is None or len(values) != n:
+        got = f"{len(values)} values" if values is not None else type(column).__name__
+        _failed(fn, ValueError(f"returned {got} for {n} completions"))
+        return [_FAILED] * n
+    for i, v in enumerate(values):
+        if isinstance(v, numbers.Real) and not isinstance(v, bool):
+            values[i] = float(v)
+        elif v is not None:
+            _failed(fn, TypeError(f"returned {v!r} for completion {i}, not a number or None"))
+            values[i] = _FAILED
+    return values
+
+
+def _one_row(i: int, prompts: Any, completions: list[Any], columns: dict[str, Any]) -> tuple[Any, list, dict]:
+    return (None if prompts is None else [prompts[i]], [completions[i]], {k: [v[i]] for k, v in columns.items()})
+
+
+def _call(fn: Callable[..., Any], prompts: Any, completions: list[Any], columns: dict[str, Any]) -> list[Any]:
+    """One reward over the batch. The rewards never raise; if one does, the batch is scored again a
+    row at a time (they are pure per row), so the failure costs only the rows that raise."""
+    n = len(completions)
+    try:
+        result = fn(prompts=prompts, completions=completions, **columns)
+        if inspect.isawaitable(result):
+            result = asyncio.run(_awaited(result))
+        return _checked(fn, result, n)
+    except Exception as exc:  # noqa: BLE001 - counted below, on the rows that raise
+        if n == 1:
+            _failed(fn, exc)
+            return [_FAILED]
+        batch_exc = exc
+    values = [_call(fn, *_one_row(i, prompts, completions, columns))[0] for i in range(n)]
+    return _batch_only(fn, batch_exc, values)
+
+
+def _batch_only(fn: Callable[..., Any], exc: BaseException, values: list[Any]) -> list[Any]:
+    # no single row raises alone: the batch itself broke the reward, and none of its values is known
+    if any(v is _FAILED for v in values):
+        return values
+    _failed(fn, exc)
+    return [_FAILED] * len(values)
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
+
+async def _acall(fn: Callable[..., Any], prompts: Any, completions: list[Any], columns: dict[str, Any]) -> list[Any]:
+    """`_call` for async callers: an async reward awaited here, a CPU-bound one in a worker thread."""
+    if not inspect.iscoroutinefunction(fn):
+        return await asyncio.to_thread(_call, fn, prompts, completions, columns)
+    n = len(completions)
+    try:
+        return _checked(fn, await fn(prompts=prompts, completions=completions, **columns), n)
+    except Exception as exc:  # noqa: BLE001 - see _call
+        if n == 1:
+            _failed(fn, exc)
+            return [_FAILED]
+        batch_exc = exc
+    rows = await asyncio.gather(*(_acall(fn, *_one_row(i, prompts, completions, columns)) for i in range(n)))
+    return _batch_only(fn, batch_exc, [r[0] for r in rows])
 
 
 def score_batch(
@@ -339,28 +402,18 @@ def score_batch(
     `records[i]` is a VerifierRecord or a dataset row (columns other than the verifier's are
     ignored; `validate_record` is the strict form for untrusted input). Completion problems never raise
     (they score the documented minimum); a malformed record raises ValueError naming the field.
-    Async rewards (an LLM consistency judge) are awaited on a private event loop; from async code
-    use `ascore_batch`.
+    A recipe reward that raises (or returns a non-number) on a row is counted
+    (`rewards.base.record_error`; a caller's `counting_errors()` block sees exactly its own call's
+    errors) and makes that row's `score` None when the reward has a weight; `reward_errors` per row
+    counts them. Async rewards (an LLM consistency judge) are awaited on a private event loop; from
+    async code use `ascore_batch`.
     """
     completions = list(completions)
     recipe = load_recipe(recipe)
     rows = _records(records, len(completions))
     columns = _columns(rows)
-    per_func = []
-    for fn in recipe.funcs:
-        result = _call(fn, prompts, completions, columns)
-        if inspect.isawaitable(result):
-            result = asyncio.run(_awaited(fn, result))
-        per_func.append(result)
+    per_func = [_call(fn, prompts, completions, columns) for fn in recipe.funcs]
     return _assemble(recipe, completions, rows, per_func)
-
-
-async def _awaited(fn: Callable[..., Any], awaitable: Any) -> Any:
-    try:
-        return await awaitable
-    except Exception as exc:  # noqa: BLE001 - see _call
-        _failed(fn, exc)
-        return None
 
 
 async def ascore_batch(
@@ -376,18 +429,7 @@ async def ascore_batch(
     recipe = load_recipe(recipe)
     rows = _records(records, len(completions))
     columns = _columns(rows)
-
-    async def one(fn: Callable[..., Any]) -> Any:
-        if inspect.iscoroutinefunction(fn):
-            try:
-                pending = fn(prompts=prompts, completions=completions, **columns)
-            except Exception as exc:  # noqa: BLE001 - see _call
-                _failed(fn, exc)
-                return None
-            return await _awaited(fn, pending)
-        return await asyncio.to_thread(_call, fn, prompts, completions, columns)
-
-    per_func = list(await asyncio.gather(*(one(fn) for fn in recipe.funcs)))
+    per_func = list(await asyncio.gather(*(_acall(fn, prompts, completions, columns) for fn in recipe.funcs)))
     return await asyncio.to_thread(_assemble, recipe, completions, rows, per_func)
 
 

@@ -7,7 +7,7 @@ importing thesisgym; OpenRLHF's remote reward model is exactly such a URL. Every
 Routes
 - `POST /score` `{"recipe"?: str, "items": [{"completion": str | [{role, content}], "row": {...}}
   | {"completion", "split"?, "index"} | {"completion", "split"?, "ticker", "asof", "variation"?}]}`
-  -> `{"recipe", "n", "results": [{"score", "reward/<name>", components...}]}`; not-applicable
+  -> `{"recipe", "n", "reward_errors", "results": [{"score", "reward/<name>", components...}]}`; not-applicable
   values are `null`. A `row` carries the verifier record inline (evidence, sections, label,
   fwd_return, fwd_vol; unknown keys are refused); `index`/`ticker`+`asof` name a row of the
   dataset given with `--dataset` (rows are converted once and cached by key).
@@ -16,9 +16,15 @@ Routes
 - `GET /healthz` (alive), `GET /readyz` (recipe built, dataset loaded), `GET /metrics` (Prometheus).
 
 Limits: request bodies over `max_body_bytes` get 413 before they are read in full; batches over
-`max_batch` get 413; scoring longer than `timeout_s` gets 504 (the worker thread finishes in the
-background, and at most `max_concurrency` batches score at once). Errors are JSON
-`{"error": {"type", "message"}}` with a 4xx/5xx status; malformed JSON is 400, a schema error 422.
+`max_batch` get 413. At most `max_concurrency` batches score at once (`ScoringPool`: the slot belongs
+to the worker thread and is freed only when the thread returns, so a timed-out request or a gone
+client cannot open a slot early) and at most `max_queue` more wait; beyond that a request gets 503
+`overloaded` with a Retry-After header at once. A request not answered within `timeout_s` of
+admission (queue wait included) gets 504; if its batch had not started it never scores, if it had
+the thread finishes in the background, still holding its slot. `/score` answers carry
+`reward_errors`: the errors recorded while scoring that request (never another request's), and
+each result its own. Errors are JSON `{"error": {"type", "message"}}` with a 4xx/5xx status;
+malformed JSON is 400, a schema error 422.
 uvicorn stops gracefully on SIGTERM/SIGINT: it stops accepting, lets in-flight requests finish
 (up to `--graceful` seconds), prints "thesisgym serve: stopped after scoring N completions" and
 then exits by the same signal (uvicorn re-raises it); a response is only ever sent whole.
@@ -28,11 +34,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import math
 import sys
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -47,8 +56,9 @@ from thesisgym.integrations.core import (
     score_batch,
     verifier_record,
 )
+from thesisgym.rewards.base import counting_errors
 
-__all__ = ["ServeConfig", "create_app"]
+__all__ = ["Saturated", "ScoringPool", "ServeConfig", "create_app"]
 
 
 @dataclass
@@ -60,12 +70,15 @@ class ServeConfig:
     max_batch: int = 256
     timeout_s: float = 30.0
     max_concurrency: int = 4
+    max_queue: int = 64
     row_cache: int = 4096
 
     def __post_init__(self) -> None:
         for name in ("max_body_bytes", "max_batch", "max_concurrency", "row_cache"):
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"{name}: must be a positive integer, got {getattr(self, name)!r}")
+        if int(self.max_queue) < 0:
+            raise ValueError(f"max_queue: must be a non-negative integer, got {self.max_queue!r}")
         if not self.timeout_s > 0:
             raise ValueError(f"timeout_s: must be positive, got {self.timeout_s!r}")
 
@@ -102,14 +115,19 @@ class OpenRLHFRequest(_Strict):
 
 
 class ServiceError(Exception):
-    def __init__(self, status: int, kind: str, message: str) -> None:
+    def __init__(self, status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
-        self.status, self.kind, self.message = status, kind, message
+        self.status, self.kind, self.message, self.headers = status, kind, message, headers
 
 
 # --- dataset rows, cached by key ---------------------------------------------------------------
 class RowStore:
-    """Rows of a built dataset as VerifierRecords, converted on first use (bounded LRU by key)."""
+    """Rows of a built dataset as VerifierRecords, converted on first use (bounded LRU by key).
+
+    Called from the scoring threads: `_load_lock` guards the splits and their key indexes while one
+    loads (a second thread waits instead of loading it again or reading a half-built index), `_lock`
+    the LRU.
+    """
 
     def __init__(self, path: Path | None, default_split: str, cache_size: int) -> None:
         self.path, self.default_split, self.cache_size = path, default_split, cache_size
@@ -117,6 +135,7 @@ class RowStore:
         self._keys: dict[str, dict[tuple, int]] = {}
         self._cache: OrderedDict[tuple[str, int], VerifierRecord] = OrderedDict()
         self._lock = threading.Lock()
+        self._load_lock = threading.Lock()
         if path is not None:
             from thesisgym.dataset.splits import load_split
 
@@ -128,27 +147,33 @@ class RowStore:
         if self.path is None:
             raise ServiceError(422, "no_dataset", "items refer to dataset rows but the service was "
                                "started without --dataset; send the verifier record as 'row'")
-        if split not in self._splits:
-            from thesisgym.dataset.splits import load_split
+        with self._load_lock:
+            if split not in self._splits:
+                from thesisgym.dataset.splits import load_split
 
-            try:
-                self._splits[split] = load_split(self.path, split)
-            except ValueError as exc:
-                raise ServiceError(422, "unknown_split", str(exc)) from None
-        return self._splits[split]
+                try:
+                    self._splits[split] = load_split(self.path, split)
+                except ValueError as exc:
+                    raise ServiceError(422, "unknown_split", str(exc)) from None
+            return self._splits[split]
+
+    def _index(self, split: str) -> dict[tuple, int]:
+        ds = self._split(split)
+        with self._load_lock:
+            if split not in self._keys:
+                cols = ds.column_names
+                variations = ds["variation"] if "variation" in cols else [0] * len(ds)
+                self._keys[split] = {k: i for i, k in reversed(list(enumerate(zip(
+                    ds["ticker"], ds["asof"], variations, strict=True))))}
+            return self._keys[split]
 
     def index_of(self, split: str, ticker: str, asof: str, variation: int) -> int:
-        ds = self._split(split)
-        if split not in self._keys:
-            cols = ds.column_names
-            variations = ds["variation"] if "variation" in cols else [0] * len(ds)
-            self._keys[split] = {k: i for i, k in reversed(list(enumerate(zip(
-                ds["ticker"], ds["asof"], variations, strict=True))))}
+        keys = self._index(split)
         key = (ticker, asof, variation)
-        if key not in self._keys[split]:
+        if key not in keys:
             raise ServiceError(422, "unknown_row", f"split {split!r} has no row ticker={ticker!r} "
                                f"asof={asof!r} variation={variation}")
-        return self._keys[split][key]
+        return keys[key]
 
     def record(self, split: str, index: int) -> VerifierRecord:
         key = (split, index)
@@ -168,6 +193,73 @@ class RowStore:
             if len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
         return record
+
+
+# --- the concurrency limit -------------------------------------------------------------------------
+class Saturated(Exception):
+    """Every scoring slot and every queue place is taken (the request gets 503 with Retry-After)."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"retry after {retry_after} s")
+        self.retry_after = retry_after
+
+
+class ScoringPool:
+    """The service's concurrency limit: at most `workers` batches score at once, `queue` more wait.
+
+    The limit is owned by the threads, not by the requests: a slot is freed when its worker thread
+    returns. A request that timed out (504) or whose client left keeps its slot until the scoring it
+    started has ended, so the limit holds whatever clients do; a job still waiting when its request
+    gives up is cancelled and never scores. Beyond `workers + queue` admitted batches `submit`
+    raises Saturated with a Retry-After estimate (queue length x the recent batch time / workers).
+    """
+
+    def __init__(self, workers: int, queue: int) -> None:
+        self.workers, self.capacity = workers, workers + queue
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="thesisgym-score")
+        self._lock = threading.Lock()
+        self.admitted = self.running = self.peak_running = 0
+        self._batch_s = 0.0  # moving average of one batch's scoring time
+
+    def submit(self, fn: Callable[[], Any]) -> Future:
+        with self._lock:
+            if self.admitted >= self.capacity:
+                waiting = self.admitted - self.workers + 1
+                raise Saturated(max(1, math.ceil(waiting * self._batch_s / self.workers)))
+            self.admitted += 1
+        try:  # the job runs in a copy of the caller's context (strict mode, error tallies)
+            future = self._pool.submit(contextvars.copy_context().run, self._run, fn)
+        except BaseException:
+            self._release(None)
+            raise
+        future.add_done_callback(self._release)  # after the thread returned, or when cancelled unstarted
+        return future
+
+    def _run(self, fn: Callable[[], Any]) -> Any:
+        start = time.perf_counter()
+        with self._lock:
+            self.running += 1
+            self.peak_running = max(self.peak_running, self.running)
+        try:
+            return fn()
+        finally:
+            took = time.perf_counter() - start
+            with self._lock:
+                self.running -= 1
+                self._batch_s = took if not self._batch_s else 0.8 * self._batch_s + 0.2 * took
+
+    def _release(self, _future: Future | None) -> None:
+        with self._lock:
+            self.admitted -= 1
+
+    @property
+    def queued(self) -> int:
+        with self._lock:
+            return self.admitted - self.running
+
+    def shutdown(self) -> None:
+        """Cancel the jobs that have not started; running ones finish (the interpreter joins them)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 # --- the app -------------------------------------------------------------------------------------
@@ -237,38 +329,46 @@ class _TooBig(Exception):
     pass
 
 
-def create_app(config: ServeConfig | None = None) -> Any:
-    """The FastAPI app (builds the default recipe and opens the dataset first: errors surface at start)."""
-    from fastapi import FastAPI, Request
+@dataclass
+class _Metrics:
+    """The service's Prometheus metrics, in a registry of its own (one app, one registry)."""
+
+    registry: Any
+    requests: Any
+    scored: Any
+    errors: Any
+    latency: Any
+
+    @classmethod
+    def build(cls, pool: ScoringPool) -> _Metrics:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        registry = CollectorRegistry()
+        Gauge("thesisgym_scoring_in_flight", "batches scoring now (at most --concurrency)",
+              registry=registry).set_function(lambda: pool.running)
+        Gauge("thesisgym_scoring_queued", "batches waiting for a scoring thread (at most --queue)",
+              registry=registry).set_function(lambda: pool.queued)
+        return cls(
+            registry=registry,
+            requests=Counter("thesisgym_requests", "HTTP requests by route and status", ["route", "status"],
+                             registry=registry),
+            scored=Counter("thesisgym_completions_scored", "completions scored", ["recipe"], registry=registry),
+            errors=Counter("thesisgym_reward_errors", "errors recorded while scoring (counted per request)",
+                           registry=registry),
+            latency=Histogram("thesisgym_request_seconds", "scoring request latency", ["route"],
+                              registry=registry, buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)),
+        )
+
+
+def _install_error_handlers(app: Any, metrics: _Metrics) -> Callable[..., Any]:
+    """JSON errors `{"error": {"type", "message"}}`, each counted by route and status."""
+    from fastapi import Request
     from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse, PlainTextResponse
-    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+    from fastapi.responses import JSONResponse
 
-    config = config or ServeConfig()
-    load_recipe(config.recipe)
-    rows = RowStore(config.dataset, config.split, config.row_cache)
-    registry = CollectorRegistry()
-    requests = Counter("thesisgym_requests", "HTTP requests by route and status", ["route", "status"],
-                       registry=registry)
-    scored = Counter("thesisgym_completions_scored", "completions scored", ["recipe"], registry=registry)
-    latency = Histogram("thesisgym_request_seconds", "scoring request latency", ["route"], registry=registry,
-                        buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
-    slots = asyncio.Semaphore(config.max_concurrency)
-    state = {"ready": True, "completions": 0}
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Any) -> Any:
-        yield
-        # uvicorn runs this after in-flight requests finished (or `graceful_s` ran out)
-        state["ready"] = False
-        print(f"thesisgym serve: stopped after scoring {state['completions']} completions", file=sys.stderr,
-              flush=True)
-
-    app = FastAPI(title="thesisgym reward service", docs_url=None, redoc_url=None, lifespan=lifespan)
-
-    def error(status: int, kind: str, message: str, route: str) -> JSONResponse:
-        requests.labels(route, str(status)).inc()
-        return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status)
+    def error(status: int, kind: str, message: str, route: str, headers: dict[str, str] | None = None) -> Any:
+        metrics.requests.labels(route, str(status)).inc()
+        return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -282,29 +382,89 @@ def create_app(config: ServeConfig | None = None) -> Any:
 
     @app.exception_handler(ServiceError)
     async def _service(request: Request, exc: ServiceError) -> JSONResponse:
-        return error(exc.status, exc.kind, exc.message, request.url.path)
+        return error(exc.status, exc.kind, exc.message, request.url.path, exc.headers)
 
-    app.add_middleware(BodyLimit, limit=config.max_body_bytes,
-                       on_reject=lambda route: requests.labels(route, "413").inc())
+    return error
 
-    async def run_scoring(route: str, fn: Any, n: int) -> Any:
+
+def _scoring_runner(config: ServeConfig, pool: ScoringPool, metrics: _Metrics) -> Callable[..., Any]:
+    """`run(route, fn, n)`: `fn` on a scoring thread under the limits, its errors as ServiceError."""
+
+    async def run(route: str, fn: Callable[[], Any], n: int) -> Any:
         if n > config.max_batch:
             raise ServiceError(413, "batch_too_large", f"{n} completions; the limit is {config.max_batch}")
         start = time.perf_counter()
-
-        async def guarded() -> Any:
-            async with slots:
-                return await asyncio.to_thread(fn)
-
         try:
-            result = await asyncio.wait_for(guarded(), timeout=config.timeout_s)
+            future = pool.submit(fn)
+        except Saturated as exc:
+            raise ServiceError(503, "overloaded", f"{pool.workers} batches are scoring and the queue is full; "
+                               f"retry after {exc.retry_after} s", {"Retry-After": str(exc.retry_after)}) from None
+        try:
+            result = await asyncio.wait_for(asyncio.wrap_future(future), timeout=config.timeout_s)
         except asyncio.TimeoutError:
+            future.cancel()  # never starts if still queued; if running, it keeps its slot until it ends
             raise ServiceError(504, "timeout", f"scoring took longer than {config.timeout_s:g} s") from None
         except ValueError as exc:  # a malformed verifier record or an unknown recipe
             raise ServiceError(422, "invalid_record", str(exc)) from None
-        latency.labels(route).observe(time.perf_counter() - start)
-        requests.labels(route, "200").inc()
+        metrics.latency.labels(route).observe(time.perf_counter() - start)
+        metrics.requests.labels(route, "200").inc()
         return result
+
+    return run
+
+
+def _records(items: list[ScoreItem], rows: RowStore, default_split: str) -> list[VerifierRecord]:
+    records = []
+    for i, item in enumerate(items):
+        split = item.split or default_split
+        if item.row is not None:
+            records.append(item.row)
+        elif item.index is not None:
+            records.append(rows.record(split, item.index))
+        elif item.ticker is not None and item.asof is not None:
+            records.append(rows.record(split, rows.index_of(split, item.ticker, item.asof, item.variation)))
+        else:
+            raise ServiceError(422, "invalid_request", f"field 'items.{i}': needs 'row', 'index' or 'ticker' + 'asof'")
+    return records
+
+
+def _install_scoring_routes(app: Any, config: ServeConfig, rows: RowStore, run: Callable[..., Any],
+                            metrics: _Metrics, state: dict[str, Any]) -> None:
+    @app.post("/score")
+    async def score(body: ScoreRequest) -> dict:
+        recipe = body.recipe or config.recipe
+        items = body.items
+
+        def work() -> tuple[list[dict[str, Any]], int]:
+            with counting_errors() as tally:  # this request's errors only, whatever runs beside it
+                records = _records(items, rows, config.split)
+                completions = [it.completion if isinstance(it.completion, str)
+                               else [m.model_dump() for m in it.completion] for it in items]
+                results = score_batch(completions, records, recipe)
+            return results, sum(tally.values())
+
+        results, errors = await run("/score", work, len(items))
+        metrics.scored.labels(recipe).inc(len(results))
+        metrics.errors.inc(errors)
+        state["completions"] += len(results)
+        return {"recipe": recipe, "n": len(results), "reward_errors": errors,
+                "results": [_jsonable(r) for r in results]}
+
+    @app.post("/openrlhf")
+    async def openrlhf(body: OpenRLHFRequest, recipe: str | None = None) -> dict:
+        from thesisgym.integrations.openrlhf import openrlhf_rewards
+
+        name = recipe or config.recipe
+        out = await run("/openrlhf", lambda: openrlhf_rewards(body.query, body.prompts, body.labels, name),
+                        len(body.query))
+        metrics.scored.labels(name).inc(len(body.query))
+        state["completions"] += len(body.query)
+        return out
+
+
+def _install_status_routes(app: Any, config: ServeConfig, metrics: _Metrics, state: dict[str, Any]) -> None:
+    from fastapi.responses import JSONResponse, PlainTextResponse
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
     @app.get("/healthz")
     async def healthz() -> dict:
@@ -318,50 +478,37 @@ def create_app(config: ServeConfig | None = None) -> Any:
                             status_code=200 if ok else 503)
 
     @app.get("/metrics")
-    async def metrics() -> PlainTextResponse:
-        return PlainTextResponse(generate_latest(registry).decode(), media_type=CONTENT_TYPE_LATEST)
+    async def metrics_route() -> PlainTextResponse:
+        return PlainTextResponse(generate_latest(metrics.registry).decode(), media_type=CONTENT_TYPE_LATEST)
 
-    @app.post("/score")
-    async def score(body: ScoreRequest) -> dict:
-        recipe = body.recipe or config.recipe
-        items = body.items
 
-        def work() -> list[dict[str, Any]]:
-            records = []
-            for i, item in enumerate(items):
-                if item.row is not None:
-                    records.append(item.row)
-                    continue
-                split = item.split or config.split
-                if item.index is not None:
-                    records.append(rows.record(split, item.index))
-                elif item.ticker is not None and item.asof is not None:
-                    records.append(rows.record(split, rows.index_of(split, item.ticker, item.asof,
-                                                                    item.variation)))
-                else:
-                    raise ServiceError(422, "invalid_request", f"field 'items.{i}': needs 'row', 'index' "
-                                       "or 'ticker' + 'asof'")
-            completions = [it.completion if isinstance(it.completion, str)
-                           else [m.model_dump() for m in it.completion] for it in items]
-            return score_batch(completions, records, recipe)
+def create_app(config: ServeConfig | None = None) -> Any:
+    """The FastAPI app (builds the default recipe and opens the dataset first: errors surface at start)."""
+    from fastapi import FastAPI
 
-        results = await run_scoring("/score", work, len(items))
-        scored.labels(recipe).inc(len(results))
-        state["completions"] += len(results)
-        return {"recipe": recipe, "n": len(results), "results": [_jsonable(r) for r in results]}
+    config = config or ServeConfig()
+    load_recipe(config.recipe)
+    rows = RowStore(config.dataset, config.split, config.row_cache)
+    pool = ScoringPool(config.max_concurrency, config.max_queue)
+    metrics = _Metrics.build(pool)
+    state = {"ready": True, "completions": 0}
 
-    @app.post("/openrlhf")
-    async def openrlhf(body: OpenRLHFRequest, recipe: str | None = None) -> dict:
-        from thesisgym.integrations.openrlhf import openrlhf_rewards
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> Any:
+        yield
+        # uvicorn runs this after in-flight requests finished (or `graceful_s` ran out)
+        state["ready"] = False
+        pool.shutdown()
+        print(f"thesisgym serve: stopped after scoring {state['completions']} completions", file=sys.stderr,
+              flush=True)
 
-        name = recipe or config.recipe
-        out = await run_scoring("/openrlhf", lambda: openrlhf_rewards(body.query, body.prompts, body.labels, name),
-                                len(body.query))
-        scored.labels(name).inc(len(body.query))
-        state["completions"] += len(body.query)
-        return out
-
+    app = FastAPI(title="thesisgym reward service", docs_url=None, redoc_url=None, lifespan=lifespan)
+    _install_error_handlers(app, metrics)
+    app.add_middleware(BodyLimit, limit=config.max_body_bytes,
+                       on_reject=lambda route: metrics.requests.labels(route, "413").inc())
+    _install_status_routes(app, config, metrics, state)
+    _install_scoring_routes(app, config, rows, _scoring_runner(config, pool, metrics), metrics, state)
     app.state.config = config
     app.state.rows = rows
+    app.state.pool = pool
     return app
-

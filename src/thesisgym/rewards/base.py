@@ -8,8 +8,10 @@ the hot path of GRPO. Reward bodies are wrapped by `per_completion` so that one 
 gets the documented minimum instead of raising or silently becoming None. Every error of the
 verifier goes through one counted path, `record_error`: exceptions inside rewards, parser
 failures (registered with `thesis.on_parser_error`), and the failures that the consistency path
-turns into a score. There is one counter (`reward_errors`); the per-batch `<reward>/reward_errors`
-metric and `score_completion`'s `reward_errors` are read from it.
+turns into a score. `record_error` adds to the process-wide count (`reward_errors`) and to every
+tally open in the calling context (`counting_errors`): the per-batch `<reward>/reward_errors`
+metric, `score_completion`'s `reward_errors` and a service request's count are such tallies, so a
+concurrent call in another thread never lands in them (a difference of the process-wide count would).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ __all__ = [
     "EvidenceIndex",
     "clear_caches",
     "column",
+    "counting_errors",
     "evidence_index",
     "log_extra",
     "log_metric",
@@ -257,6 +260,10 @@ logger = logging.getLogger("thesisgym.rewards")
 _error_counts: Counter[str] = Counter()
 _logged_errors: set[tuple[str, str, int]] = set()
 _strict: contextvars.ContextVar[bool] = contextvars.ContextVar("thesisgym_strict_rewards", default=False)
+# the tallies open in this context (innermost last); asyncio tasks and `asyncio.to_thread` carry
+# the context along, so a call's worker threads count into its tallies
+_tallies: contextvars.ContextVar[tuple[Counter[str], ...]] = contextvars.ContextVar("thesisgym_error_tallies",
+                                                                                     default=())
 
 
 def record_error(where: str, exc: BaseException) -> None:
@@ -265,6 +272,8 @@ def record_error(where: str, exc: BaseException) -> None:
     `reward_errors` metric instead of hiding as a constant penalty. Re-raises in strict mode."""
     with _cache_lock:
         _error_counts[where] += 1
+        for tally in _tallies.get():
+            tally[where] += 1
     tb = traceback.extract_tb(exc.__traceback__)
     last = tb[-1] if tb else None
     key = (type(exc).__name__, last.filename if last else "", last.lineno or 0 if last else 0)
@@ -279,6 +288,20 @@ def reward_errors(where: str | None = None) -> int:
     """Exceptions counted so far in this process: for one reward name, or all when `where` is None."""
     with _cache_lock:
         return _error_counts[where] if where is not None else sum(_error_counts.values())
+
+
+@contextlib.contextmanager
+def counting_errors() -> Iterator[Counter[str]]:
+    """A fresh tally (reward name -> errors) of the errors recorded in this context while the block
+    runs: this call and what it runs in tasks or `asyncio.to_thread`, never another thread's call.
+    Blocks nest; each counts its own (a thread pool that does not copy the context is not counted:
+    run its jobs with `contextvars.copy_context().run`)."""
+    tally: Counter[str] = Counter()
+    token = _tallies.set((*_tallies.get(), tally))
+    try:
+        yield tally
+    finally:
+        _tallies.reset(token)
 
 
 def reset_reward_errors() -> None:
@@ -318,35 +341,38 @@ def per_completion(
     curve is always there).
     """
     out: list[float | None] = []
-    before = reward_errors()
-    for i, completion in enumerate(completions or ()):
-        try:
-            value = score(i, completion)
-        except Exception as exc:
-            record_error(name, exc)
-            value = minimum
-        # the usual case, a float strictly inside the range, is its own clamped value (the strict
-        # bounds keep -0.0, nan and the bounds themselves on the full path below, bit for bit)
-        if type(value) is float and lo < value < hi:
-            out.append(value)
-            continue
-        if value is None:
-            out.append(None)
-            continue
-        try:
-            value = float(value)
-        except (TypeError, ValueError) as exc:
-            record_error(name, exc)
-            value = minimum
-        if not math.isfinite(value):
-            record_error(name, ValueError(f"non-finite score {value!r}"))
-            value = minimum
-        out.append(min(hi, max(lo, value)))
+    with counting_errors() as tally:
+        for i, completion in enumerate(completions or ()):
+            out.append(_clamped(score, i, completion, minimum, lo, hi, name))
     fn = (kwargs or {}).get("log_metric")
     if callable(fn):
         with contextlib.suppress(Exception):  # errors recorded during this batch, parser failures included
-            fn(f"{name}/reward_errors", float(reward_errors() - before))
+            fn(f"{name}/reward_errors", float(sum(tally.values())))
     return out
+
+
+def _clamped(score: Callable[[int, Any], float | None], i: int, completion: Any, minimum: float, lo: float,
+             hi: float, name: str) -> float | None:
+    try:
+        value = score(i, completion)
+    except Exception as exc:
+        record_error(name, exc)
+        value = minimum
+    # the usual case, a float strictly inside the range, is its own clamped value (the strict
+    # bounds keep -0.0, nan and the bounds themselves on the full path below, bit for bit)
+    if type(value) is float and lo < value < hi:
+        return value
+    if value is None:
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError) as exc:
+        record_error(name, exc)
+        value = minimum
+    if not math.isfinite(value):
+        record_error(name, ValueError(f"non-finite score {value!r}"))
+        value = minimum
+    return min(hi, max(lo, value))
 
 
 on_parser_error(record_error)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from thesisgym.rewards.base import evidence_index, parsed, record_error, reward_errors
+from thesisgym.rewards.base import counting_errors, evidence_index, parsed, record_error
 from thesisgym.rewards.combine import STAGE_WEIGHTS, dsr, fsr, guarded
 from thesisgym.rewards.decision import load_decision_matrix, truth_label
 from thesisgym.rewards.evidence import evidence_report
@@ -134,13 +134,13 @@ def score_completion(
     traceback logged once (re-raised in strict mode).
     """
     out = dict.fromkeys(SCORE_KEYS, NAN)
-    before = reward_errors()
-    try:
-        out.update(_score(completion, row if isinstance(row, dict) else {}, consistency_s, decision_variant, clip,
-                          missing_penalty))
-    except Exception as exc:  # a verifier bug: counted and logged (re-raised in strict mode), never hidden
-        record_error("score_completion", exc)
-    out["reward_errors"] = float(reward_errors() - before)
+    with counting_errors() as tally:
+        try:
+            out.update(_score(completion, row if isinstance(row, dict) else {}, consistency_s, decision_variant,
+                              clip, missing_penalty))
+        except Exception as exc:  # a verifier bug: counted and logged (re-raised in strict mode), never hidden
+            record_error("score_completion", exc)
+    out["reward_errors"] = float(sum(tally.values()))
     return out
 
 
