@@ -343,3 +343,113 @@ def test_docs_example_async_llm_judge_reward(fake_vllm):
     markets = [core.score_one(c, row, "market_only")["score"] for c in completions]
     assert got == pytest.approx([dsr(r, 1.0) for r in markets])  # s came from the served judge
     assert len(calls) == 2 and calls[0]["model"] == "fake-judge"
+
+
+# --- errors: counted per call, and a failed weighted part makes the total unknown -------------------
+def _fixed(value: float, name: str):
+    def fn(prompts, completions, **kw):
+        return [value] * len(completions)
+
+    fn.__name__ = name
+    return fn
+
+
+def _raising_on(marker: str, name: str = "fragile"):
+    def fn(prompts, completions, **kw):
+        if any(marker in c for c in completions):
+            raise RuntimeError(f"cannot score {marker}")
+        return [0.5] * len(completions)
+
+    fn.__name__ = name
+    return fn
+
+
+def test_a_reward_that_raises_on_one_row_makes_that_total_none_and_counts_one_error():
+    from thesisgym.rewards.base import counting_errors
+
+    recipe = core.Recipe(name="t", funcs=(_fixed(1.0, "base"), _raising_on("BOOM")), weights=(1.0, 2.0))
+    texts = [gold_thesis(), gold_thesis() + "\nBOOM", gold_thesis()]
+    with counting_errors() as tally:
+        out = score_batch(texts, [make_row()] * 3, recipe)
+    assert dict(tally) == {"fragile": 1}  # the row that raises, not the batch and the row twice
+    assert [r["score"] for r in out] == [2.0, None, 2.0]  # the other rows keep their value
+    assert math.isnan(out[1]["reward/fragile"]) and out[1]["reward/base"] == 1.0
+    assert [r["reward_errors"] for r in out] == [0.0, 1.0, 0.0]
+    # a zero-weight part that fails is counted but does not touch the total
+    light = core.Recipe(name="t0", funcs=(_fixed(1.0, "base"), _raising_on("BOOM")), weights=(1.0, 0.0))
+    with counting_errors() as tally:
+        assert score_batch(texts[1:2], [make_row()], light)[0]["score"] == 1.0
+    assert sum(tally.values()) == 1
+
+
+def test_async_scoring_counts_and_voids_the_same_rows():
+    import asyncio
+
+    from thesisgym.rewards.base import counting_errors
+
+    async def afragile(prompts, completions, **kw):
+        if any("BOOM" in c for c in completions):
+            raise RuntimeError("boom")
+        return [0.25] * len(completions)
+
+    recipe = core.Recipe(name="a", funcs=(_fixed(1.0, "base"), afragile), weights=(1.0, 1.0))
+    texts = [gold_thesis(), "BOOM " + gold_thesis()]
+
+    async def run():
+        with counting_errors() as tally:
+            out = await core.ascore_batch(texts, [make_row()] * 2, recipe)
+        return out, tally
+
+    out, tally = asyncio.run(run())
+    assert [r["score"] for r in out] == [1.25, None] and dict(tally) == {"afragile": 1}
+
+
+@pytest.mark.parametrize(("column", "failed"), [
+    ([0.5, "high"], [False, True]),   # a non-number: that row
+    ([0.5], [True, True]),            # the wrong length: every row
+    (None, [True, True]),             # no column at all
+])
+def test_a_malformed_reward_column_is_counted_not_dropped(column, failed):
+    from thesisgym.rewards.base import counting_errors
+
+    def odd(prompts, completions, **kw):
+        return column
+
+    recipe = core.Recipe(name="o", funcs=(_fixed(1.0, "base"), odd), weights=(1.0, 1.0))
+    with counting_errors() as tally:
+        out = score_batch([gold_thesis()] * 2, [make_row()] * 2, recipe)
+    assert [r["score"] is None for r in out] == failed
+    assert dict(tally) == {"odd": 1}  # one bad value, or one bad column
+
+
+def test_concurrent_calls_count_only_their_own_errors():
+    """Call A records its error while call B (another thread) is still scoring: B reports 0, A 1.
+    With a difference of the process-wide counter B would have reported A's error."""
+    import threading
+
+    from thesisgym.rewards.base import counting_errors
+
+    a_failed = threading.Event()
+
+    def signal(prompts, completions, **kw):  # runs after A's fragile reward recorded its error
+        a_failed.set()
+        return [0.0] * len(completions)
+
+    def waits(prompts, completions, **kw):  # B is mid-call until A's error is in
+        assert a_failed.wait(30), "call A never ran"
+        return [1.0] * len(completions)
+
+    recipe_a = core.Recipe(name="A", funcs=(_raising_on("BOOM"), signal), weights=(1.0, 1.0))
+    recipe_b = core.Recipe(name="B", funcs=(waits,), weights=(1.0,))
+    counts: dict[str, int] = {}
+
+    def call(name, recipe, text):
+        with counting_errors() as tally:
+            score_batch([text], [make_row()], recipe)
+        counts[name] = sum(tally.values())
+
+    b = threading.Thread(target=call, args=("B", recipe_b, gold_thesis()))
+    b.start()
+    call("A", recipe_a, "BOOM " + gold_thesis())
+    b.join(60)
+    assert counts == {"A": 1, "B": 0}

@@ -257,9 +257,9 @@ class ScoringPool:
         with self._lock:
             return self.admitted - self.running
 
-    def shutdown(self) -> None:
-        """Cancel the jobs that have not started; running ones finish (the interpreter joins them)."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+    def shutdown(self, wait: bool = False) -> None:
+        """Cancel the jobs that have not started; running ones finish (`wait`: join them here)."""
+        self._pool.shutdown(wait=wait, cancel_futures=True)
 
 
 # --- the app -------------------------------------------------------------------------------------
