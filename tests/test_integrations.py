@@ -453,3 +453,12 @@ def test_concurrent_calls_count_only_their_own_errors():
     call("A", recipe_a, "BOOM " + gold_thesis())
     b.join(60)
     assert counts == {"A": 1, "B": 0}
+
+
+def test_strict_mode_lets_a_failing_reward_raise_once():
+    from thesisgym.rewards.base import counting_errors, strict_rewards
+
+    recipe = core.Recipe(name="s", funcs=(_raising_on("BOOM"),), weights=(1.0,))
+    with counting_errors() as tally, strict_rewards(), pytest.raises(RuntimeError, match="cannot score BOOM"):
+        score_batch([gold_thesis(), "BOOM"], [make_row()] * 2, recipe)
+    assert dict(tally) == {"fragile": 1}

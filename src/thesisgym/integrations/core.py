@@ -352,12 +352,13 @@ def _call(fn: Callable[..., Any], prompts: Any, completions: list[Any], columns:
         result = fn(prompts=prompts, completions=completions, **columns)
         if inspect.isawaitable(result):
             result = asyncio.run(_awaited(result))
-        return _checked(fn, result, n)
     except Exception as exc:  # noqa: BLE001 - counted below, on the rows that raise
         if n == 1:
             _failed(fn, exc)
             return [_FAILED]
         batch_exc = exc
+    else:
+        return _checked(fn, result, n)  # outside the try: in strict mode its error propagates once
     values = [_call(fn, *_one_row(i, prompts, completions, columns))[0] for i in range(n)]
     return _batch_only(fn, batch_exc, values)
 
@@ -380,12 +381,14 @@ async def _acall(fn: Callable[..., Any], prompts: Any, completions: list[Any], c
         return await asyncio.to_thread(_call, fn, prompts, completions, columns)
     n = len(completions)
     try:
-        return _checked(fn, await fn(prompts=prompts, completions=completions, **columns), n)
+        result = await fn(prompts=prompts, completions=completions, **columns)
     except Exception as exc:  # noqa: BLE001 - see _call
         if n == 1:
             _failed(fn, exc)
             return [_FAILED]
         batch_exc = exc
+    else:
+        return _checked(fn, result, n)
     rows = await asyncio.gather(*(_acall(fn, *_one_row(i, prompts, completions, columns)) for i in range(n)))
     return _batch_only(fn, batch_exc, [r[0] for r in rows])
 
