@@ -206,11 +206,15 @@ def test_a_full_service_answers_503_with_retry_after(monkeypatch):
             r = c.post("/score", json={"items": [_item(row=RECORD)]})
             assert r.status_code == 503 and r.json()["error"]["type"] == "overloaded"
             assert int(r.headers["retry-after"]) >= 1
+            # refused before its body is parsed: even malformed JSON gets the 503, not a 400
+            r = c.post("/score", content=b"{not json", headers={"content-type": "application/json"})
+            assert r.status_code == 503
+            assert c.get("/healthz").status_code == 200  # the rest of the service still answers
         finally:
             gate.set()
             t.join(30)
         assert answers[0].status_code == 200
-        assert 'thesisgym_requests_total{route="/score",status="503"} 1.0' in c.get("/metrics").text
+        assert 'thesisgym_requests_total{route="/score",status="503"} 2.0' in c.get("/metrics").text
 
 
 def test_each_request_reports_its_own_reward_errors(monkeypatch):

@@ -27,7 +27,8 @@ def serve(
     port: int = typer.Option(8377, "--port", min=0, max=65535),
     max_body_mb: float = typer.Option(8.0, "--max-body-mb", min=0.001, help="Largest request body."),
     max_batch: int = typer.Option(256, "--max-batch", min=1, help="Most completions per request."),
-    timeout_s: float = typer.Option(30.0, "--timeout", min=0.001, help="Per-request scoring timeout (s)."),
+    timeout_s: float = typer.Option(30.0, "--timeout", min=0.001, help="Seconds a request may take from "
+                                    "admission (queue wait included); then 504."),
     workers: int = typer.Option(4, "--concurrency", min=1, help="Batches scored at once (threads)."),
     queue: int = typer.Option(64, "--queue", min=0, help="Batches that may wait for a thread; more get 503 "
                               "with Retry-After."),

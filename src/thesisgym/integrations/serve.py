@@ -19,7 +19,7 @@ Limits: request bodies over `max_body_bytes` get 413 before they are read in ful
 `max_batch` get 413. At most `max_concurrency` batches score at once (`ScoringPool`: the slot belongs
 to the worker thread and is freed only when the thread returns, so a timed-out request or a gone
 client cannot open a slot early) and at most `max_queue` more wait; beyond that a request gets 503
-`overloaded` with a Retry-After header at once. A request not answered within `timeout_s` of
+`overloaded` with a Retry-After header, before its body is parsed (`EarlyRefusal`). A request not answered within `timeout_s` of
 admission (queue wait included) gets 504; if its batch had not started it never scores, if it had
 the thread finishes in the background, still holding its slot. `/score` answers carry
 `reward_errors`: the errors recorded while scoring that request (never another request's), and
@@ -224,8 +224,7 @@ class ScoringPool:
     def submit(self, fn: Callable[[], Any]) -> Future:
         with self._lock:
             if self.admitted >= self.capacity:
-                waiting = self.admitted - self.workers + 1
-                raise Saturated(max(1, math.ceil(waiting * self._batch_s / self.workers)))
+                raise self._refusal()
             self.admitted += 1
         try:  # the job runs in a copy of the caller's context (strict mode, error tallies)
             future = self._pool.submit(contextvars.copy_context().run, self._run, fn)
@@ -251,6 +250,15 @@ class ScoringPool:
     def _release(self, _future: Future | None) -> None:
         with self._lock:
             self.admitted -= 1
+
+    def saturated(self) -> Saturated | None:
+        """The refusal `submit` would raise now, or None while there is room."""
+        with self._lock:
+            return self._refusal() if self.admitted >= self.capacity else None
+
+    def _refusal(self) -> Saturated:  # under the lock: about when the first waiting batch will start
+        waiting = self.admitted - self.workers + 1
+        return Saturated(max(1, math.ceil(waiting * self._batch_s / self.workers)))
 
     @property
     def queued(self) -> int:
@@ -329,6 +337,40 @@ class _TooBig(Exception):
     pass
 
 
+def _overloaded(pool: ScoringPool, exc: Saturated) -> tuple[dict[str, str], str]:
+    return ({"Retry-After": str(exc.retry_after)},
+            f"{pool.workers} batches are scoring and the queue is full; retry after {exc.retry_after} s")
+
+
+class EarlyRefusal:
+    """ASGI middleware: when the pool is full, a scoring request gets its 503 before its body is
+    parsed (the body is read and dropped, so the connection stays usable); the event loop that
+    refuses shares the GIL with the scoring threads, so parsing JSON it will refuse is what makes
+    refusals slow at saturation. `submit` still decides for the requests that pass here."""
+
+    def __init__(self, app: Any, pool: ScoringPool, routes: tuple[str, ...], on_reject: Any) -> None:
+        self.app, self.pool, self.routes, self.on_reject = app, pool, routes, on_reject
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        full = None
+        if scope["type"] == "http" and scope.get("method") == "POST" and scope.get("path") in self.routes:
+            full = self.pool.saturated()
+        if full is None:
+            return await self.app(scope, receive, send)
+        import json
+
+        message = {"more_body": True}
+        while message.get("more_body") and message.get("type") != "http.disconnect":
+            message = await receive()
+        self.on_reject(scope["path"])
+        headers, text = _overloaded(self.pool, full)
+        body = json.dumps({"error": {"type": "overloaded", "message": text}}).encode()
+        await send({"type": "http.response.start", "status": 503,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                *((k.lower().encode(), v.encode()) for k, v in headers.items())]})
+        await send({"type": "http.response.body", "body": body})
+
+
 @dataclass
 class _Metrics:
     """The service's Prometheus metrics, in a registry of its own (one app, one registry)."""
@@ -397,8 +439,8 @@ def _scoring_runner(config: ServeConfig, pool: ScoringPool, metrics: _Metrics) -
         try:
             future = pool.submit(fn)
         except Saturated as exc:
-            raise ServiceError(503, "overloaded", f"{pool.workers} batches are scoring and the queue is full; "
-                               f"retry after {exc.retry_after} s", {"Retry-After": str(exc.retry_after)}) from None
+            headers, message = _overloaded(pool, exc)
+            raise ServiceError(503, "overloaded", message, headers) from None
         try:
             result = await asyncio.wait_for(asyncio.wrap_future(future), timeout=config.timeout_s)
         except asyncio.TimeoutError:
@@ -504,6 +546,8 @@ def create_app(config: ServeConfig | None = None) -> Any:
 
     app = FastAPI(title="thesisgym reward service", docs_url=None, redoc_url=None, lifespan=lifespan)
     _install_error_handlers(app, metrics)
+    app.add_middleware(EarlyRefusal, pool=pool, routes=("/score", "/openrlhf"),
+                       on_reject=lambda route: metrics.requests.labels(route, "503").inc())
     app.add_middleware(BodyLimit, limit=config.max_body_bytes,
                        on_reject=lambda route: metrics.requests.labels(route, "413").inc())
     _install_status_routes(app, config, metrics, state)
