@@ -148,7 +148,8 @@ def _report(name: str, tally: Tally, wall: float) -> None:
     line = f"{name} [load avg {os.getloadavg()[0]:.1f}]: {tally.sent} sent in {wall:.1f} s; "
     if lat:
         line += (f"{len(lat)} answered -> {len(lat) / wall:.2f} req/s, {tally.completions / wall:.0f} completions/s; "
-                 f"latency p50 {_percentile(lat, 0.5) * 1000:.0f} ms, p99 {_percentile(lat, 0.99) * 1000:.0f} ms, "
+                 f"latency p50 {_percentile(lat, 0.5) * 1000:.0f} ms, p99 {_percentile(lat, 0.99) * 1000:.0f} ms"
+                 f"{' (= the max: under 100 answers)' if len(lat) < 100 else ''}, "
                  f"mean {statistics.mean(lat) * 1000:.0f} ms")
     else:
         line += "none answered"
