@@ -382,6 +382,13 @@ def test_a_reward_that_raises_on_one_row_makes_that_total_none_and_counts_one_er
     assert sum(tally.values()) == 1
 
 
+def test_a_row_without_a_total_says_whether_a_reward_failed_or_none_applies():
+    recipe = core.Recipe(name="t", funcs=(_fixed(1.0, "base"), _raising_on("BOOM")), weights=(1.0, 2.0))
+    failed = score_batch([gold_thesis() + "\nBOOM"], [make_row()], recipe)[0]
+    assert "1 reward(s) of the recipe failed" in core.no_score_reason(failed, "row 3")
+    assert "no reward of the recipe applies" in core.no_score_reason({"score": None, "reward_errors": 0.0}, "row 3")
+
+
 def test_async_scoring_counts_and_voids_the_same_rows():
     import asyncio
 

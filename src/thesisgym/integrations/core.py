@@ -439,3 +439,13 @@ async def ascore_batch(
 def score_one(completion: Any, record: Any, recipe: str | Recipe | None = None) -> dict[str, Any]:
     """`score_batch` for a single completion."""
     return score_batch([completion], [record], recipe)[0]
+
+
+def no_score_reason(result: Mapping[str, Any], where: str) -> str:
+    """Why a scored row has no total: a weighted reward failed (counted), or no reward of the recipe applies."""
+    errors = result.get("reward_errors") or 0
+    if errors:
+        return (f"{where}: {int(errors)} reward(s) of the recipe failed on this row (counted in reward_errors; "
+                "the log names the reward), so it has no total")
+    return (f"{where}: no reward of the recipe applies (the row has no label or forward return); "
+            "`thesisgym export` writes only rows with a complete forward window")

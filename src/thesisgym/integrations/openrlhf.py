@@ -28,7 +28,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from thesisgym.integrations.core import default_recipe, record_from_ground_truth, score_batch
+from thesisgym.integrations.core import default_recipe, no_score_reason, record_from_ground_truth, score_batch
 
 __all__ = ["LOG_KEYS", "openrlhf_rewards", "response_text", "reward_func"]
 
@@ -80,7 +80,7 @@ def openrlhf_rewards(
     rewards = []
     for i, r in enumerate(results):
         if r["score"] is None:
-            raise ValueError(f"labels[{i}]: no reward of the recipe applies (no label or forward return)")
+            raise ValueError(no_score_reason(r, f"labels[{i}]"))
         rewards.append(float(r["score"]))
     logs = {}
     for key in LOG_KEYS:

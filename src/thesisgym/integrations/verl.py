@@ -33,6 +33,7 @@ from typing import Any
 from thesisgym.integrations.core import (
     default_recipe,
     ground_truth_json,
+    no_score_reason,
     record_from_ground_truth,
     score_batch,
 )
@@ -57,10 +58,7 @@ def pick_recipe(recipe: str | None, extra_info: Mapping[str, Any] | None) -> str
 
 def _result(score: dict[str, Any], where: str) -> dict[str, Any]:
     if score["score"] is None:
-        raise ValueError(
-            f"{where}: no reward of the recipe applies (the row has no label or forward return); "
-            "`thesisgym export` writes only rows with a complete forward window"
-        )
+        raise ValueError(no_score_reason(score, where))
     return {k: (math.nan if v is None else float(v)) for k, v in score.items()}
 
 

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
-from thesisgym.integrations.core import ground_truth_json, record_from_ground_truth
+from thesisgym.integrations.core import ground_truth_json, no_score_reason, record_from_ground_truth
 from thesisgym.integrations.export import ExportResult, complete_window
 from thesisgym.integrations.tool_replay import (
     ToolBinding,
@@ -202,7 +202,7 @@ def compute_score(
     result = score_with_ledger([model_text(solution_str, outputs)], [tools], [record],
                                pick_recipe(recipe, extra_info), prices=prices)[0]
     if result["score"] is None:
-        raise ValueError("ground_truth: no reward of the recipe applies (the row has no label or forward return)")
+        raise ValueError(no_score_reason(result, "ground_truth"))
     return {k: (float("nan") if v is None else float(v)) for k, v in result.items()}
 
 
