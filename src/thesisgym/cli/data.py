@@ -123,13 +123,17 @@ def _import_line(rep: dict) -> str:
             f"({rep['dropped_duplicates']:,} dropped), {rep['dropped_other_tickers']:,} for other tickers dropped" + extra)
 
 
-@data_app.command("synth")
+# option name -> SynthConfig field: default and help from SynthConfig (cli/options.py)
+SYNTH_OPTIONS = {"market": "market", "tickers": "n_tickers", "days": "n_days", "seed": "seed"}
+
+
+@data_app.command("synth", cls=config_command("thesisgym.data.synth:SynthConfig", SYNTH_OPTIONS))
 def synth(
     out: Path = typer.Option(..., "--out", "-o", help="directory to write the MarketStore to"),
-    market: str | None = typer.Option(None, "--market", help="A (momentum pays) or B (it reverses)"),
-    tickers: int | None = typer.Option(None, "--tickers", help="number of tickers"),
-    days: int | None = typer.Option(None, "--days", help="number of business days"),
-    seed: int | None = typer.Option(None, "--seed", help="random seed"),
+    market: str | None = typer.Option(None, "--market"),
+    tickers: int | None = typer.Option(None, "--tickers"),
+    days: int | None = typer.Option(None, "--days"),
+    seed: int | None = typer.Option(None, "--seed"),
     config: Path | None = typer.Option(None, "--config", help="YAML file of SynthConfig fields"),
 ) -> None:
     """Generate a synthetic market with known ground truth and write it to OUT."""
