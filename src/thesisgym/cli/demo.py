@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 import typer
@@ -15,7 +15,7 @@ from thesisgym.cli.options import config_command
 DEMO_OPTIONS = {"out": "out", "seed": "seed", "model": "model"}
 
 
-class Size(str, Enum):
+class Size(StrEnum):
     quick = "quick"
     default = "default"
     large = "large"

@@ -11,7 +11,7 @@ acceptance rate and the rejects by reason.
 from __future__ import annotations
 
 import inspect
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +26,12 @@ FILTER_OPTIONS = {"n": "n", "min_grounding": "min_grounding", "max_hallucination
                   "decision_tolerance": "decision_tolerance", "keep_per_prompt": "keep_per_prompt"}
 
 
-class Teacher(str, Enum):
+class Teacher(StrEnum):
     template = "template"
     openai = "openai"
 
 
-class Mode(str, Enum):
+class Mode(StrEnum):
     forward = "forward"
     reverse = "reverse"
 

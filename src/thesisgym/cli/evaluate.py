@@ -11,7 +11,7 @@ its keys are EvalConfig's fields) with the options given on the command line ove
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from thesisgym.cli.options import config_command, given
 from thesisgym.llm import DEFAULT_CACHE_PATH
 
 
-class Judge(str, Enum):
+class Judge(StrEnum):
     local = "local"
     llm = "llm"
     none = "none"

@@ -298,7 +298,7 @@ def create_app(config: ServeConfig | None = None) -> Any:
 
         try:
             result = await asyncio.wait_for(guarded(), timeout=config.timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise ServiceError(504, "timeout", f"scoring took longer than {config.timeout_s:g} s") from None
         except ValueError as exc:  # a malformed verifier record or an unknown recipe
             raise ServiceError(422, "invalid_record", str(exc)) from None
