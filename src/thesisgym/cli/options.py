@@ -77,5 +77,6 @@ def config_command(model: str, fields: Mapping[str, str]) -> type[ConfigCommand]
 
 
 def given(params: Mapping[str, Any], fields: Mapping[str, str]) -> dict[str, Any]:
-    """{field: value} of the config-backed options the user gave (those not None)."""
-    return {field: params[name] for name, field in fields.items() if params.get(name) is not None}
+    """{field: value} of the config-backed options the user gave: not None, and for a repeatable option
+    not empty (click hands an unused one over as an empty list, which a command line cannot ask for)."""
+    return {field: params[name] for name, field in fields.items() if params.get(name) not in (None, [], ())}
