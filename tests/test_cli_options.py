@@ -153,3 +153,131 @@ def test_config_backed_options_show_the_fields_help_and_default(path, cmd):
         shown = default_text(field_default(model, field))
         assert p.show_default == (shown if shown is not None else False), f"{path} {p.name}"
         assert p.default is None, f"{path} {p.name}: a copied default ({p.default!r}) would shadow the config's"
+
+
+# --- config fields ---------------------------------------------------------------------------------------
+# every settings model -> the part of the package that consumes it (a field must be read there)
+MODELS = {
+    "thesisgym.evaluate.config:EvalConfig": "evaluate",
+    "thesisgym.evaluate.config:ReportSection": "evaluate",
+    "thesisgym.llm:LLMConfig": "llm.py",
+    "thesisgym.data.sources:ImportConfig": "data/sources.py",
+    "thesisgym.data.synth:SynthConfig": "data",
+    "thesisgym.dataset.splits:SplitConfig": "dataset",
+    "thesisgym.dataset.contexts:ContextConfig": "dataset",
+    "thesisgym.train.config:TinyConfig": "train",
+    "thesisgym.train.config:ModelConfig": "train",
+    "thesisgym.train.config:DataConfig": "train",
+    "thesisgym.train.config:RunConfig": "train",
+    "thesisgym.train.config:SFTRunConfig": "train",
+    "thesisgym.train.config:GRPORunConfig": "train",
+    "thesisgym.train.config:RewardConfig": "train",
+    "thesisgym.train.config:ToolRunConfig": "train",
+    "thesisgym.train.config:DistillStageConfig": "train",
+    "thesisgym.train.config:CurriculumStage": "train",
+    "thesisgym.train.config:CurriculumConfig": "train",
+    "thesisgym.experiments.demo:DemoConfig": "experiments",
+    "thesisgym.experiments.trade_r1:TradeR1Config": "experiments",
+    "thesisgym.experiments.tool_agent:ToolExperimentConfig": "experiments",
+}
+# fields no code reads by name, with the reason they still act
+READ_WHOLESALE = {
+    "kind": "the discriminator load_config picks the model by",
+    **{f"{s}_{what}": "read per section as getattr(cfg, f'{section}_days' / '_items') in dataset/contexts.py"
+       for s in ("fundamentals", "insider", "analyst", "macro") for what in ("days", "items")},
+}
+
+
+def _reads(where: str) -> set[str]:
+    """Attribute names read (`x.name`) and string constants (`d["name"]`, `.get("name")`) under `where`."""
+    root = SRC / where
+    files = [root] if root.suffix == ".py" else sorted(root.rglob("*.py"))
+    out: set[str] = set()
+    for path in files:
+        for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load):
+                out.add(n.attr)
+            elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+                out.add(n.value)
+            elif isinstance(n, ast.keyword) and n.arg:  # `fn(field=...)` built from a model_dump()
+                out.add(n.arg)
+    return out
+
+
+def test_every_settings_model_is_walked():
+    """A new pydantic settings model (a `...Config` class) must join MODELS."""
+    found = set()
+    for path in SRC.rglob("*.py"):
+        if "integrations" in path.parts:  # the trainer adapters' configs are the host frameworks' (verifiers)
+            continue
+        for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(n, ast.ClassDef) and n.name.endswith("Config") and not n.name.startswith("_"):
+                mod = ".".join(path.relative_to(SRC.parent).with_suffix("").parts)
+                found.add(f"{mod}:{n.name}")
+    assert found - set(MODELS) == set(), "settings models missing from MODELS"
+
+
+@pytest.mark.parametrize("model_path", sorted(MODELS))
+def test_every_config_field_is_read_where_the_config_is_used(model_path):
+    model = load_model(model_path)
+    reads = _reads(MODELS[model_path])
+    unread = [f for f in model.model_fields if f not in reads and f not in READ_WHOLESALE]
+    assert not unread, f"{model.__name__}: fields nothing in src/thesisgym/{MODELS[model_path]} reads: {unread}"
+
+
+# a changed value per field of the SFT and GRPO run configs (several: the first that differs counts)
+RUN_CHANGES: dict[str, list] = {
+    "output_dir": ["elsewhere"], "seed": [7], "max_steps": [3], "num_train_epochs": [2.0], "learning_rate": [3e-3],
+    "lr_scheduler_type": ["cosine"], "warmup_ratio": [0.1], "per_device_train_batch_size": [2],
+    "gradient_accumulation_steps": [3], "logging_steps": [5], "save_steps": [9], "save_total_limit": [None],
+    "bf16": [True, False], "gradient_checkpointing": [True, False], "report_to": ["all", "none"],
+    "max_length": [512], "completion_only_loss": [False], "packing": [True],
+    "num_generations": [8], "max_completion_length": [64], "temperature": [0.7], "top_p": [0.9], "beta": [0.04],
+    "scale_rewards": ["batch"], "multi_objective_aggregation": ["normalize_then_sum"], "loss_type": ["grpo"],
+    "log_completions": [True], "tools": [{"max_calls": 3}], "vllm_mode": ["server"],
+    "vllm_gpu_memory_utilization": [0.5], "vllm_tensor_parallel_size": [2],
+}
+# fields that do not reach TRL's arguments, and where they act instead
+OWN_CODE = {
+    "kind": "picks SFT or GRPO (load_config)",
+    "model": "the model loaded (train/models.py load_model)",
+    "data": "the rows trained on (train/common.py load_split; eval_split: train/sft.py)",
+    "rewards": "the reward functions (train/rewards.py build_rewards)",
+    "trl": "passed through to TRL by trl_args after to_trl_kwargs (test_train checks the passthrough)",
+    "device": "resolves to the CPU here whatever is asked ('cuda' needs a GPU); test_train covers resolve_device",
+    "use_vllm": "needs a GPU: to_trl_kwargs refuses it on a CPU (test_train)",
+    "vllm_server_base_url": "read only with use_vllm and vllm_mode server, which need a GPU",
+}
+
+
+@pytest.mark.parametrize("kind", ["sft", "grpo"])
+def test_every_run_config_field_reaches_trl_or_our_code(kind):
+    from thesisgym.train.config import build_config, to_trl_kwargs
+
+    base = {"output_dir": "out", "data": {"dataset": "ds"}, "device": "cpu"}
+    before = to_trl_kwargs(build_config(base, kind=kind))
+    fields = build_config(base, kind=kind).model_fields
+    missing = set(fields) - set(RUN_CHANGES) - set(OWN_CODE)
+    assert not missing, f"give RUN_CHANGES a value (or OWN_CODE a reason) for {sorted(missing)}"
+    for field in fields:
+        if field in OWN_CODE:
+            continue
+        after = [to_trl_kwargs(build_config({**base, field: v}, kind=kind)) for v in RUN_CHANGES[field]]
+        assert any(a != before for a in after), f"{kind} config field {field!r} changes nothing TRL receives"
+
+
+@pytest.mark.parametrize("trainer", ["sft", "grpo"])
+def test_every_data_field_a_trainer_accepts_is_read_by_it(trainer):
+    """`data.eval_split` validated for GRPO while only SFT read it: a field a kind accepts, its trainer reads."""
+    from thesisgym.train.config import DataConfig, build_config
+
+    reads = _reads(f"train/{trainer}.py")
+    for field in DataConfig.model_fields:
+        data = {"dataset": "ds", field: "val" if field == "eval_split" else DataConfig.model_fields[field].default}
+        if field in ("dataset", "split"):
+            data[field] = "x"
+        try:
+            build_config({"output_dir": "out", "data": data}, kind=trainer)
+        except ValueError:
+            continue  # refused for this kind (eval_split for GRPO, with a message naming thesisgym evaluate)
+        assert field in reads, f"train/{trainer}.py accepts data.{field} but never reads it"
