@@ -100,10 +100,15 @@ CHANGED = {
     "thesisgym distill": {"n": "2", "min_grounding": "0.5", "max_hallucination": "0.2", "decision_tolerance": "1",
                           "keep_per_prompt": "2"},
     "thesisgym demo": {"out": "elsewhere", "seed": "5", "model": "tiny"},
+    "thesisgym experiment trade-r1": {"out": "elsewhere", "arms": "fsr,dsr", "seeds": "4,5", "size": "quick",
+                                      "grpo_steps": "2", "eval_rows": "8", "seed": "3"},
+    "thesisgym experiment tools": {"out": "elsewhere", "grpo_steps": "2", "eval_rows": "8", "seed": "3"},
 }
 # how the command turns an option's text into the field's value, where it is not the value itself
 CONVERT = {("thesisgym build", "heldout_tickers"): lambda v: [t for t in v.split(",")],
-           ("thesisgym build", "train_end"): float, ("thesisgym build", "val_end"): float}
+           ("thesisgym build", "train_end"): float, ("thesisgym build", "val_end"): float,
+           ("thesisgym experiment trade-r1", "arms"): lambda v: v.split(","),
+           ("thesisgym experiment trade-r1", "seeds"): lambda v: [int(x) for x in v.split(",")]}
 
 
 def _args_for(cmd: Any, name: str, value) -> list[str]:
