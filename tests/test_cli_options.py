@@ -286,3 +286,72 @@ def test_every_data_field_a_trainer_accepts_is_read_by_it(trainer):
         except ValueError:
             continue  # refused for this kind (eval_split for GRPO, with a message naming thesisgym evaluate)
         assert field in reads, f"train/{trainer}.py accepts data.{field} but never reads it"
+
+
+# --- end to end: every option of `data import` changes the call that imports --------------------------
+class _Captured(Exception):
+    """Raised by the patched importers: the call is recorded and nothing is read."""
+
+
+IMPORT_CHANGES = {  # option -> its command-line arguments (flag and value)
+    "--events": ["e.csv"], "--name": ["mine"], "--unknown-tickers": ["drop"], "--duplicates": ["drop"],
+    "--assume-timezone": ["America/New_York"], "--no-ticker-map": [], "--splits": ["s.csv"],
+    "--prices-adjusted-as-of": ["2024-04-02"], "--prices-adjusted-for": ["splits+dividends"],
+    "--fundamentals": ["f.json"], "--submissions": ["s.json"], "--insider": ["i.csv"],
+    "--insider-availability-days": ["5"], "--earnings": ["e.csv"], "--trust-pre-market": [], "--analyst": ["a.csv"],
+    "--macro": ["m.csv"], "--feed": ["f.xml"], "--merge-days": ["1"], "--keep-content-suspects": [],
+}
+YFINANCE_CHANGES = {"--yfinance": ["BBB"], "--start": ["2020-01-03"], "--end": ["2020-03-01"], "--name": ["mine"]}
+# options of `data import` that act after the import call
+AFTER_THE_IMPORT = {"--out": "where the store is saved", "--verbose": "the summary printed (test_data checks it)",
+                    "--prices": "the base of every call below", "--help": "click's own"}
+
+
+def test_every_data_import_option_changes_the_import_call(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    import thesisgym.data.importers as importers
+    import thesisgym.data.sources as sources
+
+    calls = []
+
+    def recorder(name):
+        def record(*args, **kwargs):
+            calls.append((name, repr(args), repr(sorted(kwargs.items()))))
+            raise _Captured
+
+        return record
+
+    monkeypatch.setattr(sources, "import_sources", recorder("import_sources"))
+    monkeypatch.setattr(importers, "import_store", recorder("import_store"))
+    monkeypatch.setattr(importers, "fetch_yfinance", recorder("fetch_yfinance"))
+    cmd = dict(COMMANDS)["thesisgym data import"]
+    flags = {p.opts[0] for p in cmd.params} | {"--help"}
+    assert flags == set(IMPORT_CHANGES) | set(YFINANCE_CHANGES) | set(AFTER_THE_IMPORT)
+
+    def call(base, flag, value):
+        args = ["data", "import", *base, "--out", str(tmp_path / "s")]
+        if flag is not None:
+            if flag in args:  # the changed option replaces the base's value of that option
+                args[args.index(flag) + 1] = value[0]
+            else:
+                args += [flag, *value]
+        result = CliRunner().invoke(app, args)
+        if result.exit_code == 2:  # refused, naming the option: not ignored either
+            assert flag in result.output and "Traceback" not in result.output, (flag, result.output)
+            return "refused"
+        assert isinstance(result.exception, _Captured), (flag, result.output)
+        return calls[-1]
+
+    for base, changes in ((["--prices", "p.csv"], IMPORT_CHANGES),
+                          (["--prices", "p.csv", "--insider", "i0.csv", "--earnings", "e0.csv"], IMPORT_CHANGES),
+                          (["--yfinance", "AAA", "--start", "2020-01-02", "--end", "2020-02-01"], YFINANCE_CHANGES)):
+        before = call(base, None, None)
+        for flag, value in changes.items():
+            if flag == "--unknown-tickers" and "--insider" in base:  # families always drop and count (its help)
+                assert call(base, flag, ["error"]) == "refused"
+                continue
+            assert call(base, flag, value) != before, f"data import {flag} changed nothing the importer receives"
+    # an option that acts on a family reaches the importer when the family is there
+    assert call(["--prices", "p.csv", "--insider", "i.csv"], "--insider-availability-days", ["5"]) != "refused"
+    assert call(["--prices", "p.csv", "--earnings", "e.csv"], "--trust-pre-market", []) != "refused"

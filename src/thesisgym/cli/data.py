@@ -173,7 +173,8 @@ def import_(
     out: Path = typer.Option(..., "--out", "-o", help="directory to write the MarketStore to"),
     name: str | None = typer.Option(None, "--name"),
     unknown_tickers: str = typer.Option(
-        "error", "--unknown-tickers", help="events for tickers without bars: error | drop (counted)"
+        "error", "--unknown-tickers",
+        help="events for tickers without bars: error | drop (counted); with other source families: always drop"
     ),
     duplicates: str = typer.Option("keep", "--duplicates", help="duplicate headlines: keep | drop (counted)"),
     assume_timezone: str | None = typer.Option(None, "--assume-timezone"),
@@ -212,6 +213,8 @@ def import_(
         return
     if not prices:
         _fail("give --prices (repeat for several files) or --yfinance")
+    explicit_error = ctx.get_parameter_source("unknown_tickers").name == "COMMANDLINE" and unknown_tickers == "error"
+    _check_scope(fields, duplicates=duplicates, trust_pre_market=trust_pre_market, unknown_error=explicit_error)
     if no_ticker_map:
         fields["ticker_map"] = {}
     fields.update(content_dates="keep" if keep_content_suspects else "quarantine",
@@ -221,6 +224,20 @@ def import_(
                           unknown_tickers=unknown_tickers, duplicates=duplicates)
     store.save(out)
     print_summary(store, path=out, verbose=verbose)
+
+
+def _check_scope(fields: dict, *, duplicates: str, trust_pre_market: bool, unknown_error: bool) -> None:
+    """Refuse an option that would act on nothing given, instead of ignoring it."""
+    if "insider_availability_days" in fields and "insider" not in fields:
+        _fail("--insider-availability-days dates --insider files; give some or leave it out")
+    if trust_pre_market and "earnings" not in fields:
+        _fail("--trust-pre-market times --earnings files; give some or leave it out")
+    if unknown_error and any(f in fields for f in _FAMILIES):
+        _fail("--unknown-tickers error works on --prices/--events imports; with other source families the events "
+              "of tickers without prices are always dropped and counted per file (--verbose)")
+    if duplicates != "keep" and any(f in fields for f in _FAMILIES):
+        _fail("--duplicates works on --prices/--events imports; with other source families near-duplicates are "
+              "merged by --merge-days")
 
 
 # ImportConfig field -> its option, for error messages
