@@ -6,9 +6,11 @@ Three walks, all without training or data:
   is used in the callback's body, or reaches a config through the command's option -> field table;
 - every option backed by a config (cli/options.py) changes that config's field when given, and shows the
   field's description and default in its help;
-- every field of every settings model is read somewhere in the package (an attribute or a key), and every
-  field of the SFT and GRPO run configs changes the arguments handed to TRL, or is one our own code reads
-  (named below with where).
+- every field of every settings model is read where that config is used (an attribute or a key), every
+  field of the SFT and GRPO run configs changes the arguments handed to TRL or is one our own code reads
+  (named below with where), and each trainer reads every data field it accepts;
+- end to end, with the importer / the evaluation patched to record what they are handed: every option of
+  `data import` and of `evaluate` changes that call, or is refused with a message naming it.
 Whatever legitimately has no observable effect in this dry setting is in an allow-list with its reason.
 """
 
@@ -355,3 +357,70 @@ def test_every_data_import_option_changes_the_import_call(monkeypatch, tmp_path)
     # an option that acts on a family reaches the importer when the family is there
     assert call(["--prices", "p.csv", "--insider", "i.csv"], "--insider-availability-days", ["5"]) != "refused"
     assert call(["--prices", "p.csv", "--earnings", "e.csv"], "--trust-pre-market", []) != "refused"
+
+
+# --- end to end: every option of `evaluate` changes what the evaluation is handed ----------------------
+EVAL_BASES = {"hf": ["--model", "m"], "openai": ["--openai-model", "x", "--base-url", "http://a/v1"],
+              "judge": ["--baselines-only", "--judge", "llm", "--judge-model", "jm"], "plain": ["--baselines-only"]}
+EVAL_CHANGES = {  # option -> (base, its arguments)
+    "--dataset": ("plain", ["d2"]), "--out": ("plain", ["o2"]), "--split": ("plain", ["val"]),
+    "--store": ("plain", ["st"]), "--config": ("plain", ["cfg.yaml"]), "--model": ("hf", ["m2"]),
+    "--completions": ("plain", None), "--openai-model": ("openai", ["y"]), "--baselines-only": ("hf", None),
+    "--teacher-completions": ("plain", ["t.jsonl"]), "--base-url": ("openai", ["http://b/v1"]),
+    "--api-key-env": ("openai", ["MY_KEY"]), "--concurrency": ("openai", ["2"]), "--timeout": ("judge", ["9"]),
+    "--retries": ("judge", ["1"]), "--cache": ("judge", [""]), "--max-error-rate": ("plain", ["0.5"]),
+    "--judge": ("plain", ["none"]), "--judge-model": ("judge", ["jm2"]), "--judge-base-url": ("judge", ["http://j"]),
+    "--probes": ("plain", ["anon"]), "--max-rows": ("plain", ["3"]), "--cost-bps": ("plain", ["9"]),
+    "--long-only": ("plain", []), "--hold-days": ("plain", ["3"]), "--heldout": ("plain", None),
+    "--log-nav": ("plain", []), "--bootstrap-reps": ("plain", ["20"]), "--max-new-tokens": ("hf", ["7"]),
+    "--batch-size": ("hf", ["3"]), "--temperature": ("openai", ["0.5"]), "--seed": ("hf", ["9"]),
+    "--threads": ("hf", ["2"]),
+}
+SWAPS = {"--completions": ["--completions", "c.jsonl"], "--baselines-only": ["--baselines-only"],
+         "--heldout": ["--no-heldout"]}  # a policy source replaces the base's; --heldout is on by default
+
+
+def test_every_evaluate_option_changes_what_the_evaluation_gets(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    import thesisgym.cli.evaluate as ev
+    import thesisgym.evaluate as evaluate_pkg
+
+    (tmp_path / "cfg.yaml").write_text("cost_bps: 20\n")
+    seen: list = []
+
+    def policy(name):
+        return lambda *a, **kw: (name, a, sorted(kw.items()))
+
+    for name in ("HFPolicy", "OpenAIPolicy", "JsonlPolicy"):
+        monkeypatch.setattr(evaluate_pkg, name, policy(name))
+    monkeypatch.setattr(ev, "quiet_libraries", lambda: None)
+    monkeypatch.setattr(ev, "set_threads", lambda n, model: seen.append(("threads", n, model)))
+    monkeypatch.setattr(ev, "load_splits", lambda d, s, heldout: seen.append(("splits", str(d), s, heldout)) or (1, 2, 3))
+
+    def run(o, cfg, dataset, store, data, held, train):
+        teacher = o["teacher_completions"]
+        seen.append(("run", ev.build_policy(o), cfg.model_dump_json(), str(store), str(teacher)))
+        raise _Captured
+
+    monkeypatch.setattr(ev, "run", run)
+    cmd = dict(COMMANDS)["thesisgym evaluate"]
+    assert {p.opts[0] for p in cmd.params} - {"--help"} == set(EVAL_CHANGES)
+
+    def call(base: str, extra: list[str]) -> list:
+        seen.clear()
+        args = ["evaluate", "--dataset", "d", "--out", "o", *EVAL_BASES[base]]
+        for flag in {"--dataset", "--out"} & set(extra):
+            i = args.index(flag)
+            del args[i:i + 2]
+        if extra[:1] in (["--completions"], ["--baselines-only"]):  # exactly one policy source
+            args = ["evaluate", "--dataset", "d", "--out", "o"]
+        result = CliRunner().invoke(app, [*args, *extra], catch_exceptions=True)
+        assert isinstance(result.exception, _Captured), (extra, result.output)
+        return list(seen)
+
+    for flag, (base, value) in EVAL_CHANGES.items():
+        if flag == "--config":
+            value = [str(tmp_path / "cfg.yaml")]
+        extra = SWAPS[flag] if value is None else [flag, *value]
+        assert call(base, extra) != call(base, []), f"evaluate {flag} changed nothing the evaluation receives"
