@@ -17,7 +17,6 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic_core import PydanticUndefined
 from typer.core import TyperCommand
 
 
@@ -37,6 +36,8 @@ def field_default(model: Any, field: str) -> Any:
 
 def default_text(value: Any) -> str | None:
     """How the help shows a default: lists comma-joined; None, empty and required ones not at all."""
+    from pydantic_core import PydanticUndefined  # here: `thesisgym --help` need not load pydantic
+
     if value is None or value is PydanticUndefined:
         return None
     if isinstance(value, (list, tuple, dict)) and not value:
