@@ -6,6 +6,8 @@ install would today. A core dependency without a `>=` floor is an error (nothing
 
 Pins that cannot follow the floor are given on the command line, e.g. `--pin torch==2.13.0` (only the
 CPU wheel on disk can be installed on a CI machine).
+
+Runs on the Python floor of pyproject.toml (requires-python >= 3.11, the first with `tomllib`).
 """
 
 from __future__ import annotations
@@ -13,9 +15,8 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from pathlib import Path
-
 import tomllib
+from pathlib import Path
 
 FLOOR = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*>=\s*([^,;\s]+)\s*$")
 

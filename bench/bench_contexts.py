@@ -124,16 +124,13 @@ def news_duplicates(root: str, cfg) -> None:
     """Share of news items repeated inside their prompt (AAPL, META, MSFT while the ticker headlines
     run), with near-duplicate merging (the default) against without it (the baseline)."""
     from thesisgym.data import sources
+    from thesisgym.data.actions import MAG7_SPLITS, split_actions
     from thesisgym.data.quality import normalised_title
     from thesisgym.dataset import build_contexts
 
-    plain = sources.import_sources
     for window in (None, 3.0):
-        sources.import_sources = lambda **kw: plain(**{**kw, "merge_window_days": window})  # noqa: B023
-        try:
-            store = sources.import_shared(root)
-        finally:
-            sources.import_sources = plain
+        config = sources.shared_config(root).model_copy(update={"merge_window_days": window})
+        store = sources.import_sources(config, splits=split_actions(MAG7_SPLITS))
         days = [d for d in store.dates if pd.Timestamp("2019-04-15") <= d <= pd.Timestamp("2021-04-01")]
         ds = build_contexts(
             store, tickers=["AAPL", "META", "MSFT"], dates=days, config=cfg, show_progress=False

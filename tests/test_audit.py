@@ -106,6 +106,11 @@ def test_audit_exits_non_zero_when_a_family_wins(synthetic_dataset, monkeypatch)
     assert result.exit_code == 1
     report = json.loads(result.output)
     assert report["failed"] == ["identity"] and report["families"][0]["win"]["evidence"] == 1.0
+    # the bar is a share of rows (--threshold, default 1 %), as README and docs/verifier.md say: winning on
+    # every row is "more than" any share below 1 and none at 1
+    args = ["audit", str(synthetic_dataset), "--rows", "5", "--workers", "1", "--families", "identity", "--json"]
+    assert CliRunner().invoke(app, [*args, "--threshold", "0.99"]).exit_code == 1
+    assert CliRunner().invoke(app, [*args, "--threshold", "1"]).exit_code == 0
 
 
 def test_audit_rejects_bad_input(synthetic_dataset, tmp_path):

@@ -525,6 +525,27 @@ def test_a_naive_atom_updated_time_is_not_read_as_utc(tmp_path):
     assert read_feed(path).events["published_at"].iat[0] == pd.Timestamp("2020-02-03 15:30", tz=NY)
 
 
+def test_data_import_passes_assume_timezone_to_feeds(tmp_path):
+    from typer.testing import CliRunner
+
+    from thesisgym.cli import app
+
+    prices = tmp_path / "AAA.csv"
+    _bars(start="2020-01-01", n=40).drop(columns="ticker").to_csv(prices, index=False)
+    feed = tmp_path / "feed.xml"
+    feed.write_text(ATOM.format(zone=""))
+    args = ["data", "import", "--prices", str(prices), "--feed", str(feed), "--out", str(tmp_path / "s")]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 2 and "--assume-timezone" in res.output and "Traceback" not in res.output
+    res = CliRunner().invoke(app, [*args, "--assume-timezone", NY])
+    assert res.exit_code == 0, res.output
+    ev = MarketStore.load(tmp_path / "s").events
+    assert sorted(ev["published_at"].dt.tz_convert(NY)) == [pd.Timestamp("2020-02-03 15:30", tz=NY),
+                                                            pd.Timestamp("2020-02-03 17:10", tz=NY)]
+    res = CliRunner().invoke(app, [*args, "--assume-timezone", "Mars/Olympus"])
+    assert res.exit_code == 2 and "--assume-timezone: unknown time zone 'Mars/Olympus'" in res.output
+
+
 def test_submissions_clock_is_read_from_edgars_1730_rule(tmp_path):
     from thesisgym.data.sec import acceptance_zone
 

@@ -115,6 +115,35 @@ def test_bad_calls_are_tool_errors_naming_the_fix(store):
     assert tools.usage.calls == 7 and tools.usage.failed == 7 and not tools.evidence()
 
 
+def test_the_tool_descriptions_the_model_sees_follow_the_limits(store):
+    from transformers.utils import get_json_schema
+
+    from thesisgym.integrations.tool_replay import tool_schema
+    from thesisgym.teachers.tool_traces import tool_schemas
+    from thesisgym.tools.prompts import TOOL_DOCS
+
+    assert set(TOOL_DOCS) == set(TOOL_NAMES)
+
+    def days_text(env, name):
+        return get_json_schema(getattr(env, name))["function"]["parameters"]["properties"]["days"]["description"]
+
+    default, tight = tool_env_factory(store)(), tool_env_factory(store, limits=ToolLimits(max_bars=3, max_days=30))()
+    assert days_text(default, "get_prices").endswith("from 1 to 10.")
+    assert days_text(tight, "get_prices").endswith("from 1 to 3.")
+    for name in TOOL_NAMES[1:]:
+        assert days_text(default, name).endswith("from 1 to 365.") and days_text(tight, name).endswith("from 1 to 30.")
+    # the ranges it reads are the ones its calls get
+    tight.reset(ticker=store.tickers[1], asof=str(store.dates[150].date()))
+    with pytest.raises(ToolError, match="from 1 to 3, got 4"):
+        tight.get_prices(days=4)
+    assert tight.get_prices(days=3).count("\n") == 2
+    # every other place that shows the schemas follows them too
+    limits = ToolLimits(max_days=45)
+    assert "from 1 to 45." in json.dumps(tool_schemas(limits)) and "365" not in json.dumps(tool_schemas(limits))
+    assert "from 1 to 45." in json.dumps(tool_schema("get_macro", limits))
+    assert "from 1 to 365." in json.dumps(tool_schema("get_macro"))
+
+
 def test_a_quote_no_tool_returned_is_a_hallucination(store):
     tools = MarketTools(store.as_of(store.dates[180]), store.tickers[0])
     lines = tools.call("get_prices", days=2).splitlines()

@@ -402,6 +402,22 @@ def test_cli_reports_config_errors(tmp_path):
     assert r.exit_code == 0 and "trading_r1" in r.output
 
 
+def test_config_eval_split_is_refused_where_no_trainer_reads_it(tmp_path):
+    from typer.testing import CliRunner
+
+    from thesisgym.cli import app
+    from thesisgym.train.config import CurriculumConfig, build_config
+
+    data = {"dataset": "ds", "eval_split": "val"}
+    assert build_config({"output_dir": "x", "data": data}, kind="sft").data.eval_split == "val"
+    with pytest.raises(ValueError, match=r"data.eval_split: GRPO does not evaluate .*thesisgym evaluate --model"):
+        build_config({"output_dir": "x", "data": data}, kind="grpo")
+    with pytest.raises(ValueError, match="data.eval_split: the curriculum does not evaluate"):
+        CurriculumConfig.model_validate({"output_dir": "x", "data": data, "stages": [{"name": "s"}]})
+    r = CliRunner().invoke(app, ["train", "grpo", "--config", "fsr", "--set", "data.eval_split=val"])
+    assert r.exit_code == 2 and "data.eval_split: GRPO does not evaluate" in r.output and "Traceback" not in r.output
+
+
 def test_curriculum_chains_stages_and_resumes(data, tmp_path):
     from thesisgym.train.config import CurriculumConfig
     from thesisgym.train.curriculum import run_curriculum

@@ -90,7 +90,8 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
         output: Path | None = typer.Option(None, "--output", help="Also write the JSON report here."),
     ) -> None:
-        """Score every mutation family against an honest thesis per row; exit 1 if a hack wins."""
+        """Score every mutation family against an honest thesis per row; exit 1 if one wins on more than --threshold
+        of its rows (it scores >= the honest thesis there) or the reward-vs-skill check fails."""
         from rich.console import Console
 
         from thesisgym.dataset.splits import load_split

@@ -14,11 +14,18 @@ from pathlib import Path
 import typer
 
 from thesisgym.cli.common import fail
+from thesisgym.cli.options import config_command
+
+# option name -> SplitConfig field: these options take their default (and, where the field has one, help)
+# from SplitConfig (cli/options.py); given ones override --config
+SPLIT_OPTIONS = {"variations": "variations", "stride": "stride", "token_budget": "token_budget",
+                 "heldout_tickers": "heldout_tickers", "embargo": "embargo_days", "seed": "seed",
+                 "train_end": "train_end", "val_end": "val_end", "label_mode": "label_mode"}
 
 
 def register(app: typer.Typer) -> None:
     """Attach this stage's commands to the root app."""
-    app.command("build")(build)
+    app.command("build", cls=config_command("thesisgym.dataset.splits:SplitConfig", SPLIT_OPTIONS))(build)
     app.command("show-prompt")(show_prompt)
 
 
@@ -59,23 +66,15 @@ def build(
     config: str | None = typer.Option(
         None, "--config", help="SplitConfig YAML, or a preset name (mag7); flags below override it"
     ),
-    variations: int | None = typer.Option(
-        None, "--variations", help="contexts per ticker-day (random section subsets/orders)"
-    ),
-    stride: int | None = typer.Option(None, "--stride", help="keep every k-th trading day"),
+    variations: int | None = typer.Option(None, "--variations"),
+    stride: int | None = typer.Option(None, "--stride"),
     token_budget: int | None = typer.Option(None, "--token-budget", help="max approximate prompt tokens"),
-    heldout_tickers: str | None = typer.Option(
-        None, "--heldout-tickers", help="a count, or a comma list of tickers"
-    ),
-    embargo: int | None = typer.Option(
-        None, "--embargo", help="trading days dropped before each period end (>= 15)"
-    ),
-    seed: int | None = typer.Option(None, "--seed"),
-    train_end: str | None = typer.Option(None, "--train-end", help="fraction (0.6) or date (2021-06-30)"),
-    val_end: str | None = typer.Option(None, "--val-end", help="fraction (0.8) or date"),
-    label_mode: str | None = typer.Option(
-        None, "--label-mode", help="forward (default) or paper (the paper's leaky labels)"
-    ),
+    heldout_tickers: str | None = typer.Option(None, "--heldout-tickers", help="a count, or a comma list of tickers"),
+    embargo: int | None = typer.Option(None, "--embargo"),
+    seed: int | None = typer.Option(None, "--seed", help="random seed of the build"),
+    train_end: str | None = typer.Option(None, "--train-end"),
+    val_end: str | None = typer.Option(None, "--val-end"),
+    label_mode: str | None = typer.Option(None, "--label-mode", help="forward or paper (the paper's leaky labels)"),
     sample_chars: int = typer.Option(
         1500, "--sample-chars", help="characters of the sample prompt to print (0: none)"
     ),

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from thesisgym.cli.common import fail
+from thesisgym.cli.options import config_command, given
 
 if TYPE_CHECKING:
     from thesisgym.data.store import MarketStore
@@ -122,13 +123,17 @@ def _import_line(rep: dict) -> str:
             f"({rep['dropped_duplicates']:,} dropped), {rep['dropped_other_tickers']:,} for other tickers dropped" + extra)
 
 
-@data_app.command("synth")
+# option name -> SynthConfig field: default and help from SynthConfig (cli/options.py)
+SYNTH_OPTIONS = {"market": "market", "tickers": "n_tickers", "days": "n_days", "seed": "seed"}
+
+
+@data_app.command("synth", cls=config_command("thesisgym.data.synth:SynthConfig", SYNTH_OPTIONS))
 def synth(
     out: Path = typer.Option(..., "--out", "-o", help="directory to write the MarketStore to"),
-    market: str | None = typer.Option(None, "--market", help="A (momentum pays) or B (it reverses)"),
-    tickers: int | None = typer.Option(None, "--tickers", help="number of tickers"),
-    days: int | None = typer.Option(None, "--days", help="number of business days"),
-    seed: int | None = typer.Option(None, "--seed", help="random seed"),
+    market: str | None = typer.Option(None, "--market"),
+    tickers: int | None = typer.Option(None, "--tickers"),
+    days: int | None = typer.Option(None, "--days"),
+    seed: int | None = typer.Option(None, "--seed"),
     config: Path | None = typer.Option(None, "--config", help="YAML file of SynthConfig fields"),
 ) -> None:
     """Generate a synthetic market with known ground truth and write it to OUT."""
@@ -150,50 +155,46 @@ def synth(
     print_summary(store, path=out)
 
 
-@data_app.command("import")
+# option name -> ImportConfig field: these options take their default and help from ImportConfig (cli/options.py)
+IMPORT_OPTIONS = {"prices": "prices", "events": "events", "name": "name", "assume_timezone": "assume_timezone",
+                  "actions": "actions", "bars_adjusted_as_of": "bars_adjusted_as_of",
+                  "bars_adjusted_for": "bars_adjusted_for", "fundamentals": "fundamentals",
+                  "submissions": "submissions", "insider": "insider", "insider_days": "insider_availability_days",
+                  "earnings": "earnings", "analyst": "analyst", "macro": "macro", "feed": "feeds",
+                  "merge_days": "merge_window_days"}
+_FAMILIES = ("fundamentals", "submissions", "insider", "earnings", "analyst", "macro", "feeds", "actions")
+
+
+@data_app.command("import", cls=config_command("thesisgym.data.sources:ImportConfig", IMPORT_OPTIONS))
 def import_(
-    prices: list[Path] | None = typer.Option(None, "--prices", help="price files (CSV or Parquet); repeat"),
-    events: list[Path] | None = typer.Option(None, "--events", help="event or headline files; repeat"),
+    ctx: typer.Context,
+    prices: list[Path] | None = typer.Option(None, "--prices", help="repeat for several files"),
+    events: list[Path] | None = typer.Option(None, "--events"),
     out: Path = typer.Option(..., "--out", "-o", help="directory to write the MarketStore to"),
-    name: str = typer.Option("real", "--name", help="store name"),
+    name: str | None = typer.Option(None, "--name"),
     unknown_tickers: str = typer.Option(
-        "error", "--unknown-tickers", help="events for tickers without bars: error | drop (counted)"
+        "error", "--unknown-tickers",
+        help="events for tickers without bars: error | drop (counted); with other source families: always drop"
     ),
     duplicates: str = typer.Option("keep", "--duplicates", help="duplicate headlines: keep | drop (counted)"),
-    assume_timezone: str | None = typer.Option(
-        None, "--assume-timezone", help="zone of naive/date-only event times, e.g. America/New_York (date-only: 23:59)"
-    ),
+    assume_timezone: str | None = typer.Option(None, "--assume-timezone"),
     no_ticker_map: bool = typer.Option(False, "--no-ticker-map", help="do not rename FB to META in headline files"),
-    actions: list[Path] | None = typer.Option(
-        None, "--splits", help="split/dividend history (ticker,date,kind,value or a Yahoo Date,Stock Splits export); repeat"
-    ),
-    bars_adjusted_as_of: str | None = typer.Option(
-        None, "--prices-adjusted-as-of", help="the day the price files are split-adjusted to (default: last bar)"
-    ),
-    bars_adjusted_for: str = typer.Option(
-        "splits", "--prices-adjusted-for", help="splits (Yahoo's default) | splits+dividends (auto-adjusted files)"
-    ),
-    fundamentals: list[Path] | None = typer.Option(None, "--fundamentals", help="SEC companyfacts JSON; repeat"),
-    submissions: list[Path] | None = typer.Option(
-        None, "--submissions", help="SEC submissions JSON (acceptance times, Form 4 index), matched by CIK in the name"
-    ),
-    insider: list[Path] | None = typer.Option(None, "--insider", help="insider transaction CSVs"),
-    insider_days: int = typer.Option(
-        10, "--insider-availability-days", help="business days after a trade no Form 4 dates (miss share: summary)"
-    ),
-    earnings: list[Path] | None = typer.Option(None, "--earnings", help="earnings CSVs (reported vs estimated EPS)"),
+    actions: list[Path] | None = typer.Option(None, "--splits"),
+    bars_adjusted_as_of: str | None = typer.Option(None, "--prices-adjusted-as-of"),
+    bars_adjusted_for: str | None = typer.Option(None, "--prices-adjusted-for"),
+    fundamentals: list[Path] | None = typer.Option(None, "--fundamentals"),
+    submissions: list[Path] | None = typer.Option(None, "--submissions"),
+    insider: list[Path] | None = typer.Option(None, "--insider"),
+    insider_days: int | None = typer.Option(None, "--insider-availability-days"),
+    earnings: list[Path] | None = typer.Option(None, "--earnings"),
     trust_pre_market: bool = typer.Option(
         False, "--trust-pre-market", help="take a vendor's unconfirmed 'pre-market' label at 08:00 (default: 16:05)"
     ),
-    analyst: list[Path] | None = typer.Option(
-        None, "--analyst", help="analyst CSVs (generic, rating headlines, trends) or Estimize zip/JSON"
-    ),
-    macro: list[Path] | None = typer.Option(
-        None, "--macro", help="macro files: RTDSM, FRED-MD vintage, ALFRED CSV, date,value, calendar zip"
-    ),
-    feed: list[Path] | None = typer.Option(None, "--feed", help="RSS/Atom XML files"),
+    analyst: list[Path] | None = typer.Option(None, "--analyst"),
+    macro: list[Path] | None = typer.Option(None, "--macro"),
+    feed: list[Path] | None = typer.Option(None, "--feed"),
     yfinance: str | None = typer.Option(None, "--yfinance", help="download prices instead: comma list of tickers"),
-    merge_days: float = typer.Option(3.0, "--merge-days", help="merge near-duplicates within this many days (0: off)"),
+    merge_days: float | None = typer.Option(None, "--merge-days"),
     keep_content_suspects: bool = typer.Option(
         False, "--keep-content-suspects", help="keep (flagged) items whose text names a later period; default: quarantine"
     ),
@@ -202,46 +203,75 @@ def import_(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="one summary line per imported file"),
 ) -> None:
     """Import price files (or yfinance) and any source families into a validated MarketStore at OUT."""
-    from thesisgym.data.importers import DEFAULT_TICKER_MAP
-
     if unknown_tickers not in ("error", "drop") or duplicates not in ("keep", "drop"):
         _fail("--unknown-tickers takes error|drop and --duplicates takes keep|drop")
-    families = [fundamentals, insider, earnings, analyst, macro, feed, actions, submissions]
+    fields = given(ctx.params, IMPORT_OPTIONS)
     if yfinance:
-        if prices or events or any(families) or not (start and end):
+        if prices or events or any(f in fields for f in _FAMILIES) or not (start and end):
             _fail("--yfinance takes --start and --end and no other inputs")
-        _import_yfinance(yfinance, start, end, name, out)
+        _import_yfinance(yfinance, start, end, name or "real", out)
         return
     if not prices:
         _fail("give --prices (repeat for several files) or --yfinance")
-    store = _import_files(
-        dict(prices=prices, events=events or [], fundamentals=fundamentals or [], submissions=submissions or [],
-             insider=insider or [], earnings=earnings or [], analyst=analyst or [], macro=macro or [],
-             feeds=feed or [], actions=actions or [], bars_adjusted_as_of=bars_adjusted_as_of,
-             bars_adjusted_for=bars_adjusted_for, name=name,
-             ticker_map=None if no_ticker_map else DEFAULT_TICKER_MAP, insider_availability_days=insider_days,
-             assume_timezone=assume_timezone, merge_window_days=merge_days or None,
-             content_dates="keep" if keep_content_suspects else "quarantine",
-             earnings_pre_market="trust" if trust_pre_market else "next_day"),
-        families=any(families) or bool(bars_adjusted_as_of) or bars_adjusted_for != "splits",
-        unknown_tickers=unknown_tickers, duplicates=duplicates,
-    )
+    explicit_error = ctx.get_parameter_source("unknown_tickers").name == "COMMANDLINE" and unknown_tickers == "error"
+    _check_scope(fields, duplicates=duplicates, trust_pre_market=trust_pre_market, unknown_error=explicit_error)
+    if no_ticker_map:
+        fields["ticker_map"] = {}
+    fields.update(content_dates="keep" if keep_content_suspects else "quarantine",
+                  earnings_pre_market="trust" if trust_pre_market else "next_day")
+    store = _import_files(import_config(fields), families=any(f in fields for f in _FAMILIES)
+                          or "bars_adjusted_as_of" in fields or "bars_adjusted_for" in fields,
+                          unknown_tickers=unknown_tickers, duplicates=duplicates)
     store.save(out)
     print_summary(store, path=out, verbose=verbose)
 
 
-def _import_files(kw: dict, *, families: bool, unknown_tickers: str, duplicates: str) -> MarketStore:
+def _check_scope(fields: dict, *, duplicates: str, trust_pre_market: bool, unknown_error: bool) -> None:
+    """Refuse an option that would act on nothing given, instead of ignoring it."""
+    if "insider_availability_days" in fields and "insider" not in fields:
+        _fail("--insider-availability-days dates --insider files; give some or leave it out")
+    if trust_pre_market and "earnings" not in fields:
+        _fail("--trust-pre-market times --earnings files; give some or leave it out")
+    if unknown_error and any(f in fields for f in _FAMILIES):
+        _fail("--unknown-tickers error works on --prices/--events imports; with other source families the events "
+              "of tickers without prices are always dropped and counted per file (--verbose)")
+    if duplicates != "keep" and any(f in fields for f in _FAMILIES):
+        _fail("--duplicates works on --prices/--events imports; with other source families near-duplicates are "
+              "merged by --merge-days")
+
+
+# ImportConfig field -> its option, for error messages
+_FLAGS = {field: "--" + name.replace("_", "-") for name, field in IMPORT_OPTIONS.items()} | {
+    "actions": "--splits", "bars_adjusted_as_of": "--prices-adjusted-as-of",
+    "bars_adjusted_for": "--prices-adjusted-for", "feeds": "--feed",
+    "insider_availability_days": "--insider-availability-days"}
+
+
+def import_config(fields: dict):
+    """The ImportConfig of the options given; a bad value exits 2 naming its option."""
+    from pydantic import ValidationError
+
+    from thesisgym.cli.common import validation_message
+    from thesisgym.data.sources import ImportConfig
+
+    try:
+        return ImportConfig(**fields)
+    except ValidationError as exc:
+        _fail(validation_message(exc, _FLAGS))
+
+
+def _import_files(cfg, *, families: bool, unknown_tickers: str, duplicates: str) -> MarketStore:
     """`import_sources` with every family, or `import_store` for prices and event files only."""
     from thesisgym.data.importers import import_store
     from thesisgym.data.sources import import_sources
 
     try:
         if families:
-            return import_sources(**kw)
+            return import_sources(cfg)
         return import_store(
-            prices=kw["prices"], events=kw["events"], name=kw["name"], unknown_tickers=unknown_tickers,  # type: ignore[arg-type]
-            duplicates=duplicates, assume_timezone=kw["assume_timezone"],  # type: ignore[arg-type]
-            ticker_map=kw["ticker_map"], merge_window_days=kw["merge_window_days"], content_dates=kw["content_dates"],
+            prices=cfg.prices, events=cfg.events, name=cfg.name, unknown_tickers=unknown_tickers,  # type: ignore[arg-type]
+            duplicates=duplicates, assume_timezone=cfg.assume_timezone,  # type: ignore[arg-type]
+            ticker_map=cfg.ticker_map, merge_window_days=cfg.merge_window_days, content_dates=cfg.content_dates,
         )
     except (ValueError, OSError) as exc:
         hint = "  (use --unknown-tickers drop to drop and count them)" if "unknown ticker" in str(exc) else ""

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 import typer
 
 from thesisgym.cli.common import THREADS_OPTION, fail, quiet_libraries, set_threads
+from thesisgym.cli.options import config_command
+
+# option name -> DemoConfig field whose default and help the option shows (cli/options.py); the sizes'
+# own options (--tickers, --days, --sft-steps, --grpo-steps) default per --size instead
+DEMO_OPTIONS = {"out": "out", "seed": "seed", "model": "model"}
 
 
-class Size(str, Enum):
+class Size(StrEnum):
     quick = "quick"
     default = "default"
     large = "large"
@@ -18,17 +23,16 @@ class Size(str, Enum):
 
 def register(app: typer.Typer) -> None:
     """Attach `demo` to the root app."""
-    app.command("demo")(demo)
+    app.command("demo", cls=config_command("thesisgym.experiments.demo:DemoConfig", DEMO_OPTIONS))(demo)
 
 
 def demo(
-    out: Path = typer.Option(Path("demo_out"), "--out", help="directory for every artefact and the report"),
+    out: Path | None = typer.Option(None, "--out", help="directory for every artefact and the report"),
     quick: bool = typer.Option(False, "--quick", help="the smoke version: the same as --size quick"),
     size: Size = typer.Option(Size.default, "--size",
                               help="quick (the tiny model, a smoke run) | default | large (more SFT, GRPO and rows)"),
-    model: str | None = typer.Option(None, "--model", show_default="smollm2-135m (tiny for --size quick)",
-                                     help="base model: a preset (smollm2-135m), a hub id or path, or tiny"),
-    seed: int = typer.Option(0, "--seed", help="market, split, teacher, training and evaluation seed"),
+    model: str | None = typer.Option(None, "--model", help="(tiny for --size quick)"),
+    seed: int | None = typer.Option(None, "--seed", help="market, split, teacher, training and evaluation seed"),
     tickers: int | None = typer.Option(None, "--tickers", show_default="per --size", help="synthetic tickers (>= 3)"),
     days: int | None = typer.Option(None, "--days", show_default="per --size", help="synthetic trading days (>= 120)"),
     sft_steps: int | None = typer.Option(None, "--sft-steps", show_default="per --size", help="SFT optimizer steps"),
@@ -48,7 +52,7 @@ def demo(
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
-        cfg = DemoConfig.sized("quick" if quick else size.value, out=str(out), seed=seed, model=model, tickers=tickers,
+        cfg = DemoConfig.sized("quick" if quick else size.value, out=out and str(out), seed=seed, model=model, tickers=tickers,
                                days=days, sft_steps=sft_steps, grpo_steps=grpo_steps)
     except ValueError as exc:
         fail(exc)

@@ -11,22 +11,27 @@ acceptance rate and the rejects by reason.
 from __future__ import annotations
 
 import inspect
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from thesisgym.cli.common import EXIT_FAILURE, fail
+from thesisgym.cli.common import EXIT_FAILURE, fail, validation_message
+from thesisgym.cli.options import config_command, given
 from thesisgym.llm import DEFAULT_CACHE_PATH
 
+# option name -> DistillStageConfig field (the curriculum's filter settings): default from there (cli/options.py)
+FILTER_OPTIONS = {"n": "n", "min_grounding": "min_grounding", "max_hallucination": "max_hallucination_rate",
+                  "decision_tolerance": "decision_tolerance", "keep_per_prompt": "keep_per_prompt"}
 
-class Teacher(str, Enum):
+
+class Teacher(StrEnum):
     template = "template"
     openai = "openai"
 
 
-class Mode(str, Enum):
+class Mode(StrEnum):
     forward = "forward"
     reverse = "reverse"
 
@@ -57,7 +62,7 @@ def build_teacher(kind: str, *, mode: str, seed: int, noise: float, wrong_decisi
 
 def register(app: typer.Typer) -> None:
     """Attach this stage's commands to the root app."""
-    app.command("distill")(distill_cmd)
+    app.command("distill", cls=config_command("thesisgym.train.config:DistillStageConfig", FILTER_OPTIONS))(distill_cmd)
 
 
 def distill_cmd(
@@ -66,13 +71,13 @@ def distill_cmd(
     split: str = typer.Option("train", "--split", help="Split to distill."),
     teacher: Teacher = typer.Option(Teacher.template, "--teacher", help="Who writes the theses."),
     mode: Mode = typer.Option(Mode.forward, "--mode", help="forward (teacher decides) | reverse (teacher explains the label)"),
-    n: int = typer.Option(4, "--n", min=1, help="Samples per prompt."),
-    min_grounding: float = typer.Option(0.8, "--min-grounding", min=0.0, max=1.0, help="Minimum evidence score."),
-    max_hallucination: float = typer.Option(0.0, "--max-hallucination", min=0.0, max=1.0,
-                                            help="Maximum hallucination rate of a kept thesis."),
-    decision_tolerance: int = typer.Option(0, "--decision-tolerance", min=0, max=4,
-                                           help="0: decision must equal the label; 1: within one class."),
-    keep_per_prompt: int = typer.Option(1, "--keep-per-prompt", min=1, help="Accepted samples kept per prompt."),
+    n: int | None = typer.Option(None, "--n", help="Samples per prompt."),
+    min_grounding: float | None = typer.Option(None, "--min-grounding", help="Minimum evidence score."),
+    max_hallucination: float | None = typer.Option(None, "--max-hallucination",
+                                                   help="Maximum hallucination rate of a kept thesis."),
+    decision_tolerance: int | None = typer.Option(None, "--decision-tolerance",
+                                                  help="0: decision must equal the label; 1: within one class."),
+    keep_per_prompt: int | None = typer.Option(None, "--keep-per-prompt", help="Accepted samples kept per prompt."),
     seed: int = typer.Option(0, "--seed", help="Teacher and sampling seed."),
     max_rows: int | None = typer.Option(None, "--max-rows", min=1, show_default="every row",
                                         help="Distill only the first rows."),
@@ -97,6 +102,7 @@ def distill_cmd(
     from thesisgym.teachers.distill import distill
     from thesisgym.train.common import load_split
 
+    f = filter_settings(locals())
     try:
         rows = load_split(dataset, split, max_rows=max_rows, what="--dataset")
         t = build_teacher(teacher.value, mode=mode.value, seed=seed, noise=noise, wrong_decision_rate=wrong_decision_rate,
@@ -104,14 +110,26 @@ def distill_cmd(
                           max_retries=retries, concurrency=concurrency, cache_path=cache)
         if calibrate and hasattr(t, "calibrate") and len(rows) >= 10:
             t.calibrate(rows)
-        result = distill(rows, t, n=n, min_grounding=min_grounding, max_hallucination_rate=max_hallucination,
-                         decision_tolerance=decision_tolerance, keep_per_prompt=keep_per_prompt, seed=seed,
+        result = distill(rows, t, n=f.n, min_grounding=f.min_grounding, max_hallucination_rate=f.max_hallucination_rate,
+                         decision_tolerance=f.decision_tolerance, keep_per_prompt=f.keep_per_prompt, seed=seed,
                          workers=workers, progress=True)
     except (ValueError, TypeError) as exc:
         fail(exc)
     result.stats["teacher_transport_errors"] = check_transport(t, result.stats, max_error_rate)
     result.save(out, split=split)
     print_stats(result.stats, f"distill {dataset} [{split}] -> {out}", llm=getattr(t, "client", None) is not None)
+
+
+def filter_settings(params: dict[str, Any]):
+    """The rejection-sampling filter (DistillStageConfig) of the options given; a bad value exits 2 naming it."""
+    from pydantic import ValidationError
+
+    from thesisgym.train.config import DistillStageConfig
+
+    try:
+        return DistillStageConfig(**given(params, FILTER_OPTIONS))
+    except ValidationError as exc:
+        fail(validation_message(exc, {f: "--" + o.replace("_", "-") for o, f in FILTER_OPTIONS.items()}))
 
 
 def check_transport(teacher: Any, stats: dict[str, Any], max_error_rate: float) -> int:

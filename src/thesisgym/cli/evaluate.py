@@ -11,23 +11,25 @@ its keys are EvalConfig's fields) with the options given on the command line ove
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import typer
 
 from thesisgym.cli.common import EXIT_FAILURE, THREADS_OPTION, fail, message_of, quiet_libraries, set_threads
+from thesisgym.cli.options import config_command, given
 from thesisgym.llm import DEFAULT_CACHE_PATH
 
 
-class Judge(str, Enum):
+class Judge(StrEnum):
     local = "local"
     llm = "llm"
     none = "none"
 
 
-# option name -> EvalConfig field; an option given on the command line overrides --config
+# option name -> EvalConfig field: these options take their default and help from EvalConfig (cli/options.py);
+# one given on the command line overrides --config
 CONFIG_OPTIONS = {"out": "out_dir", "max_rows": "max_rows", "probes": "probes", "cost_bps": "cost_bps",
                   "long_only": "long_only", "hold_days": "hold_days", "seed": "seed", "judge": "judge",
                   "judge_model": "judge_model", "judge_base_url": "judge_base_url", "max_error_rate": "max_error_rate",
@@ -57,30 +59,27 @@ _CONCURRENCY = typer.Option(8, "--concurrency", min=1, rich_help_panel=LLM, help
 _TIMEOUT = typer.Option(120.0, "--timeout", min=0.001, rich_help_panel=LLM, help="seconds per request attempt")
 _RETRIES = typer.Option(4, "--retries", min=0, rich_help_panel=LLM, help="retries on 429/5xx/timeouts/connection errors")
 _CACHE = typer.Option(DEFAULT_CACHE_PATH, "--cache", rich_help_panel=LLM, help="sqlite response cache ('' = off)")
-_MAX_ERROR_RATE = typer.Option(0.02, "--max-error-rate", min=0.0, max=1.0, rich_help_panel=LLM,
-                               help="fail (exit 1) when more than this share of requests fail in transport")
-_JUDGE = typer.Option(Judge.local, "--judge", rich_help_panel=EVAL, help="consistency judge for s")
-_JUDGE_MODEL = typer.Option(None, "--judge-model", rich_help_panel=LLM, help="--judge llm: model name")
-_JUDGE_BASE_URL = typer.Option(None, "--judge-base-url", rich_help_panel=LLM, help="--judge llm: base URL")
-_PROBES = typer.Option("anon,shift,digits", "--probes", rich_help_panel=EVAL, help="comma list of probes; '' for none")
-_MAX_ROWS = typer.Option(None, "--max-rows", min=1, rich_help_panel=EVAL, show_default="every row",
-                         help="at most N rows: whole consecutive as-of dates (every ticker) from the start of the split")
-_COST = typer.Option(5.0, "--cost-bps", min=0.0, rich_help_panel=EVAL, help="trading cost per unit of position change, bps")
-_LONG_ONLY = typer.Option(False, "--long-only", show_default="off", rich_help_panel=EVAL, help="map short decisions to flat")
-_HOLD = typer.Option(None, "--hold-days", min=1, rich_help_panel=EVAL, show_default="the label horizon, 7",
-                     help="close positions after N trading days or at the next decision")
+_MAX_ERROR_RATE = typer.Option(None, "--max-error-rate", rich_help_panel=LLM)
+_JUDGE = typer.Option(None, "--judge", rich_help_panel=EVAL)
+_JUDGE_MODEL = typer.Option(None, "--judge-model", rich_help_panel=LLM)
+_JUDGE_BASE_URL = typer.Option(None, "--judge-base-url", rich_help_panel=LLM)
+_PROBES = typer.Option(None, "--probes", rich_help_panel=EVAL)
+_MAX_ROWS = typer.Option(None, "--max-rows", rich_help_panel=EVAL)
+_COST = typer.Option(None, "--cost-bps", rich_help_panel=EVAL)
+_LONG_ONLY = typer.Option(None, "--long-only/--no-long-only", rich_help_panel=EVAL)
+_HOLD = typer.Option(None, "--hold-days", rich_help_panel=EVAL)
 _HELDOUT = typer.Option(True, "--heldout/--no-heldout", help="also evaluate the held-out-ticker split when there is one")
-_LOG_NAV = typer.Option(False, "--log-nav", show_default="off", rich_help_panel=EVAL, help="NAV plot on a log scale")
-_REPS = typer.Option(1000, "--bootstrap-reps", min=10, rich_help_panel=EVAL, help="bootstrap resamples per interval")
+_LOG_NAV = typer.Option(None, "--log-nav/--no-log-nav", rich_help_panel=EVAL)
+_REPS = typer.Option(None, "--bootstrap-reps", rich_help_panel=EVAL)
 _MAX_NEW = typer.Option(1024, "--max-new-tokens", min=1, rich_help_panel=GEN, help="tokens per thesis at most")
 _BATCH = typer.Option(8, "--batch-size", min=1, rich_help_panel=GEN, help="--model: prompts per generate() call")
 _TEMPERATURE = typer.Option(0.0, "--temperature", min=0.0, rich_help_panel=GEN, help="0 = greedy")
-_SEED = typer.Option(0, "--seed", rich_help_panel=EVAL, help="sampling, random baseline, probes and bootstrap seed")
+_SEED = typer.Option(None, "--seed", rich_help_panel=EVAL)
 
 
 def register(app: typer.Typer) -> None:
     """Attach this stage's commands to the root app."""
-    app.command("evaluate")(evaluate_cmd)
+    app.command("evaluate", cls=config_command("thesisgym.evaluate.config:EvalConfig", CONFIG_OPTIONS))(evaluate_cmd)
 
 
 def evaluate_cmd(
@@ -89,18 +88,20 @@ def evaluate_cmd(
     openai_model: str | None = _OPENAI_MODEL, baselines_only: bool = _BASELINES,
     teacher_completions: Path | None = _TEACHER, base_url: str | None = _BASE_URL, api_key_env: str = _API_KEY_ENV,
     concurrency: int = _CONCURRENCY, timeout: float = _TIMEOUT, retries: int = _RETRIES, cache: str = _CACHE,
-    max_error_rate: float = _MAX_ERROR_RATE, judge: Judge = _JUDGE, judge_model: str | None = _JUDGE_MODEL,
-    judge_base_url: str | None = _JUDGE_BASE_URL, probes: str = _PROBES, max_rows: int | None = _MAX_ROWS,
-    cost_bps: float = _COST, long_only: bool = _LONG_ONLY, hold_days: int | None = _HOLD, heldout: bool = _HELDOUT,
-    log_nav: bool = _LOG_NAV, bootstrap_reps: int = _REPS, max_new_tokens: int = _MAX_NEW, batch_size: int = _BATCH,
-    temperature: float = _TEMPERATURE, seed: int = _SEED, threads: int | None = THREADS_OPTION,
+    max_error_rate: float | None = _MAX_ERROR_RATE, judge: Judge | None = _JUDGE, judge_model: str | None = _JUDGE_MODEL,
+    judge_base_url: str | None = _JUDGE_BASE_URL, probes: str | None = _PROBES, max_rows: int | None = _MAX_ROWS,
+    cost_bps: float | None = _COST, long_only: bool | None = _LONG_ONLY, hold_days: int | None = _HOLD,
+    heldout: bool = _HELDOUT, log_nav: bool | None = _LOG_NAV, bootstrap_reps: int | None = _REPS,
+    max_new_tokens: int = _MAX_NEW, batch_size: int = _BATCH, temperature: float = _TEMPERATURE,
+    seed: int | None = _SEED, threads: int | None = THREADS_OPTION,
 ) -> None:
     """Generate theses on a split, backtest them vs baselines/oracles with intervals, run probes, write an HTML report."""
     from thesisgym.evaluate.runner import EndpointError
 
-    options = dict(ctx.params, judge=judge.value, out=out)
+    options = dict(ctx.params, judge=None if judge is None else judge.value, out=out)
     check_source(options)
-    cfg = eval_config(ctx, config, options)
+    cfg = eval_config(config, options)
+    options["seed"] = cfg.seed  # the sampling seed is the evaluation's (EvalConfig.seed, --config included)
     data, held, train = load_splits(dataset, split, heldout=heldout)
     if model is not None:
         quiet_libraries()  # no weight-loading bars: the evaluation prints its own progress
@@ -125,7 +126,7 @@ def check_source(o: dict[str, Any]) -> None:
         fail("--openai-model needs --base-url")
 
 
-def eval_config(ctx: typer.Context, path: Path | None, options: dict[str, Any]):
+def eval_config(path: Path | None, options: dict[str, Any]):
     """EvalConfig from `--config` (if any) with the options given on the command line on top."""
     import yaml
     from pydantic import ValidationError
@@ -146,10 +147,7 @@ def eval_config(ctx: typer.Context, path: Path | None, options: dict[str, Any]):
                                                  for e in exc.errors()))
         if not isinstance(base, dict):
             fail(f"--config {path}: expected a mapping of EvalConfig settings")
-    for option, field in CONFIG_OPTIONS.items():
-        source = ctx.get_parameter_source(option)
-        if field not in base or (source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")):
-            base[field] = options[option]
+    base.update(given(options, CONFIG_OPTIONS))
     if base.get("judge") == "llm":
         base.setdefault("judge_options", {}).update(timeout=options["timeout"], max_retries=options["retries"],
                                                     cache_path=options["cache"] or None)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import math
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +38,13 @@ SUMMARY_KEYS = (
 )
 
 
-class Judge(str, Enum):
+class Judge(StrEnum):
     local = "local"
     llm = "llm"
     none = "none"
 
 
-class Matrix(str, Enum):
+class Matrix(StrEnum):
     """The variants of configs/decision_matrix.yaml; `calibrated` is the default of every reward."""
 
     calibrated = "calibrated"

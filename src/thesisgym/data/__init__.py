@@ -19,7 +19,7 @@ from thesisgym.data.importers import (
     read_price_file,
     read_ticker_headlines,
 )
-from thesisgym.data.sources import import_shared, import_sources
+from thesisgym.data.sources import ImportConfig, import_shared, import_sources
 from thesisgym.data.store import MarketStore
 from thesisgym.data.synth import REGIMES, SynthConfig, generate_market
 from thesisgym.data.validate import (
@@ -46,6 +46,7 @@ __all__ = [
     "generate_market",
     "import_prices",
     "import_shared",
+    "ImportConfig",
     "import_sources",
     "import_store",
     "load_store",

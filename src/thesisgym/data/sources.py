@@ -1,6 +1,6 @@
 """Every source family into one MarketStore, and the Magnificent-7 preset over ../shared/data.
 
-`import_sources` reads prices plus any of: a split history, headline/event files, SEC companyfacts
+`import_sources(ImportConfig(...))` reads prices plus any of: a split history, headline/event files, SEC companyfacts
 (+ submissions), insider, earnings, analyst, macro and feed files, each through its family's reader,
 then
 - keeps only events of tickers that have bars (the others are dropped and counted per file),
@@ -11,7 +11,7 @@ then
 - merges near-duplicate items and runs the content-date check (thesisgym.data.quality.quality_pass),
 and records all counts in `store.meta["imports"]`, `store.meta["insider"]` and `store.meta["quality"]`.
 
-`import_shared(root)` is the one-command real-data example: the 7 price files of
+`import_shared(root)` (the import `shared_config(root)` describes) is the one-command real-data example: the 7 price files of
 ../shared/data/prices (2013-2023, split-adjusted as of their 2024-04 download; the split history is
 `thesisgym.data.actions.MAG7_SPLITS`) with every family that covers them (see that folder's README):
 ticker and market headlines, the BBC RSS dump, SEC companyfacts + submissions (AAPL, NVDA, GOOGL,
@@ -30,8 +30,11 @@ import re
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from thesisgym.data.actions import MAG7_SPLITS, read_actions, split_actions
 from thesisgym.data.asof import SplitHistory
@@ -56,7 +59,7 @@ from thesisgym.data.sec import earnings_release_times, form4_index, read_company
 from thesisgym.data.store import MarketStore, empty_actions, empty_events
 from thesisgym.data.validate import validate_events
 
-__all__ = ["MAG7", "import_shared", "import_sources", "read_macro"]
+__all__ = ["MAG7", "ImportConfig", "import_shared", "import_sources", "read_macro", "shared_config"]
 
 log = logging.getLogger(__name__)
 MAG7: tuple[str, ...] = ("AAPL", "AMZN", "GOOGL", "META", "MSFT", "NVDA", "TSLA")
@@ -97,69 +100,122 @@ def _submissions_ticker(path: Path, tmap: Mapping[str, str]) -> str | None:
     return tmap.get(m.group(1), m.group(1)) if m else None
 
 
-def import_sources(
-    *,
-    prices: Sequence[str | Path],
-    events: Sequence[str | Path] = (),
-    fundamentals: Sequence[str | Path] = (),
-    submissions: Sequence[str | Path] = (),
-    insider: Sequence[str | Path] = (),
-    earnings: Sequence[str | Path] = (),
-    analyst: Sequence[str | Path] = (),
-    macro: Sequence[str | Path] = (),
-    feeds: Sequence[str | Path] = (),
-    actions: Sequence[str | Path] | pd.DataFrame = (),
-    bars_adjusted_as_of: str | None = None,
-    bars_adjusted_for: str = "splits",
-    name: str = "real",
-    ticker_map: Mapping[str, str] | None = DEFAULT_TICKER_MAP,
-    insider_availability_days: int = DEFAULT_AVAILABILITY_DAYS,
-    merge_window_days: float | None = 3.0,
-    assume_timezone: str | None = None,
-    earnings_pre_market: str = "next_day",
-    content_dates: str = "quarantine",
-) -> MarketStore:
+class ImportConfig(BaseModel):
+    """What `import_sources` reads and how: one field per source family and per import rule.
+
+    Why a config (extra="forbid") and not keyword arguments: the CLI builds it from its options and
+    a typo in a caller's dict fails naming the field instead of being taken as a default.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    prices: list[Path] = Field(min_length=1, description="price files (CSV or Parquet), one or more tickers each")
+    events: list[Path] = Field(default_factory=list, description="event or headline files")
+    fundamentals: list[Path] = Field(default_factory=list, description="SEC companyfacts JSON files")
+    submissions: list[Path] = Field(
+        default_factory=list, description="SEC submissions JSON (acceptance times, Form 4 index), matched to "
+        "companyfacts by the CIK in their names; `..._<TICKER>.json` also times that ticker's insider and earnings")
+    insider: list[Path] = Field(default_factory=list, description="insider transaction CSVs")
+    earnings: list[Path] = Field(default_factory=list, description="earnings CSVs (reported vs estimated EPS)")
+    analyst: list[Path] = Field(
+        default_factory=list, description="analyst CSVs (generic, rating headlines, trends) or Estimize zip/JSON")
+    macro: list[Path] = Field(
+        default_factory=list, description="macro files: RTDSM, FRED-MD vintage, ALFRED CSV, date,value, calendar zip")
+    feeds: list[Path] = Field(default_factory=list, description="RSS/Atom XML files")
+    actions: list[Path] = Field(
+        default_factory=list, description="split/dividend history files (ticker,date,kind,value or a Yahoo "
+        "Date,Stock Splits export; thesisgym.data.actions.read_actions)")
+    bars_adjusted_as_of: str | None = Field(
+        None, description="the day the price files are split-adjusted to (default: each ticker's last bar)")
+    bars_adjusted_for: Literal["splits", "splits+dividends"] = Field(
+        "splits", description="splits (Yahoo's default) | splits+dividends (auto-adjusted downloads: the "
+        "dividends of the split history are then undone per as-of day too)")
+    name: str = Field("real", description="store name")
+    ticker_map: dict[str, str] = Field(
+        default_factory=lambda: dict(DEFAULT_TICKER_MAP), description="old ticker -> new ticker (FB -> META)")
+    insider_availability_days: int = Field(
+        DEFAULT_AVAILABILITY_DAYS, ge=0, description="business days after a trade that no Form 4 dates "
+        "(its miss share is measured and shown in the summary)")
+    merge_window_days: float | None = Field(
+        3.0, ge=0, description="merge near-duplicate items within this many days (0 or None: off)")
+    assume_timezone: str | None = Field(
+        None, description="zone of naive or date-only event times, e.g. America/New_York (date-only: 23:59); "
+        "read by the event, analyst and feed files")
+    earnings_pre_market: Literal["next_day", "trust"] = Field(
+        "next_day", description="a vendor's unconfirmed 'pre-market' label: next_day (16:05) or trust (08:00)")
+    content_dates: Literal["quarantine", "keep"] = Field(
+        "quarantine", description="items whose text names a later period: quarantine, or keep (flagged)")
+
+    @field_validator("assume_timezone")
+    @classmethod
+    def _zone(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {v!r}; expected an IANA name such as America/New_York") from None
+        return v
+
+    @field_validator("merge_window_days")
+    @classmethod
+    def _off(cls, v: float | None) -> float | None:
+        return v or None
+
+    @field_validator("bars_adjusted_as_of")
+    @classmethod
+    def _day(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        try:
+            return str(pd.Timestamp(v).date())
+        except ValueError:
+            raise ValueError(f"expected a date like 2024-04-02, got {v!r}") from None
+
+
+def import_sources(config: ImportConfig, *, splits: pd.DataFrame | None = None) -> MarketStore:
     """A validated MarketStore from prices and any source families (module docstring).
 
-    `actions`: split-history files (thesisgym.data.actions.read_actions) or a frame of them;
-    `bars_adjusted_as_of`: the day the price files are split-adjusted to (default each ticker's last
-    bar); `bars_adjusted_for`: "splits" (the Yahoo default, the shared files) or "splits+dividends"
-    (auto-adjusted downloads; the dividends of `actions` are then undone per as-of day too). `submissions` files are matched to companyfacts files by the CIK in their names
-    (`..._CIK0000320193_...`); those named `..._<TICKER>.json` also give that ticker's Form 4 index
-    (insider filing times) and time its earnings files by its 8-K item 2.02 releases.
-    `earnings_pre_market`: see `read_earnings(pre_market=)`; `content_dates`: see
-    `thesisgym.data.quality.quality_pass`. Events of tickers without bars are dropped and counted per file.
+    `splits`: a split-history frame (thesisgym.data.actions.split_actions) used with the files of
+    `config.actions`. Events of tickers without bars are dropped and counted per file.
     """
+    if not isinstance(config, ImportConfig):
+        raise TypeError(f"import_sources: expected an ImportConfig, got {type(config).__name__}")
+    c = config
+    prices, name, assume_timezone = c.prices, c.name, c.assume_timezone
+    insider_availability_days = c.insider_availability_days
     bars = import_prices(prices)
     tickers = set(bars["ticker"])
-    tmap = dict(ticker_map or {})
-    acts = actions if isinstance(actions, pd.DataFrame) else _read_actions(actions)
-    splits = SplitHistory(acts)
-    subs = {p: read_submissions(p) for p in map(Path, submissions)}
+    tmap = dict(c.ticker_map)
+    acts = _read_actions(c.actions)
+    if splits is not None:
+        acts = pd.concat([acts, splits], ignore_index=True) if len(acts) else splits
+    history = SplitHistory(acts)
+    subs = {p: read_submissions(p) for p in c.submissions}
     reports: list[EventsImport] = []
-    for p in events:
+    for p in c.events:
         reports.append(
             read_events(p, keep_tickers=tickers, duplicates="keep", assume_timezone=assume_timezone, ticker_map=tmap)
         )
-    reports += _fundamentals(fundamentals, subs, splits)
+    reports += _fundamentals(c.fundamentals, subs, history)
     filings = _form4_filings(subs, tmap)
     insider_reps = [
         read_insider(p, filings=filings, availability_days=insider_availability_days, ticker_map=tmap,
                      missing_dates="skip")
-        for p in insider
+        for p in c.insider
     ]
     dated = [r for r in insider_reps if "dated_by_filing_date" in r.counts]
     for rep in insider_reps:
         if "dated_by_filing_date" not in rep.counts:
             drop_covered_insider(rep, dated)
     reports += insider_reps
-    reports += _earnings(earnings, subs, tmap, earnings_pre_market)
-    reports += _analyst(analyst, tmap, assume_timezone)
-    reports += _macro_and_feeds(macro, feeds)
+    reports += _earnings(c.earnings, subs, tmap, c.earnings_pre_market)
+    reports += _analyst(c.analyst, tmap, assume_timezone)
+    reports += _macro_and_feeds(c.macro, c.feeds, assume_timezone)
     measured = _availability_measured(insider_reps, filings, insider_availability_days)
     ev = _merge_reports(reports, tickers, name)
     ev, quarantine, quality = quality_pass(
-        ev, merge_window_days=merge_window_days, content_dates=content_dates, last_bar=bars["date"].max()
+        ev, merge_window_days=c.merge_window_days, content_dates=c.content_dates, last_bar=bars["date"].max()
     )
     meta = {
         "market": "real",
@@ -168,11 +224,9 @@ def import_sources(
         "insider": _insider_meta(ev, measured) if insider_reps else {},
         "quality": quality,
     }
-    if bars_adjusted_for not in ("splits", "splits+dividends"):
-        raise ValueError(f"bars_adjusted_for must be 'splits' or 'splits+dividends', got {bars_adjusted_for!r}")
-    meta["bars_adjusted_for"] = bars_adjusted_for
-    if bars_adjusted_as_of is not None:
-        meta["bars_adjusted_as_of"] = str(pd.Timestamp(bars_adjusted_as_of).date())
+    meta["bars_adjusted_for"] = c.bars_adjusted_for
+    if c.bars_adjusted_as_of is not None:
+        meta["bars_adjusted_as_of"] = c.bars_adjusted_as_of
     acts = acts[acts["ticker"].isin(tickers)].reset_index(drop=True)
     return MarketStore(bars=bars, events=ev, name=name, meta=meta, actions=acts, quarantine=quarantine,
                        filings=None if filings is None else filings[filings["ticker"].isin(tickers)].reset_index(drop=True))
@@ -231,7 +285,7 @@ def _analyst(paths, tmap: Mapping[str, str], assume_timezone: str | None) -> lis
     return out
 
 
-def _macro_and_feeds(macro, feeds) -> list[EventsImport]:
+def _macro_and_feeds(macro, feeds, assume_timezone: str | None) -> list[EventsImport]:
     out = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -240,7 +294,7 @@ def _macro_and_feeds(macro, feeds) -> list[EventsImport]:
     for w in caught:
         log.warning(str(w.message))
     for p in feeds:
-        out.append(read_feed(p))
+        out.append(read_feed(p, assume_timezone=assume_timezone))
     return out
 
 
@@ -281,10 +335,11 @@ def _insider_meta(events: pd.DataFrame, measured: dict | None) -> dict:
     return {"events_by_timing": {k: int(v) for k, v in timing.items()}, "availability_rule": measured}
 
 
-def import_shared(
+def shared_config(
     root: str | Path, *, tickers: Sequence[str] = MAG7, name: str = "mag7", content_dates: str = "quarantine"
-) -> MarketStore:
-    """The Magnificent-7 store from ../shared/data with every family (module docstring)."""
+) -> ImportConfig:
+    """The import of the Magnificent-7 store from ../shared/data with every family (module docstring);
+    `import_shared` runs it (with `MAG7_SPLITS` as the split history)."""
     root = Path(root)
     if not (root / "prices").is_dir():
         raise ValueError(f"{root}: not the shared data folder (no prices/ inside)")
@@ -292,7 +347,7 @@ def import_shared(
     def have(*parts: str) -> list[Path]:
         return sorted(p for pat in parts for p in root.glob(pat))
 
-    return import_sources(
+    return ImportConfig(
         prices=[root / "prices" / f"{t}.csv" for t in tickers],
         events=have(
             "news/ticker_news_headlines_*.csv",
@@ -315,9 +370,16 @@ def import_shared(
             "macro/lean_usa_interest-rate_*.csv",
             "macro/fred_latest_FEDFUNDS.csv",
         ),
-        actions=split_actions(MAG7_SPLITS),
         bars_adjusted_as_of="2024-04-02",  # the price files' download (README): NVDA's 2024 split is not in them
         name=name,
         ticker_map=SHARED_TICKER_MAP,
         content_dates=content_dates,
     )
+
+
+def import_shared(
+    root: str | Path, *, tickers: Sequence[str] = MAG7, name: str = "mag7", content_dates: str = "quarantine"
+) -> MarketStore:
+    """The Magnificent-7 store from ../shared/data with every family (module docstring)."""
+    config = shared_config(root, tickers=tickers, name=name, content_dates=content_dates)
+    return import_sources(config, splits=split_actions(MAG7_SPLITS))

@@ -100,7 +100,7 @@ class ToolAgent:
         from thesisgym.train.generation import generate_texts
 
         model, tok = self._load()
-        schemas = tool_schemas()
+        schemas = tool_schemas(self.limits)
         prompts = [tok.apply_chat_template(ep.messages, tools=schemas, add_generation_prompt=True, tokenize=False)
                    for ep in episodes]
         outs = generate_texts(model, tok, prompts, max_new_tokens=self.max_new_tokens, temperature=self.temperature,

@@ -443,7 +443,7 @@ def _scoring_runner(config: ServeConfig, pool: ScoringPool, metrics: _Metrics) -
             raise ServiceError(503, "overloaded", message, headers) from None
         try:
             result = await asyncio.wait_for(asyncio.wrap_future(future), timeout=config.timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             future.cancel()  # never starts if still queued; if running, it keeps its slot until it ends
             raise ServiceError(504, "timeout", f"scoring took longer than {config.timeout_s:g} s") from None
         except ValueError as exc:  # a malformed verifier record or an unknown recipe

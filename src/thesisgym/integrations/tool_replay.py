@@ -28,7 +28,6 @@ import functools
 import json
 import logging
 import re
-import types
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -315,13 +314,13 @@ def episode_of_row(row: Mapping[str, Any], store: str | Path, *, limits: ToolLim
     return binding, record
 
 
-def tool_schema(name: str) -> dict[str, Any]:
-    """The OpenAI function schema of tool `name`: the one TRL shows for `MarketToolEnv` (its docstring)."""
+def tool_schema(name: str, limits: ToolLimits | None = None) -> dict[str, Any]:
+    """The OpenAI function schema of tool `name` under `limits`: the one TRL shows for `MarketToolEnv`."""
     from transformers.utils import get_json_schema
 
     if name not in TOOL_NAMES:
         raise ValueError(f"unknown tool {name!r}; the tools are {', '.join(TOOL_NAMES)}")
-    # bound to a placeholder only so the signature drops `self`; the schema reads nothing else
-    schema = get_json_schema(types.MethodType(getattr(MarketToolEnv, name), object()))
+    # an environment without a store: the schema reads only the method's signature and docstring
+    schema = get_json_schema(getattr(MarketToolEnv(None, limits), name))  # type: ignore[arg-type]
     schema["function"].pop("return", None)
     return schema

@@ -141,14 +141,15 @@ def market_tool_class() -> type:
     return MarketTool
 
 
-def write_tool_config(path: str | Path, *, tools: Sequence[str] = TOOL_NAMES) -> Path:
-    """Write verl's `tool_config_path` YAML: one native `MarketTool` per tool, with its schema."""
+def write_tool_config(path: str | Path, *, tools: Sequence[str] = TOOL_NAMES, limits: ToolLimits | None = None) -> Path:
+    """Write verl's `tool_config_path` YAML: one native `MarketTool` per tool, with its schema under `limits`
+    (the rows' `limits`, so the ranges the model reads are the ones its calls get)."""
     import yaml
 
     unknown = [t for t in tools if t not in TOOL_NAMES]
     if unknown or not tools:
         raise ValueError(f"tools: expected names among {', '.join(TOOL_NAMES)}, got {list(tools)}")
-    doc = {"tools": [{"class_name": TOOL_CLASS, "config": {"type": "native"}, "tool_schema": tool_schema(t)}
+    doc = {"tools": [{"class_name": TOOL_CLASS, "config": {"type": "native"}, "tool_schema": tool_schema(t, limits)}
                      for t in tools]}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -43,11 +43,11 @@ SECTION_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
-def tool_schemas() -> list[dict]:
-    """The JSON schemas of `MarketToolEnv`'s tools, as TRL shows them to the model."""
+def tool_schemas(limits: ToolLimits | None = None) -> list[dict]:
+    """The JSON schemas of `MarketToolEnv`'s tools under `limits`, as TRL shows them to the model."""
     from transformers.utils import get_json_schema
 
-    env = MarketToolEnv(None)  # type: ignore[arg-type] - the schemas need no store
+    env = MarketToolEnv(None, limits)  # type: ignore[arg-type] - the schemas need no store
     return [get_json_schema(getattr(env, name)) for name, _ in SECTION_CALLS.values()]
 
 
@@ -80,7 +80,7 @@ def distill_tool_traces(rows: Sequence[dict] | Any, store: MarketStore, teacher:
     looked_up = [_look_up(dict(r), timeline, limits or ToolLimits()) for r in rows]
     looked_up = [r for r in looked_up if r["evidence"]]
     result = distill(looked_up, teacher, **filter_options)
-    schemas = json.dumps(tool_schemas())
+    schemas = json.dumps(tool_schemas(limits))
     traces = []
     for row in result.dataset:
         thesis = row["completion"][-1]["content"]

@@ -1,7 +1,8 @@
 """The analyst's tool environment for TRL's GRPOTrainer (`environment_factory`), and its rewards.
 
 TRL builds one `MarketToolEnv` per rollout, calls `reset(**row)` with the dataset row, and exposes every
-public method as a tool (the docstrings below are the schemas the model sees). `reset` binds the row's
+public method as a tool (their docstrings, `thesisgym.tools.prompts.TOOL_DOCS` with the environment's
+`ToolLimits` filled in, are the schemas the model sees). `reset` binds the row's
 ticker and as-of day: the store is seen through `store.as_of(day)` (thesisgym.data.asof), so no argument
 of any tool can move the cutoff. The row's own `evidence` column is never read here.
 
@@ -22,6 +23,7 @@ from typing import Any
 from thesisgym.data.asof import Timeline
 from thesisgym.data.store import MarketStore
 from thesisgym.tools.market import MarketTools, ToolLimits
+from thesisgym.tools.prompts import tool_docs
 
 __all__ = ["MarketToolEnv", "tool_env_factory", "tool_usage_reward", "with_tool_evidence"]
 
@@ -35,6 +37,9 @@ class MarketToolEnv:
         self._limits = limits or ToolLimits()
         self._views = {} if views is None else views  # as-of day -> AsOfView, shared by a factory's environments
         self._tools: MarketTools | None = None
+        # the tools as the model sees them: descriptions with this environment's limits (tools/prompts.py)
+        for name, doc in tool_docs(self._limits).items():
+            setattr(self, name, _described(getattr(self, name), doc))
 
     def reset(self, **row: Any) -> str | None:
         if "ticker" not in row or "asof" not in row:
@@ -54,53 +59,39 @@ class MarketToolEnv:
         return self._tools
 
     def get_prices(self, days: int = 5) -> str:
-        """Daily price bars of the ticker up to the as-of day, newest first.
-
-        Args:
-            days: how many trading days to show, from 1 to 10.
-        """
         return self.tools.call("get_prices", days=days)
 
     def search_news(self, query: str, days: int = 30) -> str:
-        """Headlines about the ticker that contain every word of the query, newest first.
-
-        Args:
-            query: words every headline must contain; an empty query returns the latest headlines.
-            days: how far back to search, in calendar days, from 1 to 365.
-        """
         return self.tools.call("search_news", query=query, days=days)
 
     def get_fundamentals(self, days: int = 120) -> str:
-        """Earnings releases and reported figures of the ticker, newest first.
-
-        Args:
-            days: how far back to look, in calendar days, from 1 to 365.
-        """
         return self.tools.call("get_fundamentals", days=days)
 
     def get_insider(self, days: int = 90) -> str:
-        """Insider purchases and sales of the ticker, newest first.
-
-        Args:
-            days: how far back to look, in calendar days, from 1 to 365.
-        """
         return self.tools.call("get_insider", days=days)
 
     def get_analyst(self, days: int = 90) -> str:
-        """Analyst rating changes and price targets for the ticker, newest first.
-
-        Args:
-            days: how far back to look, in calendar days, from 1 to 365.
-        """
         return self.tools.call("get_analyst", days=days)
 
     def get_macro(self, days: int = 60) -> str:
-        """Market-wide releases and news: inflation, policy rates, macro headlines, newest first.
-
-        Args:
-            days: how far back to look, in calendar days, from 1 to 365.
-        """
         return self.tools.call("get_macro", days=days)
+
+
+# the class's own tool docstrings (what schemas read off the class show) carry the default limits
+for _name, _doc in tool_docs().items():
+    getattr(MarketToolEnv, _name).__doc__ = _doc
+del _name, _doc
+
+
+def _described(method: Callable, doc: str) -> Callable:
+    """`method` with the docstring `doc`: TRL lists the tools on the class and reads them off the instance."""
+
+    @functools.wraps(method)
+    def tool(*args: Any, **kwargs: Any) -> Any:
+        return method(*args, **kwargs)
+
+    tool.__doc__ = doc
+    return tool
 
 
 def tool_env_factory(store: MarketStore, *, limits: ToolLimits | None = None) -> Callable[[], MarketToolEnv]:

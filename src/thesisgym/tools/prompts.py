@@ -1,5 +1,8 @@
 """Prompts for the tool-using analyst, and a chat template that can show tool calls.
 
+`TOOL_DOCS` holds what the model reads about each tool (`tool_docs(limits)` fills in the ranges of a run's
+`ToolLimits`; `MarketToolEnv` carries them as its tools' docstrings, which TRL renders as the tool schemas).
+
 A tool prompt names the ticker and the as-of day and nothing else: the evidence is whatever the agent's
 tool calls return (bound to that day by the environment). `tool_dataset(split)` turns a built split into
 such rows, keeping every label and return column the rewards read; the split's `evidence`, `sections` and
@@ -13,9 +16,55 @@ response parser for it; a tokenizer whose template already handles tools is left
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
-__all__ = ["TOOL_SYSTEM_PROMPT", "tool_dataset", "tool_messages", "with_tool_template"]
+from thesisgym.tools.market import ToolLimits
+
+__all__ = ["TOOL_DOCS", "TOOL_SYSTEM_PROMPT", "tool_dataset", "tool_docs", "tool_messages", "with_tool_template"]
+
+# What the model reads about each tool: TRL (and transformers' get_json_schema) turn these Google-style
+# docstrings of `MarketToolEnv`'s methods into the tool schemas of the prompt. The ranges are `ToolLimits`
+# fields, filled in per environment, so a run with other limits tells the model its own bounds.
+TOOL_DOCS: dict[str, str] = {
+    "get_prices": """Daily price bars of the ticker up to the as-of day, newest first.
+
+        Args:
+            days: how many trading days to show, from 1 to {max_bars}.
+        """,
+    "search_news": """Headlines about the ticker that contain every word of the query, newest first.
+
+        Args:
+            query: words every headline must contain; an empty query returns the latest headlines.
+            days: how far back to search, in calendar days, from 1 to {max_days}.
+        """,
+    "get_fundamentals": """Earnings releases and reported figures of the ticker, newest first.
+
+        Args:
+            days: how far back to look, in calendar days, from 1 to {max_days}.
+        """,
+    "get_insider": """Insider purchases and sales of the ticker, newest first.
+
+        Args:
+            days: how far back to look, in calendar days, from 1 to {max_days}.
+        """,
+    "get_analyst": """Analyst rating changes and price targets for the ticker, newest first.
+
+        Args:
+            days: how far back to look, in calendar days, from 1 to {max_days}.
+        """,
+    "get_macro": """Market-wide releases and news: inflation, policy rates, macro headlines, newest first.
+
+        Args:
+            days: how far back to look, in calendar days, from 1 to {max_days}.
+        """,
+}
+
+
+def tool_docs(limits: ToolLimits | None = None) -> dict[str, str]:
+    """Each tool's docstring (the description the model sees) with the ranges of `limits` (default: ToolLimits())."""
+    values = asdict(limits or ToolLimits())
+    return {name: doc.format(**values) for name, doc in TOOL_DOCS.items()}
 
 TOOL_SYSTEM_PROMPT = (
     "You are an equity analyst. Look up the evidence you need with the tools (each result line starts with its "

@@ -60,8 +60,24 @@ class ModelConfig(_Strict):
 class DataConfig(_Strict):
     dataset: str
     split: str = "train"
-    eval_split: str | None = None
+    eval_split: str | None = Field(None, description="SFT only: split whose loss is measured every save_steps "
+                                                     "(GRPO and curriculum configs refuse it: see no_eval_split)")
     max_rows: int | None = Field(None, gt=0)
+
+
+def no_eval_split(data: DataConfig, kind: str) -> None:
+    """Refuse `data.eval_split` where no trainer reads it, instead of validating a setting that does nothing.
+
+    Why GRPO does not evaluate on it: a GRPO evaluation is a generation pass scored by the reward stack
+    (minutes per pass on CPU, every eval step), and the run's own train-batch rewards are logged every
+    step already; what a held-out split should answer is `thesisgym evaluate` on the saved model.
+    """
+    if data.eval_split is not None:
+        raise ValueError(
+            f"data.eval_split: {kind} does not evaluate during training (only SFT reads eval_split); remove it and "
+            f"evaluate the saved model on that split with `thesisgym evaluate --model OUTPUT_DIR --dataset "
+            f"{data.dataset} --split {data.eval_split}`"
+        )
 
 
 class RunConfig(_Strict):
@@ -170,6 +186,11 @@ class GRPORunConfig(RunConfig):
     vllm_tensor_parallel_size: int = Field(1, gt=0)
 
     @model_validator(mode="after")
+    def _eval_split(self) -> GRPORunConfig:
+        no_eval_split(self.data, "GRPO")
+        return self
+
+    @model_validator(mode="after")
     def _vllm(self) -> GRPORunConfig:
         if self.vllm_server_base_url and not (self.use_vllm and self.vllm_mode == "server"):
             raise ValueError("vllm_server_base_url is only read with use_vllm: true and vllm_mode: server")
@@ -222,6 +243,11 @@ class CurriculumConfig(_Strict):
         if not v:
             raise ValueError("a curriculum needs at least one stage")
         return v
+
+    @model_validator(mode="after")
+    def _eval_split(self) -> CurriculumConfig:
+        no_eval_split(self.data, "the curriculum")
+        return self
 
 
 AnyRunConfig = SFTRunConfig | GRPORunConfig | CurriculumConfig
