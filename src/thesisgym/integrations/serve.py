@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from thesisgym.integrations.core import (
     VerifierRecord,
@@ -47,6 +47,7 @@ from thesisgym.integrations.core import (
     score_batch,
     verifier_record,
 )
+from thesisgym.schema import StrictModel
 
 __all__ = ["ServeConfig", "create_app"]
 
@@ -71,8 +72,8 @@ class ServeConfig:
 
 
 # --- request schemas (extra="forbid": an unknown key is a 422 naming it) --------------------------
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+class _Strict(StrictModel, strict=True):
+    """JSON bodies are not coerced either: "1" is not an int."""
 
 
 class Message(_Strict):
