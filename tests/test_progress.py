@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
-from thesisgym.train import CompactProgress
 from thesisgym.progress import Ticker, duration
+from thesisgym.train import CompactProgress
 from thesisgym.train.progress import compact_line, use_compact_progress
 
 
@@ -129,11 +129,10 @@ def test_an_exception_inside_stops_the_bar_and_says_so_in_a_log():
 def test_contexts_and_distillation_print_progress_lines_when_piped(capsys):
     """Both used plain rich bars, which print nothing into a piped log; they go through Ticker now."""
     from test_context import make_store
-    from toydata import toy_rows
-
     from thesisgym.dataset.contexts import build_contexts
     from thesisgym.teachers import TemplateTeacher
     from thesisgym.teachers.distill import distill
+    from toydata import toy_rows
 
     store = make_store()
     build_contexts(store, tickers=store.tickers[:2], split="train")
@@ -148,10 +147,10 @@ def test_contexts_and_distillation_print_progress_lines_when_piped(capsys):
 def test_distillation_stops_its_bar_when_scoring_raises(monkeypatch):
     import pytest
     from rich.progress import Progress
-    from toydata import toy_rows
 
     from thesisgym.teachers import TemplateTeacher
     from thesisgym.teachers.distill import distill
+    from toydata import toy_rows
 
     monkeypatch.setenv("FORCE_TERMINAL", "1")  # the bar path, as in a terminal
 
