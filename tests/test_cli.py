@@ -234,13 +234,12 @@ def test_train_prints_through_our_progress_not_trl(tmp_path, monkeypatch):
 
 
 def test_busy_cores_reads_the_machine_now_not_a_minute_ago(monkeypatch):
+    import psutil
+
     from thesisgym.cli import common
 
-    samples = iter([(100, 1000), (150, 1200)])  # 50 of 200 jiffies idle over the sample: 3/4 busy
-    monkeypatch.setattr(common, "_cpu_times", lambda: next(samples))
+    asked = []
+    monkeypatch.setattr(psutil, "cpu_percent", lambda interval: asked.append(interval) or 75.0)
     monkeypatch.setattr(common.os, "cpu_count", lambda: 4)
-    monkeypatch.setattr(common.time, "sleep", lambda s: None)
-    monkeypatch.setattr(common.os, "getloadavg", lambda: (9.0, 9.0, 9.0))  # stale: ignored when /proc is there
-    assert common.busy_cores() == 3.0
-    monkeypatch.setattr(common, "_cpu_times", lambda: None)
-    assert common.busy_cores() == 9.0
+    monkeypatch.setattr(common.os, "getloadavg", lambda: (9.0, 9.0, 9.0))  # stale: never read
+    assert common.busy_cores() == 3.0 and asked == [0.5]  # a sample taken now, over half a second

@@ -241,3 +241,27 @@ def test_bad_input_raises_naming_the_field():
         compute_labels(bars, mode="backward")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         compute_labels([1, 2, 3])  # type: ignore[arg-type]
+
+
+def test_cut_points_map_to_classes_one_way_everywhere():
+    """labels, the truth oracle (evaluate/baselines.py) and the reward audit's oracle share `class_ids`:
+    a value on a cut point goes to the class above it, a non-finite one to no class."""
+    from thesisgym.dataset.labels import class_ids, class_names
+    from thesisgym.evaluate.baselines import truth_oracle
+    from thesisgym.evaluate.reward_audit import truth_decisions
+
+    cuts = (-0.02, -0.01, 0.01, 0.02)
+    values = [-0.03, -0.02, -0.015, 0.0, 0.01, 0.05, math.nan]
+    assert class_ids(values, cuts).tolist() == [0, 1, 1, 2, 3, 4, -1]
+    assert class_names(values, cuts).tolist() == [*(LABELS[i] for i in (0, 1, 1, 2, 3, 4)), None]
+    assert LabelThresholds(cuts=cuts).apply(values).tolist() == class_names(values, cuts).tolist()
+    with pytest.raises(ValueError, match="cut points: expected 4"):
+        class_ids(values, cuts[:3])
+    finite = values[:-1]
+    keys = pd.DataFrame({"ticker": ["A"] * len(finite), "date": pd.date_range("2024-01-01", periods=len(finite))})
+    truth = keys.assign(expected_return=finite)
+    oracle = truth_oracle(keys, truth, thresholds=cuts)["decision"].tolist()
+    assert oracle == class_names(finite, cuts).tolist()
+    spread = np.linspace(-1, 1, 101)
+    audit_cuts = np.quantile(spread, [0.03, 0.15, 0.53, 0.85])
+    assert truth_decisions(spread) == class_names(spread, audit_cuts).tolist()

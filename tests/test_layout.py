@@ -15,9 +15,10 @@ import thesisgym
 ROOT = Path(thesisgym.__file__).parent
 
 # data -> dataset -> rewards -> tools -> teachers -> train -> evaluate -> experiments -> integrations -> cli, with the
-# shared vocabulary (schema, thesis format, LLM client) below them all.
+# shared vocabulary (schema, progress display, thesis format, LLM client) below them all.
 STAGES = [
     "schema",
+    "progress",
     "<root>",
     "thesis",
     "llm",

@@ -6,8 +6,9 @@ from types import SimpleNamespace
 
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
+from thesisgym.progress import Ticker, duration
 from thesisgym.train import CompactProgress
-from thesisgym.train.progress import Ticker, compact_line, duration, use_compact_progress
+from thesisgym.train.progress import compact_line, use_compact_progress
 
 
 class Clock:
@@ -103,3 +104,61 @@ def test_a_piped_training_run_prints_steps_and_logs_without_a_bar():
         "    step 4/4  reward 2",
         "    GRPO: 4/4 steps done in 2 min 40 s",
     ]
+
+
+def test_an_exception_inside_stops_the_bar_and_says_so_in_a_log():
+    import pytest
+    from rich.progress import Progress
+
+    with pytest.raises(KeyError), Ticker(3, "live", terminal=True) as t:
+        t.advance()
+        raise KeyError("boom")
+    # a live display left running would refuse the next one (rich allows one at a time)
+    nxt = Progress()
+    nxt.start()
+    nxt.stop()
+    clock, lines = Clock(), []
+    with pytest.raises(KeyError), Ticker(4, "piped", unit="rows", terminal=False, clock=clock,
+                                         print_fn=lines.append) as t:
+        t.advance(1)
+        clock.now += 5
+        raise KeyError("boom")
+    assert lines == ["    piped: started, 4 rows to do", "    piped: stopped at 1/4 rows after 5 s (KeyError)"]
+
+
+def test_contexts_and_distillation_print_progress_lines_when_piped(capsys):
+    """Both used plain rich bars, which print nothing into a piped log; they go through Ticker now."""
+    from test_context import make_store
+    from thesisgym.dataset.contexts import build_contexts
+    from thesisgym.teachers import TemplateTeacher
+    from thesisgym.teachers.distill import distill
+    from toydata import toy_rows
+
+    store = make_store()
+    build_contexts(store, tickers=store.tickers[:2], split="train")
+    distill(toy_rows(3), TemplateTeacher(), n=1, progress=True)
+    out = capsys.readouterr().out.splitlines()
+    assert "    contexts train: started, 2 tickers to do" in out
+    assert any(line.startswith("    contexts train: 2/2 tickers done in ") for line in out)
+    assert "    distilling: started, 3 rows to do" in out
+    assert any(line.startswith("    distilling: 3/3 rows done in ") for line in out)
+
+
+def test_distillation_stops_its_bar_when_scoring_raises(monkeypatch):
+    import pytest
+    from rich.progress import Progress
+
+    from thesisgym.teachers import TemplateTeacher
+    from thesisgym.teachers.distill import distill
+    from toydata import toy_rows
+
+    monkeypatch.setenv("FORCE_TERMINAL", "1")  # the bar path, as in a terminal
+
+    def broken_scorer(completion, row):
+        raise RuntimeError("scorer bug")
+
+    with pytest.raises(RuntimeError, match="scorer bug"):
+        distill(toy_rows(3), TemplateTeacher(), n=1, progress=True, scorer=broken_scorer)
+    nxt = Progress()  # raises LiveError if distill's bar were still live
+    nxt.start()
+    nxt.stop()

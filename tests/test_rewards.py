@@ -506,3 +506,19 @@ def test_skill_curve_arithmetic():
     assert curve.constants["BUY"] == 0.0 and curve.majority == ("SELL", 0.5) or curve.majority[1] == 0.5
     # R(p) = -0.6 + 1.6 p reaches the best constant (0) at p* = 0.375; accuracy p + (1 - p)/5 = 0.5 there too
     assert curve.p_star == pytest.approx(0.375) and curve.p_majority == pytest.approx(0.375) and curve.passes
+
+
+def test_evidence_index_memo_is_keyed_on_everything_the_index_reads():
+    from thesisgym.rewards.base import clear_caches
+
+    a = [{"id": "N1", "text": "Revenue rose 12 %", "section": "news"}]
+    same = [dict(a[0])]
+    other_section = [{**a[0], "section": "fundamentals"}]
+    other_text = [{**a[0], "text": "Revenue fell 12 %"}]
+    assert evidence_index(a) is evidence_index(same)  # content key, not object identity
+    assert evidence_index(other_section).items["N1"].section == "fundamentals"
+    assert evidence_index(a).items["N1"].section == "news"
+    assert evidence_index(other_text).items["N1"].norm_text != evidence_index(a).items["N1"].norm_text
+    first = evidence_index(a)
+    clear_caches()
+    assert evidence_index(a) is not first

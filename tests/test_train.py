@@ -575,6 +575,61 @@ def test_compact_head_gives_trls_log_probs_entropy_and_gradients(tmp_path):
                        ours.generate(ids[:1, :8], max_new_tokens=4, do_sample=False))
 
 
+def test_compact_head_is_gated_on_what_the_installed_trl_provides(tmp_path, monkeypatch):
+    """The fused head is a TRL internal: without TRL's output class (TRL 1.0, the floor), with one that lacks
+    a field this head fills, or on a model TRL did not patch, the model is left exactly as it was."""
+    import dataclasses
+
+    from trl.trainer import utils as trl_utils
+
+    from thesisgym.train.cpu_head import fused_output_type, use_compact_head
+    from thesisgym.train.models import build_tiny, load_model
+
+    path = build_tiny(["alpha beta gamma delta " * 5] * 10, tmp_path / "m", vocab_size=300, hidden_size=32,
+                      layers=2, heads=2, kv_heads=1)
+    model, _ = load_model(path)
+    plain = model.forward
+    assert fused_output_type(model) is None and not use_compact_head(model)  # not patched by TRL
+    assert model.forward == plain
+
+    def fused_forward(self, *args, fused_lm_head=False, labels=None, shift_labels=None, num_items_in_batch=None,
+                      **kwargs):
+        return plain(*args, labels=labels, **kwargs)
+
+    import types
+
+    model.forward = types.MethodType(fused_forward, model)
+    patched = model.forward
+    if hasattr(trl_utils, "FusedCausalLMOutput"):
+        assert fused_output_type(model) is trl_utils.FusedCausalLMOutput
+
+    @dataclasses.dataclass
+    class Older:  # an output class without `is_top1`
+        loss: object = None
+        log_probs: object = None
+        entropy: object = None
+        label_mask: object = None
+
+    monkeypatch.setattr(trl_utils, "FusedCausalLMOutput", Older, raising=False)
+    assert fused_output_type(model) is None and not use_compact_head(model)
+    monkeypatch.delattr(trl_utils, "FusedCausalLMOutput", raising=False)  # TRL 1.0: no fused head at all
+    assert fused_output_type(model) is None and not use_compact_head(model)
+    assert model.forward == patched
+
+
+def test_an_sft_run_on_cpu_uses_the_compact_head_when_trl_has_a_fused_one(data, tmp_path, monkeypatch):
+    """The gate must not switch the head off silently on the TRL it was written for."""
+    from trl.trainer import utils as trl_utils
+
+    from thesisgym.train import sft
+
+    engaged = []
+    real = sft.compact_heads_on_cpu
+    monkeypatch.setattr(sft, "compact_heads_on_cpu", lambda *a, **k: engaged.append(real(*a, **k)))
+    sft.run_sft(_sft_config(data, tmp_path / "sft", max_steps=1))
+    assert engaged == [hasattr(trl_utils, "add_fused_lm_head")]
+
+
 def test_cpu_bf16_follows_the_cpu_and_spares_the_tiny_model(tmp_path, monkeypatch):
     from thesisgym.train import config as train_config
 

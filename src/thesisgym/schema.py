@@ -9,6 +9,15 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypedDict
 
+from pydantic import BaseModel, ConfigDict
+
+
+class StrictModel(BaseModel):
+    """The base of every config and request schema: an unknown key is an error naming it (a typo in a
+    recipe, `learnig_rate`, fails before an hour of training, not after), and so is a bad value set later."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
 
 class ArgumentError(ValueError):
     """A bad value for one argument, named as the caller wrote it.

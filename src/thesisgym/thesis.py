@@ -13,6 +13,7 @@ claim side and the evidence side agree on what a number is.
 
 from __future__ import annotations
 
+import functools
 import re
 import string
 import unicodedata
@@ -346,57 +347,36 @@ _DIGIT_RE = re.compile(r"\d")
 _PUNCT_TOKEN_RE = re.compile(r" [^\w\s$]+(?= |$)")  # on " " + opinion: "->", "-", ":" alone are not words
 
 
-_tag_cache: dict[str, tuple[bool, str] | None] = {}
+# memoised with lru_cache: each is a pure function of its (short) string argument, which repeats across
+# bullets and generations; bounded because junk brackets can be endless
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _tag(inner: str) -> tuple[bool, str] | None:
-    """(closing, normalised name) of the inside of <...>, or None when it is not a tag; cached."""
-    hit = _tag_cache.get(inner, False)
-    if hit is False:
-        m = _TAG_INNER_RE.fullmatch(inner)
-        hit = (m.group(1) == "/", _LABEL_SEP_RE.sub("_", m.group(2).strip().lower())) if m else None
-        if len(_tag_cache) > 50_000:
-            _tag_cache.clear()
-        _tag_cache[inner] = hit
-    return hit
+    """(closing, normalised name) of the inside of <...>, or None when it is not a tag."""
+    m = _TAG_INNER_RE.fullmatch(inner)
+    return (m.group(1) == "/", _LABEL_SEP_RE.sub("_", m.group(2).strip().lower())) if m else None
 
 
-_cite_cache: dict[str, tuple[str, ...]] = {}
-
-
+@functools.lru_cache(maxsize=1 << 16)
 def _cite_ids(group: str) -> tuple[str, ...]:
     """Ids in the inside of one [...] group; () when it is not a citation ("[see above]", "[1]")."""
-    hit = _cite_cache.get(group)
-    if hit is None:
-        hit = ()
-        if _CITE_GROUP_RE.fullmatch(group):
-            hit = tuple(f"{prefix.upper()}{int(num)}" for prefix, num in _CITE_ID_RE.findall(group))
-        if len(_cite_cache) > 50_000:  # bounded: groups are short and repeat, but junk can be endless
-            _cite_cache.clear()
-        _cite_cache[group] = hit
-    return hit
+    if not _CITE_GROUP_RE.fullmatch(group):
+        return ()
+    return tuple(f"{prefix.upper()}{int(num)}" for prefix, num in _CITE_ID_RE.findall(group))
 
 
-_citations_cache: dict[tuple[str, ...], tuple[str, ...]] = {}
-
-
+@functools.lru_cache(maxsize=4096)
 def _citations(groups: tuple[str, ...]) -> tuple[str, ...]:
-    """Cited ids of a bullet's [...] groups, in order, without duplicates; cached on the groups
-    because a bullet's citations repeat across bullets and generations ("[T1][T2]...[M4]")."""
-    hit = _citations_cache.get(groups)
-    if hit is None:
-        hit = tuple(dict.fromkeys(cid for group in groups for cid in _cite_ids(group)))
-        if len(_citations_cache) > 4096:  # bounded: a key can hold a few KB of junk brackets
-            _citations_cache.clear()
-        _citations_cache[groups] = hit
-    return hit
+    """Cited ids of a bullet's [...] groups, in order, without duplicates (a bullet's citations repeat
+    across bullets and generations: "[T1][T2]...[M4]")."""
+    return tuple(dict.fromkeys(cid for group in groups for cid in _cite_ids(group)))
 
 
 def clear_parser_caches() -> None:
     """Forget the memoised tags and citations (`thesisgym.rewards.base.clear_caches` calls this)."""
-    _tag_cache.clear()
-    _cite_cache.clear()
-    _citations_cache.clear()
+    for fn in (_tag, _cite_ids, _citations):
+        fn.cache_clear()
 
 
 def parse_bullet(text: str) -> Bullet:

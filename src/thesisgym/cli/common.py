@@ -13,7 +13,7 @@ parameters a second thread never pays (an SFT step 2.3x slower, generation 4-18x
 job on the machine), so they get 1 thread; for SmolLM2-135M on 2 idle cores 2 threads were 1.4x faster
 for SFT and 1.5x for generation (bench/bench_train.py), but a second thread competing with another job
 is what made the demo 12x slower on a busy box. So larger models get one thread per idle core at start
-(cores minus those busy over a half-second sample of /proc/stat, at least 1). A GPU or OMP_NUM_THREADS leaves torch alone;
+(cores minus those busy over a half-second sample of CPU use by psutil, at least 1). A GPU or OMP_NUM_THREADS leaves torch alone;
 `--threads N` overrides (0 = torch's default).
 """
 
@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -179,32 +178,15 @@ def model_params(model: str | Path) -> int | None:
     return vocab * h * (1 if tied else 2) + layers * (4 * h * h + 3 * h * inter)
 
 
-def _cpu_times() -> tuple[int, int] | None:
-    """(idle, total) jiffies of all cores from /proc/stat; None where there is no /proc (macOS, Windows)."""
-    try:
-        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    except (OSError, ValueError):
-        return None
-    return fields[3] + (fields[4] if len(fields) > 4 else 0), sum(fields[:8])
-
-
 def busy_cores(interval: float = 0.5) -> float:
-    """How many cores other processes keep busy now: sampled over `interval` seconds from /proc/stat.
+    """How many cores other processes keep busy now: psutil's CPU use over the last `interval` seconds.
 
-    The 1-minute load average is the fallback only: it trails by a minute, so a job that just finished
-    (an install, a test) reads as a busy core and would halve the threads of an idle machine.
+    Not the 1-minute load average: it trails by a minute, so a job that just finished (an install, a
+    test) reads as a busy core and would halve the threads of an idle machine.
     """
-    cores = os.cpu_count() or 1
-    first = _cpu_times()
-    if first is None:
-        try:
-            return os.getloadavg()[0]
-        except (AttributeError, OSError):  # not on every platform
-            return 0.0
-    time.sleep(interval)
-    second = _cpu_times() or first
-    total = second[1] - first[1]
-    return 0.0 if total <= 0 else cores * (1 - (second[0] - first[0]) / total)
+    import psutil
+
+    return (os.cpu_count() or 1) * psutil.cpu_percent(interval=interval) / 100
 
 
 def idle_cores() -> int:

@@ -263,20 +263,11 @@ def _check_request(store: MarketStore, tickers, dates, variations, token_budget)
 
 @contextmanager
 def _progress(show: bool, split: str, total: int):
-    """Yields `advance()`; a rich progress bar over tickers when `show`."""
-    if not show:
-        yield lambda: None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    """Yields `advance()`; progress over tickers when `show` (a bar in a terminal, lines in a log)."""
+    from thesisgym.progress import Ticker
 
-    progress = Progress(TextColumn("contexts {task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeRemainingColumn())
-    progress.start()
-    task = progress.add_task(split or "", total=total)
-    try:
-        yield lambda: progress.advance(task)
-    finally:
-        progress.stop()
+    with Ticker(total, f"contexts {split}".rstrip(), enabled=show, unit="tickers") as ticker:
+        yield ticker.advance
 
 
 def _requested_positions(t: str, days_all: pd.DatetimeIndex, req, min_bars: int) -> np.ndarray:

@@ -60,6 +60,28 @@ LABEL_COLUMNS: tuple[str, ...] = (
 )
 
 
+def class_ids(values: pd.Series | np.ndarray | list[float], cuts: tuple[float, ...] | np.ndarray) -> np.ndarray:
+    """Class ids (index into schema.LABELS) of `values` cut at four cut points, -1 where a value is not finite.
+
+    The one mapping from cut points to classes (labels here, the truth oracle of evaluate/baselines.py, the
+    reward audit's oracle): a value equal to a cut point belongs to the class above it (side="right", so
+    the 0.03 quantile itself is SELL).
+    """
+    c = np.asarray(cuts, dtype="float64")
+    if c.shape != (len(LABELS) - 1,):
+        raise ValueError(f"cut points: expected {len(LABELS) - 1}, got {list(np.ravel(c))}")
+    x = np.asarray(values, dtype="float64")
+    ids = np.searchsorted(c, x, side="right").astype("int64")
+    ids[~np.isfinite(x)] = -1
+    return ids
+
+
+def class_names(values: pd.Series | np.ndarray | list[float], cuts: tuple[float, ...] | np.ndarray) -> np.ndarray:
+    """`class_ids` as label names (object array of str), None where a value is not finite."""
+    return np.array((*LABELS, None), dtype=object)[class_ids(values, cuts)]  # id -1 indexes the trailing None
+
+
+
 class LabelThresholds(BaseModel):
     """Frozen composite cut points: STRONG_SELL < c0 <= SELL < c1 <= HOLD < c2 <= BUY < c3 <= STRONG_BUY."""
 
@@ -101,17 +123,11 @@ class LabelThresholds(BaseModel):
 
     def apply_ids(self, composite: pd.Series | np.ndarray | list[float]) -> np.ndarray:
         """Class ids (index into schema.LABELS), -1 where the composite is nan."""
-        x = np.asarray(composite, dtype="float64")
-        # side="right": a value equal to a cut point belongs to the class above it (q03 <= SELL).
-        ids = np.searchsorted(np.asarray(self.cuts), x, side="right").astype("int64")
-        ids[~np.isfinite(x)] = -1
-        return ids
+        return class_ids(composite, self.cuts)
 
     def apply(self, composite: pd.Series | np.ndarray | list[float]) -> np.ndarray:
         """Label names (object array of str), None where the composite is nan."""
-        ids = self.apply_ids(composite)
-        names = np.array((*LABELS, None), dtype=object)
-        return names[ids]  # id -1 indexes the trailing None
+        return class_names(composite, self.cuts)
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2)

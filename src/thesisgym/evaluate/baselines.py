@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from thesisgym.dataset.labels import class_names
 from thesisgym.schema import LABELS
 
 if TYPE_CHECKING:
@@ -142,5 +143,5 @@ def truth_oracle(
         cuts = np.asarray(thresholds, dtype=float)
         if cuts.shape != (4,) or np.any(np.diff(cuts) <= 0):
             raise ValueError(f"thresholds: expected 4 increasing cut points, got {list(thresholds)}")
-        dec = np.asarray(LABELS)[np.searchsorted(cuts, er, side="right")]
+        dec = class_names(er, cuts)
     return k.assign(decision=dec)

@@ -1236,10 +1236,11 @@ def truth_decisions(expected: Sequence[float]) -> list[str]:
     schema.LABEL_QUANTILES of their own distribution (so its class mix is the labels' mix)."""
     import numpy as np
 
+    from thesisgym.dataset.labels import class_names
     from thesisgym.schema import LABEL_QUANTILES
 
     cuts = np.quantile(np.asarray(expected, dtype=float), list(LABEL_QUANTILES))
-    return [LABELS[int(np.searchsorted(cuts, x, side="right"))] for x in expected]
+    return class_names(expected, cuts).tolist()
 
 
 def skill_curves(skill_rows: Sequence[dict]) -> list[SkillCurve]:

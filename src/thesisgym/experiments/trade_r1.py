@@ -37,6 +37,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from thesisgym.experiments.compare import difference_ci, mean_ci, score_with_s
+from thesisgym.progress import Ticker
 
 # arm -> (recipe whose reward stack it trains on, override of rewards.funcs or None)
 ARMS: dict[str, tuple[str, list[str] | None]] = {
@@ -142,30 +143,27 @@ def run_trade_r1(config: TradeR1Config, *, log: Callable[[str], None] = print, p
     log("    eval rows: " + ", ".join(f"{k} {len(v)}" for k, v in sets.items()))
 
     jobs = [(arm, seed) for arm in config.arms for seed in config.seeds]
-    bar = _bar(len(jobs)) if progress else None
-    for arm, seed in jobs:
-        run_dir = out / "arms" / f"{arm}-s{seed}"
-        done = run_dir / "metrics.json"
-        if done.exists():
-            log(f"    {arm} seed {seed}: done earlier, skipped")
-        else:
-            t_arm = time.perf_counter()
-            cfg = grpo_config(demo, sft_final, data_a, run_dir / "grpo", arm_rewards(arm), seed=seed)
-            final = run_grpo(cfg, callbacks=[CompactProgress(label=f"{arm} s{seed}", print_fn=log, show_bar=False)])
-            drop_checkpoints(run_dir / "grpo")
-            res: dict[str, Any] = {"arm": arm, "seed": seed, "in_sample_reward": _in_sample(run_dir / "grpo", arm)}
-            for name, rows in sets.items():
-                comps = generate_for(final, rows, demo)
-                res[name] = score_with_s(comps, rows)
-                if name in ("A", "B"):
-                    res[f"sharpe_{name}"] = _sharpe(comps, rows, store_a if name == "A" else store_b, arm)
-            res["seconds"] = round(time.perf_counter() - t_arm, 1)
-            done.write_text(json.dumps(res, default=float))
-            log(f"    {arm} seed {seed}: {res['seconds']:.0f} s")
-        if bar is not None:
-            bar[0].advance(bar[1])
-    if bar is not None:
-        bar[0].stop()
+    with Ticker(len(jobs), "arms x seeds", enabled=progress, unit="runs", print_fn=log) as bar:
+        for arm, seed in jobs:
+            run_dir = out / "arms" / f"{arm}-s{seed}"
+            done = run_dir / "metrics.json"
+            if done.exists():
+                log(f"    {arm} seed {seed}: done earlier, skipped")
+            else:
+                t_arm = time.perf_counter()
+                cfg = grpo_config(demo, sft_final, data_a, run_dir / "grpo", arm_rewards(arm), seed=seed)
+                final = run_grpo(cfg, callbacks=[CompactProgress(label=f"{arm} s{seed}", print_fn=log, show_bar=False)])
+                drop_checkpoints(run_dir / "grpo")
+                res: dict[str, Any] = {"arm": arm, "seed": seed, "in_sample_reward": _in_sample(run_dir / "grpo", arm)}
+                for name, rows in sets.items():
+                    comps = generate_for(final, rows, demo)
+                    res[name] = score_with_s(comps, rows)
+                    if name in ("A", "B"):
+                        res[f"sharpe_{name}"] = _sharpe(comps, rows, store_a if name == "A" else store_b, arm)
+                res["seconds"] = round(time.perf_counter() - t_arm, 1)
+                done.write_text(json.dumps(res, default=float))
+                log(f"    {arm} seed {seed}: {res['seconds']:.0f} s")
+            bar.advance()
 
     table = summarize(out, config)
     summary = {"config": config.model_dump(), "table": table, "seconds": round(time.perf_counter() - t0, 1)}
@@ -186,14 +184,6 @@ def _eval_sets(store_a: Any, splits_a: dict, splits_b: dict, n: int) -> dict[str
     if lucky_rows:
         sets["lucky"] = spread_rows(lucky_rows, n)
     return sets
-
-
-def _bar(total: int):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    prog = Progress(TextColumn("    arms x seeds"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    prog.start()
-    return prog, prog.add_task("arms", total=total)
 
 
 def _in_sample(run_dir: Path, arm: str) -> float:

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from thesisgym.integrations.core import (
     VerifierRecord,
@@ -57,6 +57,7 @@ from thesisgym.integrations.core import (
     verifier_record,
 )
 from thesisgym.rewards.base import counting_errors
+from thesisgym.schema import StrictModel
 
 __all__ = ["Saturated", "ScoringPool", "ServeConfig", "create_app"]
 
@@ -84,8 +85,8 @@ class ServeConfig:
 
 
 # --- request schemas (extra="forbid": an unknown key is a 422 naming it) --------------------------
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+class _Strict(StrictModel, strict=True):
+    """JSON bodies are not coerced either: "1" is not an int."""
 
 
 class Message(_Strict):

