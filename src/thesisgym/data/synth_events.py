@@ -30,6 +30,9 @@ class EventParams(Protocol):
     insider_rate: float
     analyst_rate: float
     injection_rate: float
+    event_impact: float
+    news_quality: float
+    earnings_detail: bool
 
 _FIRST = [
     "Northwind",
@@ -205,19 +208,57 @@ def make_events(
     return out
 
 
-def _news(cfg, rs, dates, tickers, companies, q, noise_sd) -> pd.DataFrame:
+def news_draws(cfg: EventParams, rs, q: np.ndarray) -> dict[str, np.ndarray]:
+    """The headlines' days, tickers and numbers: `x` is the size in percent each informative headline
+    states ("orders jump 6.2%"), `sign` its direction (+1 good news, -1 bad, 0 an uninformative one).
+    Drawn once for the price model (their impact) and once for the text: same streams, same numbers."""
     T, N = q.shape
     counts = rs("news-count").poisson(cfg.events_per_day, (T, N))
     day, tick = np.nonzero(counts)
     reps = counts[day, tick]
     day, tick = np.repeat(day, reps), np.repeat(tick, reps)
     n = len(day)
+    noise = rs("news-noise").random(n) < cfg.noise_headline_share
+    reading = cfg.news_quality * q[day, tick] + (1.0 / cfg.snr) * rs("news-reading").standard_normal(n)
+    x = np.abs(reading) * 6 + rs("news-x").uniform(0.5, 2.0, n)
+    sign = np.where(noise, 0.0, np.where(reading > 0, 1.0, -1.0))
+    return {"day": day, "tick": tick, "noise": noise, "reading": reading, "x": x, "sign": sign}
+
+
+def fundamentals_draws(cfg: EventParams, rs, q: np.ndarray) -> dict[str, np.ndarray]:
+    """The earnings reports' days, tickers and readings; `surprise` is the stated EPS surprise in percent."""
+    T, N = q.shape
+    offset = rs("fund-offset").integers(0, cfg.fundamentals_every, N)
+    mask = ((np.arange(T)[:, None] + offset[None, :]) % cfg.fundamentals_every) == 0
+    day, tick = np.nonzero(mask)
+    n = len(day)
+    reading = q[day, tick] + (1.0 / cfg.snr) * rs("fund-reading").standard_normal(n)
+    surprise = 4.0 * reading + rs("fund-surprise").standard_normal(n)
+    return {"day": day, "tick": tick, "reading": reading, "surprise": surprise, "offset": offset}
+
+
+def event_impacts(cfg: EventParams, rs, q: np.ndarray) -> np.ndarray:
+    """(T, N) total log-return impact of the events published on each day (0 when `event_impact` is 0):
+    `event_impact` x the signed size the event states, in percent / 100 (a headline's "jump 6.2%", an
+    earnings surprise "+4.1%"). The price model spreads it evenly over the `impact_days` days after."""
+    T, N = q.shape
+    out = np.zeros((T, N))
+    if cfg.event_impact == 0:
+        return out
+    news = news_draws(cfg, rs, q)
+    np.add.at(out, (news["day"], news["tick"]), cfg.event_impact * news["sign"] * news["x"] / 100)
+    fund = fundamentals_draws(cfg, rs, q)
+    np.add.at(out, (fund["day"], fund["tick"]), cfg.event_impact * fund["surprise"] / 100)
+    return out
+
+
+def _news(cfg, rs, dates, tickers, companies, q, noise_sd) -> pd.DataFrame:
+    draws = news_draws(cfg, rs, q)
+    day, tick, noise, reading, x = (draws[k] for k in ("day", "tick", "noise", "reading", "x"))
+    n = len(day)
     if n == 0:
         return pd.DataFrame()
-    noise = rs("news-noise").random(n) < cfg.noise_headline_share
-    reading = q[day, tick] + noise_sd * rs("news-reading").standard_normal(n)
     tmpl = rs("news-template").integers(0, 4, n)
-    x = np.abs(reading) * 6 + rs("news-x").uniform(0.5, 2.0, n)
     y = rs("news-y").uniform(20, 900, n)
     k = rs("news-k").integers(50, 5000, n)
     minutes = rs("news-time").integers(6 * 60, 20 * 60, n)  # 06:00-20:00 New York: pre-market to after close
@@ -271,15 +312,11 @@ def _news(cfg, rs, dates, tickers, companies, q, noise_sd) -> pd.DataFrame:
 
 
 def _fundamentals(cfg, rs, dates, tickers, companies, q, noise_sd) -> pd.DataFrame:
-    T, N = q.shape
-    offset = rs("fund-offset").integers(0, cfg.fundamentals_every, N)
-    mask = ((np.arange(T)[:, None] + offset[None, :]) % cfg.fundamentals_every) == 0
-    day, tick = np.nonzero(mask)
+    draws = fundamentals_draws(cfg, rs, q)
+    day, tick, reading, surprise = (draws[k] for k in ("day", "tick", "reading", "surprise"))
     n = len(day)
     if n == 0:
         return pd.DataFrame()
-    reading = q[day, tick] + noise_sd * rs("fund-reading").standard_normal(n)
-    surprise = 4.0 * reading + rs("fund-surprise").standard_normal(n)
     growth = 5.0 + 5.0 * reading + 2.0 * rs("fund-growth").standard_normal(n)
     est = rs("fund-est").uniform(0.4, 3.0, n)
     revenue = rs("fund-rev").uniform(0.3, 12.0, n)
@@ -297,6 +334,11 @@ def _fundamentals(cfg, rs, dates, tickers, companies, q, noise_sd) -> pd.DataFra
         qtr = dj - pd.offsets.QuarterEnd(1)
         actual = est[j] * (1 + surprise[j] / 100)
         rev_word = "up" if growth[j] >= 0 else "down"
+        if not cfg.earnings_detail:  # the surprise alone: a short item leaves a small prompt room for news
+            titles.append(f"{companies[t]} ({t}) Q{qtr.quarter} EPS ${actual:.2f} vs ${est[j]:.2f} expected "
+                          f"({surprise[j]:+.1f}% surprise)")
+            texts.append("")
+            continue
         titles.append(
             f"{companies[t]} ({t}) Q{qtr.quarter} {qtr.year} results: EPS ${actual:.2f} vs ${est[j]:.2f} "
             f"expected ({surprise[j]:+.1f}% surprise); revenue {rev_word} {abs(growth[j]):.1f}% year over year"

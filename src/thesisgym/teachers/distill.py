@@ -2,7 +2,8 @@
 
 Forward distillation (Trading-R1): the teacher sees the context and writes `n` theses; a sample is
 kept only if (1) it parses with a valid decision, (2) the decision matches the row's label (or is
-within `decision_tolerance` classes of it), and (3) its grounding passes: the evidence score of
+within `decision_tolerance` classes of it; the teacher itself never sees the label, and the stats say
+which share of its decisions agree with it before and after this filter), and (3) its grounding passes: the evidence score of
 `thesisgym.rewards.score_completion` is at least `min_grounding` and its hallucination rate at most
 `max_hallucination_rate`. Reverse distillation gives the teacher the label to explain (teacher
 `mode="reverse"`); the same filter then checks grounding, so a rationalisation that invents
@@ -154,6 +155,7 @@ def distill(
     errors: list[str] = []
     total = 0
     rows_covered = 0
+    decided = agreed = 0  # teacher samples with a valid decision, and those equal to the label
     bar = _progress(progress, len(labelled))
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         for i, texts, err in pool.map(sample, labelled) if workers > 1 else map(sample, labelled):
@@ -173,6 +175,9 @@ def distill(
                 reason, scores = judge_sample(text, row, scorer=score, min_grounding=min_grounding,
                                               max_hallucination_rate=max_hallucination_rate,
                                               decision_tolerance=decision_tolerance)
+                if "decision_id" in scores:
+                    decided += 1
+                    agreed += int(scores["decision_id"]) == LABEL_TO_ID[row["label"]]
                 if reason is None:
                     accepted.append((scores["grounding"], -j, text, scores))
                 else:
@@ -204,6 +209,11 @@ def distill(
         "rows_covered": rows_covered,
         "row_coverage": rows_covered / len(labelled) if labelled else 0.0,
         "kept_rows": len(kept),
+        # the teacher decides from the evidence alone: how often that matches the label, before the
+        # filter (what reading earns) and after it (what the SFT set teaches; the filter reads the label)
+        "teacher_label_agreement": agreed / decided if decided else math.nan,
+        "kept_label_agreement": (sum(r["teacher_decision"] == r["label"] for r in kept) / len(kept)
+                                 if kept else math.nan),
         "rejects": {r: reasons.get(r, 0) for r in REJECT_REASONS},
         "params": {"n": n, "min_grounding": min_grounding, "max_hallucination_rate": max_hallucination_rate,
                    "decision_tolerance": decision_tolerance, "keep_per_prompt": keep_per_prompt, "seed": seed,
