@@ -48,9 +48,9 @@ BLOCK = 4
 
 def features(row: dict) -> list[float]:
     """Numbers parsed from the prompt's evidence (module docstring); nothing else of the row."""
-    from thesisgym.teachers.template import item_stance
-
     import pandas as pd
+
+    from thesisgym.teachers.template import item_stance
 
     asof = pd.Timestamp(row["asof"])
     feats = np.zeros((len(FEATURE_SECTIONS), len(AGES), 4))

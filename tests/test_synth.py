@@ -102,7 +102,7 @@ def test_reading_pays_in_the_default_market_and_barely_in_the_noisy_one():
 
 
 def test_an_event_moves_returns_only_after_its_day(monkeypatch):
-    """Zero every event impact after day k: bars and truth up to day k are unchanged, day k+1 moves."""
+    """Zero every event impact after day k: bars up to day k+1 and truth up to day k are unchanged."""
     cfg = SynthConfig(n_tickers=6, n_days=160, seed=4, lucky=False)
     base = generate_market(cfg)
     k = 100
@@ -117,8 +117,11 @@ def test_an_event_moves_returns_only_after_its_day(monkeypatch):
     cut_store = generate_market(cfg)
     day = base.dates[k]
     b, c = base.bars, cut_store.bars
-    pd.testing.assert_frame_equal(b[b["date"] <= day], c[c["date"] <= day])
-    assert not np.allclose(b.loc[b["date"] == base.dates[k + 1], "close"], c.loc[c["date"] == base.dates[k + 1], "close"])
+    # an event of day k + 1 first moves the return from close k + 1 to close k + 2
+    nxt = base.dates[k + 1]
+    pd.testing.assert_frame_equal(b[b["date"] <= nxt], c[c["date"] <= nxt])
+    later = base.dates[k + 2]
+    assert not np.allclose(b.loc[b["date"] == later, "close"], c.loc[c["date"] == later, "close"])
     tb, tc = base.truth, cut_store.truth
     # the truth at d counts impacts published by d, and expects (not reads) the later ones
     np.testing.assert_array_equal(tb.loc[tb["date"] <= day, "expected_return"], tc.loc[tc["date"] <= day, "expected_return"])

@@ -55,9 +55,11 @@ _REGIME_SCORE = np.array([1.0, 0.0, -1.0])  # what macro releases read, with noi
 # noise, so a prompt-only reader beats every constant decision. "noisy": the market before events
 # moved prices, where the evidence barely predicts the weekly label and a constant decision is the
 # best response to the decision rewards (the honest "mostly noise" setting).
-PRESETS: dict[str, dict[str, float]] = {
-    "reading": {"event_impact": 0.9, "idio_vol": 0.010, "news_quality": 0.0, "earnings_detail": False},
-    "noisy": {"event_impact": 0.0, "idio_vol": 0.015, "news_quality": 1.0, "earnings_detail": True},
+PRESETS: dict[str, dict[str, object]] = {
+    "reading": {"event_impact": 2.0, "impact_days": 7, "news_quality": 0.0, "idio_vol": 0.010, "events_per_day": 0.15,
+                "noise_headline_share": 0.2, "insider_rate": 0.01, "analyst_rate": 0.01, "text_style": "terse"},
+    "noisy": {"event_impact": 0.0, "impact_days": 7, "news_quality": 1.0, "idio_vol": 0.015, "events_per_day": 0.5,
+              "noise_headline_share": 0.3, "insider_rate": 0.02, "analyst_rate": 0.03, "text_style": "detailed"},
 }
 
 
@@ -82,11 +84,12 @@ class SynthConfig(BaseModel):
     lag: int = Field(3, ge=0, le=60, description="days before quality reaches returns (events lead prices)")
     idio_vol: float = Field(0.010, gt=0, description="mean daily idiosyncratic volatility")
     event_impact: float = Field(
-        0.9, ge=0, description="log return an event moves its stock per percent of size it states, / 100"
+        2.0, ge=0, description="log return an event moves its stock per percent of size it states, / 100"
     )
-    impact_days: int = Field(10, ge=1, le=60, description="business days over which an event's impact is spread")
-    earnings_detail: bool = Field(
-        False, description="earnings reports add revenue, margin and guidance (False: the EPS surprise only)"
+    impact_days: int = Field(7, ge=1, le=60, description="business days over which an event's impact is spread")
+    text_style: Literal["terse", "detailed"] = Field(
+        "terse", description="terse: a headline's first percentage is its size, earnings state the EPS surprise "
+        "only; detailed: more numbers per item (revenue, margin, guidance, head counts)"
     )
     news_quality: float = Field(
         0.0, ge=0, description="weight of latent quality in what a headline reads (0: headlines are fresh shocks)"
@@ -99,11 +102,11 @@ class SynthConfig(BaseModel):
     regime_persistence: float = Field(
         0.985, gt=0, lt=1, description="daily probability of keeping the regime"
     )
-    events_per_day: float = Field(0.5, ge=0, description="expected news headlines per ticker per day")
-    noise_headline_share: float = Field(0.3, ge=0, le=1, description="share of headlines carrying no signal")
+    events_per_day: float = Field(0.15, ge=0, description="expected news headlines per ticker per day")
+    noise_headline_share: float = Field(0.2, ge=0, le=1, description="share of headlines carrying no signal")
     fundamentals_every: int = Field(63, ge=5, description="business days between earnings reports")
-    insider_rate: float = Field(0.02, ge=0, le=1, description="insider filings per ticker per day")
-    analyst_rate: float = Field(0.03, ge=0, le=1, description="analyst actions per ticker per day")
+    insider_rate: float = Field(0.01, ge=0, le=1, description="insider filings per ticker per day")
+    analyst_rate: float = Field(0.01, ge=0, le=1, description="analyst actions per ticker per day")
     macro: bool = Field(True, description="CPI releases every 21 and rate decisions every 30 business days")
     lucky: bool = Field(True, description="one ticker whose training-period drift reverses later")
     lucky_drift: float = Field(0.002, ge=0, description="the lucky ticker's extra daily drift (+ then -)")

@@ -32,7 +32,7 @@ class EventParams(Protocol):
     injection_rate: float
     event_impact: float
     news_quality: float
-    earnings_detail: bool
+    text_style: str
 
 _FIRST = [
     "Northwind",
@@ -128,6 +128,20 @@ _NEG = [
     "{t}: {name} recalls {n:,} units; repair costs of ${y:.0f} million seen cutting profit {x:.1f}%",
     "{name} ({t}) loses key customer; {x:.1f}% of revenue at risk",
     "{name} faces regulatory probe; {t} shares could lose {x:.1f}%, analysts warn",
+]
+# the "terse" style (SynthConfig.text_style): the size that moves the price is the headline's first
+# percentage and the lexicon words agree with its sign, so a reader can take both at face value
+_POS_TERSE = [
+    "{name} ({t}) orders jump {x:.1f}% as demand for {product} surges",
+    "{t}: {name} wins contract; backlog up {x:.1f}% to ${y:.0f} million",
+    "{name} ({t}) raises outlook; sales seen {x:.1f}% higher on strong demand",
+    "{name} ({t}) customer base grows {x:.1f}% to a record",
+]
+_NEG_TERSE = [
+    "{name} ({t}) to cut jobs as demand for {product} falls {x:.1f}%",
+    "{t}: {name} recall seen cutting profit {x:.1f}%",
+    "{name} ({t}) loses key customer; {x:.1f}% of revenue at risk",
+    "{name} faces regulatory probe; {t} sales could drop {x:.1f}%",
 ]
 _NOISE = [
     "{name} ({t}) to present at {conf} on {month} {day}",
@@ -270,6 +284,7 @@ def _news(cfg, rs, dates, tickers, companies, q, noise_sd) -> pd.DataFrame:
     # python scalars: formatting numpy scalars one by one is several times slower
     day_l, tick_l, tmpl_l, k_l = day.tolist(), tick.tolist(), tmpl.tolist(), k.tolist()
     x_l, y_l, rd_l, noise_l = x.tolist(), y.tolist(), reading.tolist(), noise.tolist()
+    terse = cfg.text_style == "terse"
     titles = []
     for j in range(n):
         t = tickers[tick_l[j]]
@@ -291,7 +306,8 @@ def _news(cfg, rs, dates, tickers, companies, q, noise_sd) -> pd.DataFrame:
             )
             continue
         a = abs(rd_l[j])
-        src = _POS if rd_l[j] > 0 else _NEG
+        good, bad = (_POS_TERSE, _NEG_TERSE) if terse else (_POS, _NEG)
+        src = good if rd_l[j] > 0 else bad
         titles.append(
             src[tmpl_l[j]].format(
                 name=name,
@@ -334,7 +350,7 @@ def _fundamentals(cfg, rs, dates, tickers, companies, q, noise_sd) -> pd.DataFra
         qtr = dj - pd.offsets.QuarterEnd(1)
         actual = est[j] * (1 + surprise[j] / 100)
         rev_word = "up" if growth[j] >= 0 else "down"
-        if not cfg.earnings_detail:  # the surprise alone: a short item leaves a small prompt room for news
+        if cfg.text_style == "terse":  # the surprise alone: a short item leaves a small prompt room for news
             titles.append(f"{companies[t]} ({t}) Q{qtr.quarter} EPS ${actual:.2f} vs ${est[j]:.2f} expected "
                           f"({surprise[j]:+.1f}% surprise)")
             texts.append("")
