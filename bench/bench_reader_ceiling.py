@@ -6,8 +6,10 @@
 Builds the demo's market and dataset (`thesisgym.experiments.demo`: 12 tickers x 520 days, the demo's
 context and splits), parses simple features from each prompt's evidence only (per section and age
 bucket: count, summed lexicon stance, summed signed stated percentage, EPS surprises, analyst target
-moves, the day's price change; never a label column), fits a regularised multinomial logistic
-regression (scikit-learn) on the train split and decides on the test split. Baselines measured in the
+moves, the day's price change, the template teacher's recency- and size-weighted score; never a label
+column), fits a regularised multinomial logistic
+regression (scikit-learn) on the train split and decides on the test split by cutting its expected class
+at the label mix's quantiles of the train scores (`Reader`). Baselines measured in the
 same run on the same rows: every constant decision (the train majority class among them) and the
 template teacher (`thesisgym.teachers.TemplateTeacher`, cut points calibrated on train evidence).
 
@@ -50,7 +52,7 @@ def features(row: dict) -> list[float]:
     """Numbers parsed from the prompt's evidence (module docstring); nothing else of the row."""
     import pandas as pd
 
-    from thesisgym.teachers.template import item_stance
+    from thesisgym.teachers.template import evidence_score, item_stance
 
     asof = pd.Timestamp(row["asof"])
     feats = np.zeros((len(FEATURE_SECTIONS), len(AGES), 4))
@@ -76,7 +78,11 @@ def features(row: dict) -> list[float]:
         s = FEATURE_SECTIONS.index(sec)
         feats[s, b] += (1.0, stance, stance * size, move)
     extra[1] = float(len(row["evidence"]))
-    return feats.ravel().tolist() + extra
+    # the template teacher's rule as parsed features too: recency- and size-weighted stance, overall
+    # and per section (a reader at least as good as that rule)
+    decayed = [evidence_score(row["evidence"], [sec], asof=row["asof"]) for sec in FEATURE_SECTIONS]
+    overall = evidence_score(row["evidence"], row["sections"], asof=row["asof"])
+    return feats.ravel().tolist() + extra + decayed + [overall]
 
 
 def build(preset: str, market: str, seed: int, out: Path, **knobs: float) -> dict:
@@ -98,15 +104,35 @@ def build(preset: str, market: str, seed: int, out: Path, **knobs: float) -> dic
     return {k: [dict(r) for r in splits[k]] for k in ("train", "test")}
 
 
-def fit_reader(train: list[dict]):
-    """Standardised features -> multinomial logistic regression (C=0.3), fitted on train rows' labels."""
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
+class Reader:
+    """Standardised features -> multinomial logistic regression (C=0.1) fitted on the train rows' labels;
+    a row's score is its expected class index (STRONG_SELL 0 ... STRONG_BUY 4) and the decisions cut it at
+    the label mix's quantiles of the train scores (schema.LABEL_QUANTILES), as the teacher's calibration
+    does: on this data that beats the most probable class in accuracy and IC (by about 2 points / 0.03)."""
 
-    x = np.array([features(r) for r in train])
-    y = np.array([r["label"] for r in train])
-    return make_pipeline(StandardScaler(), LogisticRegression(C=0.3, max_iter=2000)).fit(x, y)
+    def __init__(self, train: list[dict]) -> None:
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        from thesisgym.schema import LABEL_QUANTILES
+
+        x = np.array([features(r) for r in train])
+        y = np.array([r["label"] for r in train])
+        self.model = make_pipeline(StandardScaler(), LogisticRegression(C=0.1, max_iter=3000)).fit(x, y)
+        self.cuts = np.quantile(self._score(x), list(LABEL_QUANTILES))
+
+    def _score(self, x: np.ndarray) -> np.ndarray:
+        from thesisgym.schema import LABELS
+
+        classes = np.array([LABELS.index(c) for c in self.model.classes_], dtype=float)
+        return self.model.predict_proba(x) @ classes
+
+    def decide(self, rows: list[dict]) -> list[str]:
+        from thesisgym.schema import LABELS
+
+        scores = self._score(np.array([features(r) for r in rows]))
+        return [LABELS[int(np.searchsorted(self.cuts, s, side="right"))] for s in scores]
 
 
 def _spearman(a: np.ndarray, b: np.ndarray) -> float:
@@ -152,8 +178,7 @@ def measure(splits: dict, *, skill_rows: int, seed: int = 0) -> dict:
     from thesisgym.teachers import TemplateTeacher
 
     train, test = splits["train"], [r for r in splits["test"] if r["label"] in LABELS]
-    reader = fit_reader(train)
-    dec = {"reader": list(reader.predict(np.array([features(r) for r in test])))}
+    dec = {"reader": Reader(train).decide(test)}
     teacher = TemplateTeacher(seed=seed).calibrate(train)
     dec["teacher"] = [teacher.decision(r) for r in test]
     labels = np.array([r["label"] for r in test])
@@ -185,8 +210,9 @@ def measure(splits: dict, *, skill_rows: int, seed: int = 0) -> dict:
             for name, d in dec.items():
                 mine = np.array([t[recipe][d[i]] for t, i in zip(tables, pick, strict=True)])
                 entry[name] = float(np.nanmean(mine))
-                worst_gap = min(LABELS, key=lambda c: float(np.nanmean(mine - const[c])))
-                entry[f"{name}_minus_best_constant"] = sub.interval(np.nanmean, mine - const[worst_gap])
+                entry[f"{name}_minus_best_constant"] = sub.interval(np.nanmean, mine - const[best])
+                # "beats every constant": the smallest lower bound of the paired difference to each
+                entry[f"{name}_min_lower_bound"] = min(sub.interval(np.nanmean, mine - const[c])[1] for c in LABELS)
             rewards[recipe] = entry
         out["rewards"] = rewards
         out["skill_rows"] = len(pick)
@@ -210,17 +236,19 @@ def print_table(name: str, res: dict) -> None:
               f"{_fmt(r['ic'])} | {mix} |")
     print(f"| always {res['majority']} | {100 * res['majority_accuracy']:.1f} | 0 | 0 (constant) | |")
     if "rewards" in res:
-        print(f"\nMean reward per recipe on {res['skill_rows']} test rows (reader - constant: against the "
-              "constant closest to the reader, paired 95 % interval):")
-        print("| recipe | reader | teacher | best constant | reader - nearest constant |")
-        print("|---|---|---|---|---|")
+        print(f"\nMean reward per recipe on {res['skill_rows']} test rows (best constant: the constant decision "
+              "with the highest mean reward; paired 95 % interval of the difference):")
+        print("| recipe | reader | teacher | best constant | reader - best constant | teacher - best constant | "
+              "reader - any constant: lowest lower bound |")
+        print("|---|---|---|---|---|---|---|")
         for recipe, e in res["rewards"].items():
             best = e["best_constant"]
             print(f"| {recipe} | {e['reader']:.3f} | {e['teacher']:.3f} | {e['constant'][best]:.3f} ({best}) | "
-                  f"{_fmt(e['reader_minus_best_constant'])} |")
+                  f"{_fmt(e['reader_minus_best_constant'])} | {_fmt(e['teacher_minus_best_constant'])} | "
+                  f"{e['reader_min_lower_bound']:.3f} |")
 
 
-def sweep(values: list[float], args) -> None:
+def sweep(values: list[float], args, knobs: dict) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -228,7 +256,7 @@ def sweep(values: list[float], args) -> None:
 
     points = []
     for v in values:
-        res = measure(build(args.preset, args.market, args.seed, Path(args.out), event_impact=v), skill_rows=0,
+        res = measure(build(args.preset, args.market, args.seed, Path(args.out), **{**knobs, "event_impact": v}), skill_rows=0,
                       seed=args.seed)
         points.append({"event_impact": v, "reader_accuracy": res["reader"]["accuracy"],
                        "majority_accuracy": res["majority_accuracy"], "reader_ic": res["reader"]["ic"],
@@ -270,14 +298,16 @@ def main() -> None:
     ap.add_argument("--png", default="docs/img/reader_ceiling.png")
     ap.add_argument("--out", default="/tmp/reader_ceiling")
     ap.add_argument("--json", default=None, help="write the measurement here")
+    ap.add_argument("--knob", action="append", default=[], help="SynthConfig field=value over the preset; repeat")
     args = ap.parse_args()
+    knobs = {k: float(v) if k != "impact_days" else int(v) for k, v in (kv.split("=", 1) for kv in args.knob)}
     t0 = time.perf_counter()
     if args.sweep:
-        sweep([float(v) for v in args.sweep.split(",")], args)
+        sweep([float(v) for v in args.sweep.split(",")], args, knobs)
     else:
-        res = measure(build(args.preset, args.market, args.seed, Path(args.out)), skill_rows=args.skill_rows,
+        res = measure(build(args.preset, args.market, args.seed, Path(args.out), **knobs), skill_rows=args.skill_rows,
                       seed=args.seed)
-        print_table(f"preset {args.preset}, market {args.market}, seed {args.seed}", res)
+        print_table(f"preset {args.preset}, market {args.market}, seed {args.seed} {knobs or ''}", res)
         if args.json:
             Path(args.json).write_text(json.dumps(res, indent=2))
     print(f"\nwall {time.perf_counter() - t0:.1f} s")

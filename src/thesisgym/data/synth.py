@@ -56,7 +56,7 @@ _REGIME_SCORE = np.array([1.0, 0.0, -1.0])  # what macro releases read, with noi
 # moved prices, where the evidence barely predicts the weekly label and a constant decision is the
 # best response to the decision rewards (the honest "mostly noise" setting).
 PRESETS: dict[str, dict[str, object]] = {
-    "reading": {"event_impact": 2.0, "impact_days": 7, "news_quality": 0.0, "idio_vol": 0.010, "events_per_day": 0.15,
+    "reading": {"event_impact": 2.5, "impact_days": 7, "news_quality": 0.0, "idio_vol": 0.008, "events_per_day": 0.15,
                 "noise_headline_share": 0.2, "insider_rate": 0.01, "analyst_rate": 0.01, "text_style": "terse"},
     "noisy": {"event_impact": 0.0, "impact_days": 7, "news_quality": 1.0, "idio_vol": 0.015, "events_per_day": 0.5,
               "noise_headline_share": 0.3, "insider_rate": 0.02, "analyst_rate": 0.03, "text_style": "detailed"},
@@ -82,9 +82,9 @@ class SynthConfig(BaseModel):
     quality_persistence: float = Field(0.98, ge=0, lt=1, description="AR(1) coefficient of daily quality")
     quality_drift: float = Field(0.0012, ge=0, description="daily log-return drift per unit of quality")
     lag: int = Field(3, ge=0, le=60, description="days before quality reaches returns (events lead prices)")
-    idio_vol: float = Field(0.010, gt=0, description="mean daily idiosyncratic volatility")
+    idio_vol: float = Field(0.008, gt=0, description="mean daily idiosyncratic volatility")
     event_impact: float = Field(
-        2.0, ge=0, description="log return an event moves its stock per percent of size it states, / 100"
+        2.5, ge=0, description="log return an event moves its stock per percent of size it states, / 100"
     )
     impact_days: int = Field(7, ge=1, le=60, description="business days over which an event's impact is spread")
     text_style: Literal["terse", "detailed"] = Field(
