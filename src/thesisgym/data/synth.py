@@ -8,8 +8,10 @@ Generative model (daily, business-day calendar, t = 0..n_days-1, log returns r):
 - regime g_t in {bull, sideways, bear}: a Markov chain (stay with probability `regime_persistence`);
   the market return m_t = mu[g_t] + vol[g_t] * z_t.
 - latent quality q_{i,t} per ticker: stationary AR(1) with unit variance, persistence `quality_persistence`.
-- r_{i,t+1} = beta_i m_{t+1} + kappa q_{i,t-lag} + gamma M_{i,t} + lucky_{i,t+1} + sigma_i eps_{i,t+1}
-  where M is the mean of the last `momentum_window` returns and gamma = +momentum in market "A"
+- r_{i,t+1} = beta_i m_{t+1} + kappa q_{i,t-lag} + gamma M_{i,t} + lucky_{i,t+1} + e_{i,t+1} + sigma_i eps_{i,t+1}
+  where e is the drift of recent events: each informative headline (size x %, stated) and earnings
+  report (surprise s %) adds event_impact * (+-x or s) / 100 to the log return, spread evenly over the
+  `impact_days` days after its publication day (`synth_events.event_impacts`); M is the mean of the last `momentum_window` returns and gamma = +momentum in market "A"
   (momentum pays) and -momentum in market "B" (it reverses, cancelling the momentum the persistent
   quality would otherwise create). The lucky ticker earns +lucky_drift per day before `train_end`
   (a fraction of n_days) and -lucky_drift after: memorising it in training loses out of sample.
@@ -20,7 +22,11 @@ Generative model (daily, business-day calendar, t = 0..n_days-1, log returns r):
   New York times: pre-market, intraday and after the 16:00 close, so the cutoff rule matters.
 - truth: expected_return at (i, d) = E[close_{d+H}/close_d - 1 | state at d] with H = REWARD_HORIZON,
   computed from the model (regime transition probabilities, quality's AR(1) forecast, the momentum
-  feedback of the expected path, a lognormal variance term), never from realised future prices.
+  feedback of the expected path, the impacts of events published by d and the expected impacts of
+  later ones, a lognormal variance term), never from realised future prices.
+
+PRESETS name two settings of the knobs: "reading" (the default; the evidence predicts the label) and
+"noisy" (events move nothing: the market as it was before the events had sizes, bit for bit).
 
 Each random stream (regime, quality shocks, return shocks, each event attribute) has its own seeded
 generator and is drawn day-major, so the first k days of a market do not depend on n_days: truncating

@@ -5,6 +5,9 @@ day t only (quality q_t, regime g_t, the close of t-1 for price-based numbers) p
 signal-to-noise `snr`; none reads anything later, which the leakage tests check. Every headline
 holds numbers (percentages, dollar amounts, share counts) so that the reward stack's number checks
 have something to verify, and every company has a fake name so anonymisation probes can replace it.
+Headlines and earnings reports also state the size by which they move the price (`event_impacts`):
+`news_draws` / `fundamentals_draws` make their draws, once for the price model and once for the text,
+from the same named streams.
 """
 
 from __future__ import annotations
