@@ -63,7 +63,7 @@ _REGIME_SCORE = np.array([1.0, 0.0, -1.0])  # what macro releases read, with noi
 # best response to the decision rewards (the honest "mostly noise" setting).
 PRESETS: dict[str, dict[str, object]] = {
     "reading": {"event_impact": 2.5, "impact_days": 7, "news_quality": 0.0, "idio_vol": 0.008, "events_per_day": 0.15,
-                "noise_headline_share": 0.2, "insider_rate": 0.01, "analyst_rate": 0.01, "text_style": "terse"},
+                "noise_headline_share": 0.2, "insider_rate": 0.02, "analyst_rate": 0.03, "text_style": "terse"},
     "noisy": {"event_impact": 0.0, "impact_days": 7, "news_quality": 1.0, "idio_vol": 0.015, "events_per_day": 0.5,
               "noise_headline_share": 0.3, "insider_rate": 0.02, "analyst_rate": 0.03, "text_style": "detailed"},
 }
@@ -111,8 +111,8 @@ class SynthConfig(BaseModel):
     events_per_day: float = Field(0.15, ge=0, description="expected news headlines per ticker per day")
     noise_headline_share: float = Field(0.2, ge=0, le=1, description="share of headlines carrying no signal")
     fundamentals_every: int = Field(63, ge=5, description="business days between earnings reports")
-    insider_rate: float = Field(0.01, ge=0, le=1, description="insider filings per ticker per day")
-    analyst_rate: float = Field(0.01, ge=0, le=1, description="analyst actions per ticker per day")
+    insider_rate: float = Field(0.02, ge=0, le=1, description="insider filings per ticker per day")
+    analyst_rate: float = Field(0.03, ge=0, le=1, description="analyst actions per ticker per day")
     macro: bool = Field(True, description="CPI releases every 21 and rate decisions every 30 business days")
     lucky: bool = Field(True, description="one ticker whose training-period drift reverses later")
     lucky_drift: float = Field(0.002, ge=0, description="the lucky ticker's extra daily drift (+ then -)")
