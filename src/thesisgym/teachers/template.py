@@ -151,7 +151,8 @@ def item_stance(item: dict, *, ref_close: float | None = None) -> float:
 
 
 def section_scores(evidence: Sequence[dict], sections: Sequence[str]) -> dict[str, float]:
-    """Mean item stance per section that has items (rule 2)."""
+    """Mean item stance per section that has items (a per-section summary; the decision weighs items by
+    recency and size instead, `evidence_score`)."""
     out: dict[str, float] = {}
     ref = reference_close(evidence)
     for sec in sections:
