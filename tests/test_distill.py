@@ -119,3 +119,16 @@ def test_cli_distill(tmp_path):
     assert stats["samples"] == 8
     bad = CliRunner().invoke(app, ["distill", "--dataset", str(tmp_path / "nope"), "--out", str(tmp_path / "o2")])
     assert bad.exit_code == 2 and "nope: no such dataset directory" in " ".join(bad.output.split())
+
+
+def test_stats_say_how_often_the_teacher_and_the_kept_set_agree_with_the_label():
+    rows = toy_rows(12, seed=5)
+    teacher = TemplateTeacher()
+    res = distill(rows, teacher, n=1, decision_tolerance=1)
+    by_hand = sum(teacher.decision(r) == r["label"] for r in rows) / len(rows)
+    assert res.stats["teacher_label_agreement"] == pytest.approx(by_hand)
+    kept = res.dataset
+    assert res.stats["kept_label_agreement"] == pytest.approx(
+        sum(d == lab for d, lab in zip(kept["teacher_decision"], kept["label"], strict=True)) / len(kept))
+    exact = distill(rows, teacher, n=1, decision_tolerance=0)
+    assert exact.stats["kept_label_agreement"] == 1.0

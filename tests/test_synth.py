@@ -66,6 +66,67 @@ def test_config_defaults_and_rejections(tmp_path):
         generate_market({"n_tickers": 3})
 
 
+def test_presets_fill_the_knobs_not_given_and_noisy_is_the_old_market():
+    default = SynthConfig()
+    assert default.preset == "reading"
+    assert {k: getattr(default, k) for k in synth_mod.PRESETS["reading"]} == synth_mod.PRESETS["reading"]
+    noisy = SynthConfig(market="noisy")  # the CLI's `--market noisy`
+    assert (noisy.market, noisy.preset, noisy.event_impact, noisy.idio_vol) == ("A", "noisy", 0.0, 0.015)
+    assert SynthConfig(preset="noisy", market="B").market == "B"
+    assert SynthConfig(preset="noisy", event_impact=0.3).event_impact == 0.3  # an explicit knob wins
+    with pytest.raises(ValueError, match="preset"):
+        SynthConfig(market="noisy", preset="reading")
+    with pytest.raises(ValueError):
+        SynthConfig(preset="loud")
+    store = generate_market(SynthConfig(n_tickers=3, n_days=60, market="noisy"))
+    assert store.name == "synth-A-noisy-seed0" and store.meta["preset"] == "noisy"
+
+
+def _news_reading_ic(store) -> float:
+    """Spearman of the signed size of the last 5 days' informative headlines and the forward return."""
+    ev = store.events[(store.events["kind"] == "news") & store.events["value"].notna()].copy()
+    local = ev["published_at"].dt.tz_convert("America/New_York")
+    # after the 16:00 close: seen at the next day's cutoff
+    ev["date"] = (local.dt.normalize() + pd.to_timedelta((local.dt.hour >= 16).astype(int), unit="D")).dt.tz_localize(None)
+    ev["signed"] = np.sign(ev["sentiment"]) * ev["value"]
+    daily = ev.groupby(["date", "ticker"])["signed"].sum().unstack()
+    daily = daily.reindex(index=store.dates, columns=store.tickers).fillna(0.0)
+    return spearman(daily.rolling(5, min_periods=1).sum(), forward_return(store))
+
+
+def test_reading_pays_in_the_default_market_and_barely_in_the_noisy_one():
+    reading = generate_market(SynthConfig(n_tickers=12, n_days=300, seed=2))
+    noisy = generate_market(SynthConfig(n_tickers=12, n_days=300, seed=2, market="noisy"))
+    assert _news_reading_ic(reading) > 0.3
+    assert abs(_news_reading_ic(noisy)) < 0.15
+
+
+def test_an_event_moves_returns_only_after_its_day(monkeypatch):
+    """Zero every event impact after day k: bars up to day k+1 and truth up to day k are unchanged."""
+    cfg = SynthConfig(n_tickers=6, n_days=160, seed=4, lucky=False)
+    base = generate_market(cfg)
+    k = 100
+    real = synth_mod.event_impacts
+
+    def cut(cfg_, rs, q):
+        out = real(cfg_, rs, q)
+        out[k + 1 :] = 0.0
+        return out
+
+    monkeypatch.setattr(synth_mod, "event_impacts", cut)
+    cut_store = generate_market(cfg)
+    day = base.dates[k]
+    b, c = base.bars, cut_store.bars
+    # an event of day k + 1 first moves the return from close k + 1 to close k + 2
+    nxt = base.dates[k + 1]
+    pd.testing.assert_frame_equal(b[b["date"] <= nxt], c[c["date"] <= nxt])
+    later = base.dates[k + 2]
+    assert not np.allclose(b.loc[b["date"] == later, "close"], c.loc[c["date"] == later, "close"])
+    tb, tc = base.truth, cut_store.truth
+    # the truth at d counts impacts published by d, and expects (not reads) the later ones
+    np.testing.assert_array_equal(tb.loc[tb["date"] <= day, "expected_return"], tc.loc[tc["date"] <= day, "expected_return"])
+
+
 # --- determinism and shape --------------------------------------------------------------------------
 def test_deterministic_given_seed_and_different_across_seeds():
     cfg = SynthConfig(n_tickers=5, n_days=120, seed=7)

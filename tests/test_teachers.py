@@ -204,3 +204,36 @@ def test_default_theses_cover_the_expected_items_once_without_repeated_phrases()
     assert line.startswith("- ") and line.endswith(f"[{item}]")
     with pytest.raises(ValueError, match="no evidence item"):
         TemplateTeacher().bullet_for(row, "Z99", random.Random(0))
+
+
+LABEL_COLUMNS = {"label": "STRONG_SELL", "label_id": 0, "composite": -9.0, "fwd_return": -0.5,
+                 "true_expected_return": -0.5}
+
+
+def test_output_is_identical_when_the_label_columns_change():
+    """The teacher decides by reading: rewriting every label column of a row changes nothing it writes."""
+    import thesisgym.data.synth as synth
+    import thesisgym.dataset.contexts as ctx
+
+    store = synth.generate_market(synth.SynthConfig(n_tickers=3, n_days=90, seed=1))
+    rows = list(ctx.build_contexts(store, tickers=store.tickers, dates=store.dates[40:80:2]))
+    lied = [dict(r, **LABEL_COLUMNS) for r in rows]
+    assert {r["label"] for r in rows} != {"STRONG_SELL"}
+    a, b = TemplateTeacher(seed=2).calibrate(rows), TemplateTeacher(seed=2).calibrate(lied)
+    assert a.cuts == b.cuts
+    for row, other in zip(rows, lied, strict=True):
+        assert a.write(row, n=2) == b.write(other, n=2)
+        assert a.decision(row) == b.decision(other)
+
+
+def test_fresh_large_news_outweighs_stale_or_small_news():
+    from thesisgym.teachers.template import evidence_score
+
+    fresh = {"id": "N1", "section": "news", "date": "2024-03-01", "text": "Acme orders jump 12.0% on record demand"}
+    stale = {"id": "N2", "section": "news", "date": "2024-02-01", "text": "Acme loses key customer; 12.0% of revenue at risk"}
+    small = {"id": "N3", "section": "news", "date": "2024-03-01", "text": "Acme recalls units; profit could drop 1.0%"}
+    assert evidence_score([fresh, stale], ["news"], asof="2024-03-01") > 0.3
+    assert evidence_score([fresh, small], ["news"], asof="2024-03-01") > 0.3
+    assert evidence_score([stale], ["news"], asof="2024-03-01") > -0.05  # a month old: mostly priced
+    # without an as-of date the newest item's date is "today"
+    assert evidence_score([fresh, stale], ["news"]) == evidence_score([fresh, stale], ["news"], asof="2024-03-01")

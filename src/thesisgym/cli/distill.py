@@ -158,6 +158,10 @@ def print_stats(s: dict[str, Any], title: str, *, llm: bool) -> None:
         table.add_row(key, str(s[key]))
     table.add_row("acceptance_rate", f"{s['acceptance_rate']:.1%}")
     table.add_row("row_coverage", f"{s['row_coverage']:.1%}")
+    for key, what in (("teacher_label_agreement", "teacher decisions = label (all samples)"),
+                      ("kept_label_agreement", "kept decisions = label")):
+        if key in s and s[key] == s[key]:
+            table.add_row(what, f"{s[key]:.1%}")
     for reason, count in s["rejects"].items():
         if count:
             table.add_row(f"rejected: {reason}", str(count))

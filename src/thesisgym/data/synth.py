@@ -8,8 +8,10 @@ Generative model (daily, business-day calendar, t = 0..n_days-1, log returns r):
 - regime g_t in {bull, sideways, bear}: a Markov chain (stay with probability `regime_persistence`);
   the market return m_t = mu[g_t] + vol[g_t] * z_t.
 - latent quality q_{i,t} per ticker: stationary AR(1) with unit variance, persistence `quality_persistence`.
-- r_{i,t+1} = beta_i m_{t+1} + kappa q_{i,t-lag} + gamma M_{i,t} + lucky_{i,t+1} + sigma_i eps_{i,t+1}
-  where M is the mean of the last `momentum_window` returns and gamma = +momentum in market "A"
+- r_{i,t+1} = beta_i m_{t+1} + kappa q_{i,t-lag} + gamma M_{i,t} + lucky_{i,t+1} + e_{i,t+1} + sigma_i eps_{i,t+1}
+  where e is the drift of recent events: each informative headline (size x %, stated) and earnings
+  report (surprise s %) adds event_impact * (+-x or s) / 100 to the log return, spread evenly over the
+  `impact_days` days after its publication day (`synth_events.event_impacts`); M is the mean of the last `momentum_window` returns and gamma = +momentum in market "A"
   (momentum pays) and -momentum in market "B" (it reverses, cancelling the momentum the persistent
   quality would otherwise create). The lucky ticker earns +lucky_drift per day before `train_end`
   (a fraction of n_days) and -lucky_drift after: memorising it in training loses out of sample.
@@ -20,7 +22,11 @@ Generative model (daily, business-day calendar, t = 0..n_days-1, log returns r):
   New York times: pre-market, intraday and after the 16:00 close, so the cutoff rule matters.
 - truth: expected_return at (i, d) = E[close_{d+H}/close_d - 1 | state at d] with H = REWARD_HORIZON,
   computed from the model (regime transition probabilities, quality's AR(1) forecast, the momentum
-  feedback of the expected path, a lognormal variance term), never from realised future prices.
+  feedback of the expected path, the impacts of events published by d and the expected impacts of
+  later ones, a lognormal variance term), never from realised future prices.
+
+PRESETS name two settings of the knobs: "reading" (the default; the evidence predicts the label) and
+"noisy" (events move nothing: the market as it was before the events had sizes, bit for bit).
 
 Each random stream (regime, quality shocks, return shocks, each event attribute) has its own seeded
 generator and is drawn day-major, so the first k days of a market do not depend on n_days: truncating
@@ -39,10 +45,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from thesisgym.data.store import MarketStore
-from thesisgym.data.synth_events import company_names, make_events
+from thesisgym.data.synth_events import company_names, event_impacts, fundamentals_draws, make_events
 from thesisgym.schema import DEFAULT_TIMEZONE, REWARD_HORIZON
 
-__all__ = ["REGIMES", "SynthConfig", "generate_market"]
+__all__ = ["PRESETS", "REGIMES", "SynthConfig", "generate_market"]
 
 REGIMES: tuple[str, ...] = ("bull", "sideways", "bear")
 _REGIME_DRIFT = np.array([0.0006, 0.0001, -0.0009])  # daily log market drift per regime
@@ -50,10 +56,28 @@ _REGIME_VOL = np.array([0.008, 0.010, 0.018])  # daily market volatility per reg
 _REGIME_SCORE = np.array([1.0, 0.0, -1.0])  # what macro releases read, with noise
 
 
+# Named settings of the knobs that decide how much reading the evidence pays (docs/spec.md, section 9).
+# "reading" (the default): events of known size move the next week's returns over quieter idiosyncratic
+# noise, so a prompt-only reader beats every constant decision. "noisy": the market before events
+# moved prices, where the evidence barely predicts the weekly label and a constant decision is the
+# best response to the decision rewards (the honest "mostly noise" setting).
+PRESETS: dict[str, dict[str, object]] = {
+    "reading": {"event_impact": 2.5, "impact_days": 7, "news_quality": 0.0, "idio_vol": 0.008, "events_per_day": 0.15,
+                "noise_headline_share": 0.2, "insider_rate": 0.02, "analyst_rate": 0.03, "text_style": "terse"},
+    "noisy": {"event_impact": 0.0, "impact_days": 7, "news_quality": 1.0, "idio_vol": 0.015, "events_per_day": 0.5,
+              "noise_headline_share": 0.3, "insider_rate": 0.02, "analyst_rate": 0.03, "text_style": "detailed"},
+}
+
+
 class SynthConfig(BaseModel):
-    """Knobs of the synthetic market; every field has a working default. Load from YAML with `from_yaml`."""
+    """Knobs of the synthetic market; every field has a working default. Load from YAML with `from_yaml`.
+
+    `preset` fills the knobs of PRESETS it names that are not given explicitly; `market="noisy"` is
+    shorthand for market A with preset "noisy" (so `thesisgym data synth --market noisy` works)."""
 
     model_config = ConfigDict(extra="forbid")
+
+    preset: Literal["reading", "noisy"] = Field("reading", description="named knob settings (PRESETS)")
 
     n_tickers: int = Field(20, ge=1, le=2000, description="number of tickers SYN000, SYN001, ...")
     n_days: int = Field(750, ge=40, le=20000, description="business days generated")
@@ -64,7 +88,18 @@ class SynthConfig(BaseModel):
     quality_persistence: float = Field(0.98, ge=0, lt=1, description="AR(1) coefficient of daily quality")
     quality_drift: float = Field(0.0012, ge=0, description="daily log-return drift per unit of quality")
     lag: int = Field(3, ge=0, le=60, description="days before quality reaches returns (events lead prices)")
-    idio_vol: float = Field(0.015, gt=0, description="mean daily idiosyncratic volatility")
+    idio_vol: float = Field(0.008, gt=0, description="mean daily idiosyncratic volatility")
+    event_impact: float = Field(
+        2.5, ge=0, description="log return an event moves its stock per percent of size it states, / 100"
+    )
+    impact_days: int = Field(7, ge=1, le=60, description="business days over which an event's impact is spread")
+    text_style: Literal["terse", "detailed"] = Field(
+        "terse", description="terse: a headline's first percentage is its size, earnings state the EPS surprise "
+        "only; detailed: more numbers per item (revenue, margin, guidance, head counts)"
+    )
+    news_quality: float = Field(
+        0.0, ge=0, description="weight of latent quality in what a headline reads (0: headlines are fresh shocks)"
+    )
     momentum: float = Field(
         0.3, ge=0, lt=0.9, description="strength of the momentum term (sign set by market)"
     )
@@ -73,8 +108,8 @@ class SynthConfig(BaseModel):
     regime_persistence: float = Field(
         0.985, gt=0, lt=1, description="daily probability of keeping the regime"
     )
-    events_per_day: float = Field(0.5, ge=0, description="expected news headlines per ticker per day")
-    noise_headline_share: float = Field(0.3, ge=0, le=1, description="share of headlines carrying no signal")
+    events_per_day: float = Field(0.15, ge=0, description="expected news headlines per ticker per day")
+    noise_headline_share: float = Field(0.2, ge=0, le=1, description="share of headlines carrying no signal")
     fundamentals_every: int = Field(63, ge=5, description="business days between earnings reports")
     insider_rate: float = Field(0.02, ge=0, le=1, description="insider filings per ticker per day")
     analyst_rate: float = Field(0.03, ge=0, le=1, description="analyst actions per ticker per day")
@@ -87,6 +122,23 @@ class SynthConfig(BaseModel):
     injection_rate: float = Field(
         0.001, ge=0, le=1, description="prompt-injection headlines per ticker per day"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset(cls, data: object) -> object:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if data.get("market") == "noisy":
+            if data.get("preset", "noisy") != "noisy":
+                raise ValueError(f"market 'noisy' is preset 'noisy', but preset={data['preset']!r} was given")
+            data["market"], data["preset"] = "A", "noisy"
+        preset = data.get("preset", "reading")
+        if preset not in PRESETS:
+            raise ValueError(f"preset: unknown {preset!r}; known: {sorted(PRESETS)}")
+        for key, value in PRESETS[preset].items():
+            data.setdefault(key, value)
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> SynthConfig:
@@ -163,6 +215,13 @@ def _simulate(cfg: SynthConfig, rs: _Streams) -> dict[str, np.ndarray]:
     for k in range(1, T + L):
         qf[k] = phi * qf[k - 1] + innov * eps[k]
 
+    # events of known size: each moves the next `impact_days` returns (never its own day's)
+    impact = event_impacts(cfg, rs, qf[L:])
+    fund_offset = fundamentals_draws(cfg, rs, qf[L:])["offset"]
+    csum = np.vstack([np.zeros((1, N)), np.cumsum(impact, axis=0)])  # csum[k] = impact of days < k
+    days = np.arange(T)
+    drift = (csum[days] - csum[np.maximum(days - cfg.impact_days, 0)]) / cfg.impact_days
+
     gamma = cfg.momentum if cfg.market == "A" else -cfg.momentum
     lucky = np.zeros((T, N))
     if lucky_idx >= 0:
@@ -175,8 +234,11 @@ def _simulate(cfg: SynthConfig, rs: _Streams) -> dict[str, np.ndarray]:
         if t - 1 - W >= 0:
             window -= r[t - 1 - W]
         window += r[t - 1]
-        r[t] = beta * m[t] + cfg.quality_drift * qf[t - 1] + gamma * window / W + lucky[t] + sigma * z[t]
+        r[t] = (beta * m[t] + cfg.quality_drift * qf[t - 1] + gamma * window / W + lucky[t] + drift[t]
+                + sigma * z[t])
     return {
+        "impact": impact,
+        "fund_offset": fund_offset,
         "regime": regime,
         "m": m,
         "beta": beta,
@@ -218,11 +280,44 @@ def _truth(cfg: SynthConfig, sim: dict[str, np.ndarray]) -> np.ndarray:
             lucky[:, int(sim["lucky_idx"])] = np.where(
                 d + h < int(sim["switch"]), cfg.lucky_drift, -cfg.lucky_drift
             )
-        e_h = beta * m_mean[:, None] + cfg.quality_drift * q_part + gamma * momentum + lucky
+        e_h = (beta * m_mean[:, None] + cfg.quality_drift * q_part + gamma * momentum + lucky
+               + _expected_drift(cfg, sim, h))
         expected.append(e_h)
         mean_path += e_h
         var_path += beta**2 * m_var[:, None] + sigma**2
     return np.expm1(mean_path + 0.5 * var_path)
+
+
+def _expected_impact(cfg: SynthConfig, sim: dict[str, np.ndarray], k: int) -> np.ndarray:
+    """(T, N): E[impact of the events of day d + k | state at d] for k >= 1. A headline's signed size
+    is sign(R) (6 |R| + U(0.5, 2)) with R = q + noise / snr, so its mean given q ~ N(mu, v) is
+    6 mu + 1.25 (2 Phi(mu / sqrt(1/snr^2 + v)) - 1); an earnings surprise is 4 R + noise, mean 4 mu,
+    on the ticker's reporting days only."""
+    from scipy.special import ndtr
+
+    T, L, phi = cfg.n_days, cfg.lag, cfg.quality_persistence
+    mu = phi**k * sim["qf"][L : L + T]  # the forecast of quality of day d + k (qf[d + L] is day d's)
+    v = 1 - phi ** (2 * k)
+    w = cfg.news_quality  # a headline reads w q + noise / snr
+    news = cfg.events_per_day * (1 - cfg.noise_headline_share) * (
+        6 * w * mu + 1.25 * (2 * ndtr(w * mu / np.sqrt(1 / cfg.snr**2 + w**2 * v)) - 1)
+    )
+    reports = ((np.arange(T)[:, None] + k + sim["fund_offset"][None, :]) % cfg.fundamentals_every) == 0
+    return cfg.event_impact / 100 * (news + reports * 4 * mu)
+
+
+def _expected_drift(cfg: SynthConfig, sim: dict[str, np.ndarray], h: int) -> np.ndarray:
+    """(T, N): E[drift of r_{d+h} | state at d]: the known impacts of events published by d whose
+    `impact_days` window covers d + h, plus the expected impacts of the days between (never d's later)."""
+    T, D = cfg.n_days, cfg.impact_days
+    if cfg.event_impact == 0:
+        return np.zeros((T, sim["impact"].shape[1]))
+    csum = np.vstack([np.zeros((1, sim["impact"].shape[1])), np.cumsum(sim["impact"], axis=0)])
+    d = np.arange(T)
+    lo = np.maximum(d + h - D, 0)
+    known = (csum[d + 1] - csum[lo]) / D if h <= D else 0.0
+    future = sum(_expected_impact(cfg, sim, k) for k in range(max(1, h - D), h)) / D
+    return known + future
 
 
 def _bars(
@@ -283,6 +378,7 @@ def generate_market(config: SynthConfig | None = None) -> MarketStore:
     lucky_idx = int(sim["lucky_idx"])
     meta = {
         "market": cfg.market,
+        "preset": cfg.preset,
         "generator": "thesisgym.data.synth",
         "config": cfg.model_dump(),
         "companies": companies,
@@ -298,7 +394,7 @@ def generate_market(config: SynthConfig | None = None) -> MarketStore:
         bars=bars,
         events=events,
         truth=truth,
-        name=f"synth-{cfg.market}-seed{cfg.seed}",
+        name=f"synth-{cfg.market}-seed{cfg.seed}" if cfg.preset == "reading" else f"synth-{cfg.market}-{cfg.preset}-seed{cfg.seed}",
         timezone=DEFAULT_TIMEZONE,
         meta=meta,
     )

@@ -5,6 +5,9 @@ day t only (quality q_t, regime g_t, the close of t-1 for price-based numbers) p
 signal-to-noise `snr`; none reads anything later, which the leakage tests check. Every headline
 holds numbers (percentages, dollar amounts, share counts) so that the reward stack's number checks
 have something to verify, and every company has a fake name so anonymisation probes can replace it.
+Headlines and earnings reports also state the size by which they move the price (`event_impacts`):
+`news_draws` / `fundamentals_draws` make their draws, once for the price model and once for the text,
+from the same named streams.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ class EventParams(Protocol):
     insider_rate: float
     analyst_rate: float
     injection_rate: float
+    event_impact: float
+    news_quality: float
+    text_style: str
 
 _FIRST = [
     "Northwind",
@@ -126,6 +132,20 @@ _NEG = [
     "{name} ({t}) loses key customer; {x:.1f}% of revenue at risk",
     "{name} faces regulatory probe; {t} shares could lose {x:.1f}%, analysts warn",
 ]
+# the "terse" style (SynthConfig.text_style): the size that moves the price is the headline's first
+# percentage and the lexicon words agree with its sign, so a reader can take both at face value
+_POS_TERSE = [
+    "{name} ({t}) orders jump {x:.1f}% as demand for {product} surges",
+    "{t}: {name} wins contract; backlog up {x:.1f}% to ${y:.0f} million",
+    "{name} ({t}) raises outlook; sales seen {x:.1f}% higher on strong demand",
+    "{name} ({t}) customer base grows {x:.1f}% to a record",
+]
+_NEG_TERSE = [
+    "{name} ({t}) to cut jobs as demand for {product} falls {x:.1f}%",
+    "{t}: {name} recall seen cutting profit {x:.1f}%",
+    "{name} ({t}) loses key customer; {x:.1f}% of revenue at risk",
+    "{name} faces regulatory probe; {t} sales could drop {x:.1f}%",
+]
 _NOISE = [
     "{name} ({t}) to present at {conf} on {month} {day}",
     "{t} declares quarterly dividend of ${d:.2f} per share",
@@ -205,19 +225,57 @@ def make_events(
     return out
 
 
-def _news(cfg, rs, dates, tickers, companies, q, noise_sd) -> pd.DataFrame:
+def news_draws(cfg: EventParams, rs, q: np.ndarray) -> dict[str, np.ndarray]:
+    """The headlines' days, tickers and numbers: `x` is the size in percent each informative headline
+    states ("orders jump 6.2%"), `sign` its direction (+1 good news, -1 bad, 0 an uninformative one).
+    Drawn once for the price model (their impact) and once for the text: same streams, same numbers."""
     T, N = q.shape
     counts = rs("news-count").poisson(cfg.events_per_day, (T, N))
     day, tick = np.nonzero(counts)
     reps = counts[day, tick]
     day, tick = np.repeat(day, reps), np.repeat(tick, reps)
     n = len(day)
+    noise = rs("news-noise").random(n) < cfg.noise_headline_share
+    reading = cfg.news_quality * q[day, tick] + (1.0 / cfg.snr) * rs("news-reading").standard_normal(n)
+    x = np.abs(reading) * 6 + rs("news-x").uniform(0.5, 2.0, n)
+    sign = np.where(noise, 0.0, np.where(reading > 0, 1.0, -1.0))
+    return {"day": day, "tick": tick, "noise": noise, "reading": reading, "x": x, "sign": sign}
+
+
+def fundamentals_draws(cfg: EventParams, rs, q: np.ndarray) -> dict[str, np.ndarray]:
+    """The earnings reports' days, tickers and readings; `surprise` is the stated EPS surprise in percent."""
+    T, N = q.shape
+    offset = rs("fund-offset").integers(0, cfg.fundamentals_every, N)
+    mask = ((np.arange(T)[:, None] + offset[None, :]) % cfg.fundamentals_every) == 0
+    day, tick = np.nonzero(mask)
+    n = len(day)
+    reading = q[day, tick] + (1.0 / cfg.snr) * rs("fund-reading").standard_normal(n)
+    surprise = 4.0 * reading + rs("fund-surprise").standard_normal(n)
+    return {"day": day, "tick": tick, "reading": reading, "surprise": surprise, "offset": offset}
+
+
+def event_impacts(cfg: EventParams, rs, q: np.ndarray) -> np.ndarray:
+    """(T, N) total log-return impact of the events published on each day (0 when `event_impact` is 0):
+    `event_impact` x the signed size the event states, in percent / 100 (a headline's "jump 6.2%", an
+    earnings surprise "+4.1%"). The price model spreads it evenly over the `impact_days` days after."""
+    T, N = q.shape
+    out = np.zeros((T, N))
+    if cfg.event_impact == 0:
+        return out
+    news = news_draws(cfg, rs, q)
+    np.add.at(out, (news["day"], news["tick"]), cfg.event_impact * news["sign"] * news["x"] / 100)
+    fund = fundamentals_draws(cfg, rs, q)
+    np.add.at(out, (fund["day"], fund["tick"]), cfg.event_impact * fund["surprise"] / 100)
+    return out
+
+
+def _news(cfg, rs, dates, tickers, companies, q, noise_sd) -> pd.DataFrame:
+    draws = news_draws(cfg, rs, q)
+    day, tick, noise, reading, x = (draws[k] for k in ("day", "tick", "noise", "reading", "x"))
+    n = len(day)
     if n == 0:
         return pd.DataFrame()
-    noise = rs("news-noise").random(n) < cfg.noise_headline_share
-    reading = q[day, tick] + noise_sd * rs("news-reading").standard_normal(n)
     tmpl = rs("news-template").integers(0, 4, n)
-    x = np.abs(reading) * 6 + rs("news-x").uniform(0.5, 2.0, n)
     y = rs("news-y").uniform(20, 900, n)
     k = rs("news-k").integers(50, 5000, n)
     minutes = rs("news-time").integers(6 * 60, 20 * 60, n)  # 06:00-20:00 New York: pre-market to after close
@@ -229,6 +287,7 @@ def _news(cfg, rs, dates, tickers, companies, q, noise_sd) -> pd.DataFrame:
     # python scalars: formatting numpy scalars one by one is several times slower
     day_l, tick_l, tmpl_l, k_l = day.tolist(), tick.tolist(), tmpl.tolist(), k.tolist()
     x_l, y_l, rd_l, noise_l = x.tolist(), y.tolist(), reading.tolist(), noise.tolist()
+    terse = cfg.text_style == "terse"
     titles = []
     for j in range(n):
         t = tickers[tick_l[j]]
@@ -250,7 +309,8 @@ def _news(cfg, rs, dates, tickers, companies, q, noise_sd) -> pd.DataFrame:
             )
             continue
         a = abs(rd_l[j])
-        src = _POS if rd_l[j] > 0 else _NEG
+        good, bad = (_POS_TERSE, _NEG_TERSE) if terse else (_POS, _NEG)
+        src = good if rd_l[j] > 0 else bad
         titles.append(
             src[tmpl_l[j]].format(
                 name=name,
@@ -271,15 +331,11 @@ def _news(cfg, rs, dates, tickers, companies, q, noise_sd) -> pd.DataFrame:
 
 
 def _fundamentals(cfg, rs, dates, tickers, companies, q, noise_sd) -> pd.DataFrame:
-    T, N = q.shape
-    offset = rs("fund-offset").integers(0, cfg.fundamentals_every, N)
-    mask = ((np.arange(T)[:, None] + offset[None, :]) % cfg.fundamentals_every) == 0
-    day, tick = np.nonzero(mask)
+    draws = fundamentals_draws(cfg, rs, q)
+    day, tick, reading, surprise = (draws[k] for k in ("day", "tick", "reading", "surprise"))
     n = len(day)
     if n == 0:
         return pd.DataFrame()
-    reading = q[day, tick] + noise_sd * rs("fund-reading").standard_normal(n)
-    surprise = 4.0 * reading + rs("fund-surprise").standard_normal(n)
     growth = 5.0 + 5.0 * reading + 2.0 * rs("fund-growth").standard_normal(n)
     est = rs("fund-est").uniform(0.4, 3.0, n)
     revenue = rs("fund-rev").uniform(0.3, 12.0, n)
@@ -297,6 +353,11 @@ def _fundamentals(cfg, rs, dates, tickers, companies, q, noise_sd) -> pd.DataFra
         qtr = dj - pd.offsets.QuarterEnd(1)
         actual = est[j] * (1 + surprise[j] / 100)
         rev_word = "up" if growth[j] >= 0 else "down"
+        if cfg.text_style == "terse":  # the surprise alone: a short item leaves a small prompt room for news
+            titles.append(f"{companies[t]} ({t}) Q{qtr.quarter} EPS ${actual:.2f} vs ${est[j]:.2f} expected "
+                          f"({surprise[j]:+.1f}% surprise)")
+            texts.append("")
+            continue
         titles.append(
             f"{companies[t]} ({t}) Q{qtr.quarter} {qtr.year} results: EPS ${actual:.2f} vs ${est[j]:.2f} "
             f"expected ({surprise[j]:+.1f}% surprise); revenue {rev_word} {abs(growth[j]):.1f}% year over year"

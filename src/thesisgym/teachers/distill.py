@@ -2,7 +2,8 @@
 
 Forward distillation (Trading-R1): the teacher sees the context and writes `n` theses; a sample is
 kept only if (1) it parses with a valid decision, (2) the decision matches the row's label (or is
-within `decision_tolerance` classes of it), and (3) its grounding passes: the evidence score of
+within `decision_tolerance` classes of it; the teacher itself never sees the label, and the stats say
+which share of its decisions agree with it before and after this filter), and (3) its grounding passes: the evidence score of
 `thesisgym.rewards.score_completion` is at least `min_grounding` and its hallucination rate at most
 `max_hallucination_rate`. Reverse distillation gives the teacher the label to explain (teacher
 `mode="reverse"`); the same filter then checks grounding, so a rationalisation that invents
@@ -185,6 +186,8 @@ class _Tally:
     errors: list[str] = field(default_factory=list)
     total: int = 0
     rows_covered: int = 0
+    decided: int = 0  # teacher samples with a valid decision
+    agreed: int = 0  # ... of which equal to the row's label
 
     def add_row(self, i: int, row: dict, texts: list[str], err: str | None, *, n: int,
                 judge: Callable[[Any, dict], tuple[str | None, dict[str, float]]], keep_per_prompt: int) -> None:
@@ -202,6 +205,9 @@ class _Tally:
                 continue
             seen.add(text if isinstance(text, str) else "")
             reason, scores = judge(text, row)
+            if "decision_id" in scores:
+                self.decided += 1
+                self.agreed += int(scores["decision_id"]) == LABEL_TO_ID[row["label"]]
             if reason is None:
                 accepted.append((scores["grounding"], -j, text, scores))
             else:
@@ -231,6 +237,11 @@ class _Tally:
             "rows_covered": self.rows_covered,
             "row_coverage": self.rows_covered / len(labelled) if labelled else 0.0,
             "kept_rows": len(self.kept),
+            # the teacher decides from the evidence alone: how often that matches the label, before the
+            # filter (what reading earns) and after it (what the SFT set teaches; the filter reads the label)
+            "teacher_label_agreement": self.agreed / self.decided if self.decided else math.nan,
+            "kept_label_agreement": (sum(r["teacher_decision"] == r["label"] for r in self.kept) / len(self.kept)
+                                     if self.kept else math.nan),
             "rejects": {r: self.reasons.get(r, 0) for r in REJECT_REASONS},
             "params": params,
             "teacher_errors": self.errors[:20],

@@ -15,8 +15,13 @@ Decision rules (documented, also in `item_stance` / `decide`):
    - every section: a keyword lexicon (beats/raises/upgrade/record... vs misses/cuts/downgrade/probe...)
      -> (pos - neg) / (pos + neg); insider "buy/purchase" vs "sell/sale".
    The item stance is the mean of the signals found (0 when none).
-2. A section's stance is the mean of its items; the overall score is the weighted mean of sections
-   (technical 1, fundamentals 1, news 1, analyst 0.75, insider 0.5, macro 0.25).
+2. The overall score is tanh(sum over items of weight x stance / 2), an item's weight being its
+   section's (technical 1, fundamentals 1, news 1, analyst 0.75, insider 0.5, macro 0.25) x
+   exp(-age / 5 calendar days, counted back from the row's as-of date) x the size the item states
+   (its first percentage / 5, capped at 20 %; 1 without one): fresh, large news moves the view, a
+   stale or small one barely. On the synthetic market (docs/spec.md, section 9) this is how events
+   move prices, and it reads the evidence close to a logistic reader fitted on it
+   (bench/bench_reader_ceiling.py); the label is never read.
 3. Score >= 0.5 -> STRONG_BUY, >= 0.15 -> BUY, > -0.15 -> HOLD, > -0.5 -> SELL, else STRONG_SELL;
    or, after `calibrate(rows)`, cut points at the schema.LABEL_QUANTILES of the rows' scores, so the
    teacher's class mix matches the label mix (the lexicon is not symmetric, fixed cuts lean bearish).
@@ -41,9 +46,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 import re
 from collections.abc import Callable, Sequence
+from datetime import date
 
 from thesisgym.consistency.judges import canonical_items
 from thesisgym.rewards.base import EvidenceIndex, evidence_index
@@ -54,6 +61,12 @@ from thesisgym.teachers.base import check_row
 SECTION_WEIGHTS: dict[str, float] = {
     "technical": 1.0, "fundamentals": 1.0, "news": 1.0, "analyst": 0.75, "insider": 0.5, "macro": 0.25,
 }
+# rule 2: an item's weight decays with its age (news of a week ago has mostly been priced) and grows
+# with the size it states (a 12 % order jump says more than a 1 % one)
+RECENCY_DAYS = 5.0
+SIZE_UNIT, SIZE_CAP = 5.0, 20.0
+SCORE_SCALE = 2.0
+_PCT = re.compile(r"(\d+(?:\.\d+)?)\s*%")
 # (lower bound of score, label), checked in order; anything below the last bound is STRONG_SELL
 DECISION_CUTS: tuple[tuple[float, str], ...] = ((0.5, "STRONG_BUY"), (0.15, "BUY"), (-0.15 + 1e-12, "HOLD"),
                                                  (-0.5 + 1e-12, "SELL"))
@@ -138,7 +151,8 @@ def item_stance(item: dict, *, ref_close: float | None = None) -> float:
 
 
 def section_scores(evidence: Sequence[dict], sections: Sequence[str]) -> dict[str, float]:
-    """Mean item stance per section that has items (rule 2)."""
+    """Mean item stance per section that has items (a per-section summary; the decision weighs items by
+    recency and size instead, `evidence_score`)."""
     out: dict[str, float] = {}
     ref = reference_close(evidence)
     for sec in sections:
@@ -156,19 +170,45 @@ def score_to_label(score: float, cuts: Sequence[tuple[float, str]] = DECISION_CU
     return "STRONG_SELL"
 
 
-def evidence_score(evidence: Sequence[dict], sections: Sequence[str]) -> float:
-    """The overall stance score of rule 2 (0 when no section has evidence)."""
-    scores = section_scores(evidence, sections)
-    if not scores:
+def _day(value: object) -> date | None:
+    try:
+        return date.fromisoformat(str(value)[:10])
+    except ValueError:
+        return None
+
+
+def item_weight(item: dict, today: date | None) -> float:
+    """How much one item moves the overall score besides its stance (rule 2): its section's weight x
+    exp(-age / RECENCY_DAYS) (age in calendar days before `today`; 1 without dates) x the size it
+    states (its first percentage, capped at SIZE_CAP, in units of SIZE_UNIT; 1 without one)."""
+    w = SECTION_WEIGHTS.get(str(item.get("section", "")), 0.5)
+    published = _day(item.get("date"))
+    if today is not None and published is not None:
+        w *= math.exp(-max((today - published).days, 0) / RECENCY_DAYS)
+    pct = _PCT.search(str(item.get("text", "")))
+    if pct is not None:
+        w *= min(abs(float(pct.group(1))), SIZE_CAP) / SIZE_UNIT
+    return w
+
+
+def evidence_score(evidence: Sequence[dict], sections: Sequence[str], *, asof: object = None) -> float:
+    """The overall score of rule 2: tanh(sum of item_weight x stance / SCORE_SCALE) over the items of
+    `sections`, ages counted from `asof` (default: the newest item's date); 0 without evidence."""
+    items = [it for it in evidence if it.get("section") in set(sections)]
+    if not items:
         return 0.0
-    total_w = sum(SECTION_WEIGHTS.get(s, 0.5) for s in scores)
-    return sum(SECTION_WEIGHTS.get(s, 0.5) * v for s, v in scores.items()) / total_w
+    dated = [d for d in (_day(it.get("date")) for it in items) if d is not None]
+    today = _day(asof) if asof is not None else None
+    today = today or (max(dated) if dated else None)
+    ref = reference_close(evidence)
+    total = sum(item_weight(it, today) * item_stance(it, ref_close=ref) for it in items)
+    return math.tanh(total / SCORE_SCALE)
 
 
 def decide(evidence: Sequence[dict], sections: Sequence[str], *,
-           cuts: Sequence[tuple[float, str]] = DECISION_CUTS) -> tuple[str, float]:
+           cuts: Sequence[tuple[float, str]] = DECISION_CUTS, asof: object = None) -> tuple[str, float]:
     """(decision, overall score) from the evidence alone: the rules of the module docstring."""
-    overall = evidence_score(evidence, sections)
+    overall = evidence_score(evidence, sections, asof=asof)
     return score_to_label(overall, cuts), overall
 
 
@@ -351,8 +391,15 @@ class TemplateTeacher:
 
     def calibrate(self, rows: Sequence[dict]) -> TemplateTeacher:
         """Fit the decision cut points on `rows` (their evidence only, see `calibrated_cuts`); returns self."""
-        self.cuts = calibrated_cuts([evidence_score(r["evidence"], r["sections"]) for r in rows])
+        self.cuts = calibrated_cuts([evidence_score(r["evidence"], r["sections"], asof=r.get("asof")) for r in rows])
         return self
+
+    def decision(self, row: dict) -> str:
+        """The forward-mode decision for `row`, from its evidence alone (what `write` closes with
+        before `wrong_decision_rate`)."""
+        evidence = [it for it in row["evidence"] if isinstance(it, dict) and it.get("id") and it.get("text")]
+        sections = [s for s in row["sections"] if any(it.get("section") == s for it in evidence)]
+        return decide(evidence, sections, cuts=self.cuts, asof=row.get("asof"))[0]
 
     def __repr__(self) -> str:
         return (f"TemplateTeacher(noise={self.noise}, wrong_decision_rate={self.wrong_decision_rate}, "
@@ -377,7 +424,7 @@ class TemplateTeacher:
             decision = row["label"]
             overall = (LABELS.index(decision) - 2) / 2
         else:
-            decision, overall = decide(evidence, sections, cuts=self.cuts)
+            decision, overall = decide(evidence, sections, cuts=self.cuts, asof=row.get("asof"))
         if self.wrong_decision_rate and rng.random() < self.wrong_decision_rate:
             decision = rng.choice([lab for lab in LABELS if lab != decision])
         kept = [s for s in sections if not (self.drop_section_rate and rng.random() < self.drop_section_rate)]
