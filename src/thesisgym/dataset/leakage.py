@@ -193,7 +193,7 @@ def _match(items: pd.DataFrame, store: MarketStore) -> pd.DataFrame:
     items["eid"] = items["eid"].fillna(-1).astype("int64")
     items["unmatched"] = (items["eid"] < 0) & (items["section"] != "technical")
     ok = items["eid"].to_numpy() >= 0
-    ev = tl.events()
+    ev = tl.events_future_included()
     items["pub_ns"] = np.where(ok, tl.pub_ns[np.maximum(items["eid"].to_numpy(), 0)], np.iinfo("int64").min)
     for col in ("kind", "timing"):
         items[col] = np.where(ok, ev[col].to_numpy()[np.maximum(items["eid"].to_numpy(), 0)], "")
@@ -246,7 +246,7 @@ def _check_insider(items: pd.DataFrame, ref: MarketStore) -> None:
 
 def _exact_filings(ref: MarketStore) -> dict[tuple[str, str, str], int]:
     """(ticker, insider, trade day) -> earliest publication (ns) of a filing-dated insider event."""
-    ev = ref.timeline().events()
+    ev = ref.timeline().events_future_included()
     filed = ev[(ev["kind"] == "insider") & ((ev["timing"] == "filed") | (ev["source"] == "Form 4") & (ev["timing"] == ""))]
     out: dict = {}
     pub = pd.DatetimeIndex(filed["published_at"]).as_unit("ns").asi8
@@ -272,7 +272,7 @@ def _index_filings(ref: MarketStore) -> dict[tuple[str, str], tuple[int, int]]:
 
 def _check_content(items: pd.DataFrame, store: MarketStore) -> None:
     """Free-text items naming a period that starts after their date (legacy stores: by kind and source)."""
-    ev = store.timeline().events()
+    ev = store.timeline().events_future_included()
     legacy = bool((ev["timing"] == "").all()) if len(ev) else False
     free = (items["eid"] >= 0) & ((items["timing"] == "") if not legacy else (
         (items["kind"] == "news") | ((items["kind"] == "analyst") & ~items["source"].isin(_STRUCTURED_ANALYST))))
@@ -326,7 +326,7 @@ def _item_basis(items: pd.DataFrame, st: MarketStore) -> pd.Series:
     """The split basis day of each item's per-share numbers (NaT: none). From the event's basis_date;
     for a store written before bases were recorded: insider trades as traded, SEC facts as filed, and
     the vendor-adjusted families (split-adjusted earnings, Estimize) at their latest publication."""
-    ev = st.timeline().events()
+    ev = st.timeline().events_future_included()
     eid = items["eid"].to_numpy()
     ok = eid >= 0
     out = pd.Series(pd.NaT, index=items.index, dtype="datetime64[ns]")
