@@ -59,6 +59,7 @@ __all__ = [
     "fetch_company",
     "form4_index",
     "read_companyfacts",
+    "fiscal_year_end",
     "read_submissions",
 ]
 
@@ -168,6 +169,13 @@ def read_submissions(paths: str | Path | Sequence[str | Path]) -> pd.DataFrame:
         )
     out = pd.concat(frames, ignore_index=True)
     return out.drop_duplicates("accn", keep="first").reset_index(drop=True)
+
+
+def fiscal_year_end(path: str | Path) -> str | None:
+    """The issuer's fiscal year end (MMDD, e.g. "0926") a `submissions` file states, None if it has none."""
+    obj = read_json(Path(path))
+    value = obj.get("fiscalYearEnd") if isinstance(obj, dict) else None
+    return str(value) if value else None
 
 
 def form4_index(submissions: pd.DataFrame, ticker: str) -> pd.DataFrame:

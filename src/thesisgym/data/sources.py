@@ -31,6 +31,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from thesisgym.data.actions import MAG7_SPLITS, read_actions, split_actions
@@ -52,7 +53,13 @@ from thesisgym.data.macro import (
     read_series_csv,
 )
 from thesisgym.data.quality import future_rows, quality_pass
-from thesisgym.data.sec import earnings_release_times, form4_index, read_companyfacts, read_submissions
+from thesisgym.data.sec import (
+    earnings_release_times,
+    fiscal_year_end,
+    form4_index,
+    read_companyfacts,
+    read_submissions,
+)
 from thesisgym.data.store import MarketStore, empty_actions, empty_events
 from thesisgym.data.validate import validate_events
 
@@ -114,6 +121,7 @@ def import_sources(
     name: str = "real",
     ticker_map: Mapping[str, str] | None = DEFAULT_TICKER_MAP,
     insider_availability_days: int = DEFAULT_AVAILABILITY_DAYS,
+    insider_undated: str = "form5_deadline",
     merge_window_days: float | None = 3.0,
     assume_timezone: str | None = None,
     earnings_pre_market: str = "next_day",
@@ -143,9 +151,10 @@ def import_sources(
         )
     reports += _fundamentals(fundamentals, subs, splits)
     filings = _form4_filings(subs, tmap)
+    fiscal_years = {t: fiscal_year_end(p) for p in subs if (t := _submissions_ticker(p, tmap))}
     insider_reps = [
         read_insider(p, filings=filings, availability_days=insider_availability_days, ticker_map=tmap,
-                     missing_dates="skip")
+                     missing_dates="skip", undated=insider_undated, fiscal_year_ends=fiscal_years)
         for p in insider
     ]
     dated = [r for r in insider_reps if "dated_by_filing_date" in r.counts]
@@ -165,7 +174,7 @@ def import_sources(
         "market": "real",
         "sources": {"prices": [str(Path(p)) for p in prices]},
         "imports": [r.meta() for r in reports],
-        "insider": _insider_meta(ev, measured) if insider_reps else {},
+        "insider": _insider_meta(ev, measured, insider_reps, insider_undated) if insider_reps else {},
         "quality": quality,
     }
     if bars_adjusted_for not in ("splits", "splits+dividends"):
@@ -275,10 +284,17 @@ def _availability_measured(reps: list[EventsImport], filings: pd.DataFrame | Non
     return availability_misses(trade, filed, days)
 
 
-def _insider_meta(events: pd.DataFrame, measured: dict | None) -> dict:
-    """How the store's insider events were dated, and the availability rule's measured miss share."""
+def _insider_meta(events: pd.DataFrame, measured: dict | None, reps: list[EventsImport], undated: str) -> dict:
+    """How the store's insider events were dated, the old availability rule's measured miss share, and
+    what each choice for the trades no filing record dates does with them (`thesisgym data audit`
+    reports it): "form5_deadline" moves them (median days later than the old rule), "drop" drops them."""
     timing = events.loc[events["kind"] == "insider", "timing"].value_counts().to_dict()
-    return {"events_by_timing": {k: int(v) for k, v in timing.items()}, "availability_rule": measured}
+    n = sum(r.counts.get("undated", 0) for r in reps)
+    later = [r.counts["undated_form5_median_days_after_old_rule"] for r in reps if r.counts.get("undated")]
+    choices = {"choice": undated, "trades": int(n), "form5_deadline_moves": int(n), "drop_drops": int(n),
+               "form5_median_days_after_old_rule": int(np.median(later)) if later else 0}  # median of the files' medians
+    return {"events_by_timing": {k: int(v) for k, v in timing.items()}, "availability_rule": measured,
+            "undated": choices}
 
 
 def import_shared(
