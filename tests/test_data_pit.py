@@ -48,6 +48,41 @@ DATETIMES = pd.to_datetime(
 )  # naive midnight = a date read as datetime
 
 
+def test_one_date_only_rule_for_every_importer():
+    """A day without a time is 23:59 New York that day, however it arrives (a text date, a naive
+    midnight, a SEC filing date, an importer's day), on a DST change day too: one function decides."""
+    from thesisgym.data.sec import _stamp
+    from thesisgym.data.validate import end_of_day, local_instants, parse_timestamps
+
+    want = pd.Timestamp("2021-03-14 23:59", tz=NY)  # clocks went forward that morning
+    assert end_of_day(["2021-03-14 00:00"])[0] == pd.Timestamp("2021-03-14 23:59")
+    assert local_instants(["2021-03-14"]).iat[0] == want
+    assert _stamp(None, "2021-03-14", {})[0] == want
+    assert parse_timestamps(pd.Series(["2021-03-14"]), assume_timezone=NY).iat[0] == want
+    assert parse_timestamps(pd.Series(pd.to_datetime(["2021-03-14"])), assume_timezone=NY).iat[0] == want
+
+
+def test_the_timeline_is_rebuilt_when_anything_it_reads_changes():
+    """The store's timeline cache is keyed on its frames (by identity, held) and on the settings and
+    meta entries the timeline reads (by value); the same inputs give the same timeline."""
+    store = MarketStore(bars=_bars(), events=validate_events(_events(DATETIMES), assume_timezone=NY))
+    first = store.timeline()
+    assert store.timeline() is first
+    store.meta["note"] = "unrelated"
+    assert store.timeline() is first
+    store.meta["bars_adjusted_as_of"] = "2020-01-15"
+    second = store.timeline()
+    assert second is not first and second.bars_basis("AAA") == pd.Timestamp("2020-01-15")
+    store.meta["bars_adjusted_for"] = "splits+dividends"
+    assert store.timeline() is not second
+    for change in ({"cutoff": "15:00"}, {"timezone": "Europe/London"}, {"bars": store.bars.copy()},
+                   {"truth": store.bars[["ticker", "date"]].assign(expected_return=0.0)}):
+        before = store.timeline()
+        for k, v in change.items():
+            setattr(store, k, v)
+        assert store.timeline() is not before, change
+
+
 def test_naive_midnight_in_a_frame_is_date_only_and_not_in_that_days_context():
     ev = validate_events(_events(DATETIMES), assume_timezone=NY)
     local = ev["published_at"].dt.tz_convert(NY)

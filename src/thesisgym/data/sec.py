@@ -49,7 +49,7 @@ import pandas as pd
 
 from thesisgym.data.asof import SplitHistory, per_share
 from thesisgym.data.files import EventsImport, read_json
-from thesisgym.data.validate import validate_events
+from thesisgym.data.validate import local_instants, validate_events
 
 __all__ = [
     "FACTS",
@@ -369,7 +369,7 @@ def _stamp(accepted: pd.Timestamp | None, filed: str, counts: dict) -> tuple[pd.
         counts["stamped_by_acceptance_time"] = counts.get("stamped_by_acceptance_time", 0) + 1
         return accepted, "accepted"
     counts["stamped_by_filing_date"] = counts.get("stamped_by_filing_date", 0) + 1
-    return pd.Timestamp(filed + " 23:59").tz_localize(EASTERN).tz_convert("UTC"), "filing date"
+    return local_instants([pd.Timestamp(filed)], tz=EASTERN).iat[0], "filing date"  # the date-only rule
 
 
 def _filing_row(ticker: str, entity: str, fs: list[_Fact], filed: str, published: tuple) -> dict | None:
