@@ -91,10 +91,15 @@ def _insider_rows(ins: dict) -> list[tuple[str, str]]:
     real = by.get("filed", 0) + by.get("form4 index", 0)
     rows = [("insider dating", f"{real:,} of {total:,} ({100 * real / total:.1f}%) by a real Form 4 filing "
              f"({by.get('filed', 0):,} filing-dated, {by.get('form4 index', 0):,} via the Form 4 index); "
-             f"{by.get('availability rule', 0):,} by the availability rule")]
+             f"{by.get('form5 deadline', 0):,} at their Form 5 deadline"
+             + (f", {by['availability rule']:,} by the old availability rule" if by.get("availability rule") else ""))]
+    u = ins.get("undated") or {}
+    if u.get("trades"):
+        rows.append(("undated insider", f"{u['trades']:,} trades no filing record dates: choice {u['choice']} "
+                     f"(form5_deadline moves them, drop leaves them out)"))
     m = ins.get("availability_rule") or {}
     if m.get("rows_with_both_dates"):
-        rows.append(("availability rule", f"trade + {m['days']} business days; misses {m['missed']:,} of "
+        rows.append(("old availability rule", f"trade + {m['days']} business days would miss {m['missed']:,} of "
                      f"{m['rows_with_both_dates']:,} trades with both dates ({100 * m['miss_share']:.1f}%)"))
     return rows
 

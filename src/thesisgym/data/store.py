@@ -16,7 +16,7 @@ Frames (pandas, one row per observation):
            event has no headline number), sentiment (float64 in [-1, 1] when known, nan otherwise),
            basis_date (datetime64[ns]: the day whose split basis the `{{ps:..}}`/`{{sh:..}}` numbers
            of the text are on; NaT when it has none), timing (str: how published_at was derived, e.g.
-           "filed", "form4 index", "availability rule"; "" = the source's own time). Sorted by
+           "filed", "form4 index", "form5 deadline"; "" = the source's own time). Sorted by
            published_at.
 - actions: ticker, date (ex-date), kind ("split": value = the ratio, 4.0 = four shares for one;
            "dividend": value = the cash paid per share). Dividends matter only for bars the vendor
