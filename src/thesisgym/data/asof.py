@@ -411,8 +411,10 @@ class AsOfView:
 
     def bars(self, ticker: str, last: int | None = None) -> pd.DataFrame:
         """Bars of `ticker` dated <= the as-of day (the last `last` ones), as traded on that day."""
-        if ticker not in self._bars:
-            return pd.DataFrame(columns=["ticker", "date", "open", "high", "low", "close", "volume"])
+        if ticker not in self._bars:  # no bar on or before the day: an empty frame of the same columns
+            some = next(iter(self._bars.values()), None)
+            return some.iloc[:0].reset_index(drop=True) if some is not None else pd.DataFrame(
+                columns=["ticker", "date", "open", "high", "low", "close", "volume"])
         b = self._bars[ticker]
         b = (b if last is None else b.tail(last)).reset_index(drop=True)
         for c in ("open", "high", "low", "close"):

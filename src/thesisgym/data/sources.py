@@ -135,7 +135,7 @@ def import_sources(
     (auto-adjusted downloads; the dividends of `actions` are then undone per as-of day too). `submissions` files are matched to companyfacts files by the CIK in their names
     (`..._CIK0000320193_...`); those named `..._<TICKER>.json` also give that ticker's Form 4 index
     (insider filing times) and time its earnings files by its 8-K item 2.02 releases.
-    `earnings_pre_market`: see `read_earnings(pre_market=)`; `content_dates`: see
+    `insider_undated`: see `read_insider(undated=)`; `earnings_pre_market`: see `read_earnings(pre_market=)`; `content_dates`: see
     `thesisgym.data.quality.quality_pass`. Events of tickers without bars are dropped and counted per file.
     """
     bars = import_prices(prices)
@@ -151,16 +151,7 @@ def import_sources(
         )
     reports += _fundamentals(fundamentals, subs, splits)
     filings = _form4_filings(subs, tmap)
-    fiscal_years = {t: fiscal_year_end(p) for p in subs if (t := _submissions_ticker(p, tmap))}
-    insider_reps = [
-        read_insider(p, filings=filings, availability_days=insider_availability_days, ticker_map=tmap,
-                     missing_dates="skip", undated=insider_undated, fiscal_year_ends=fiscal_years)
-        for p in insider
-    ]
-    dated = [r for r in insider_reps if "dated_by_filing_date" in r.counts]
-    for rep in insider_reps:
-        if "dated_by_filing_date" not in rep.counts:
-            drop_covered_insider(rep, dated)
+    insider_reps = _insider(insider, filings, subs, tmap, insider_availability_days, insider_undated)
     reports += insider_reps
     reports += _earnings(earnings, subs, tmap, earnings_pre_market)
     reports += _analyst(analyst, tmap, assume_timezone)
@@ -211,6 +202,20 @@ def _form4_filings(subs: dict[Path, pd.DataFrame], tmap: Mapping[str, str]) -> p
     if not frames:
         return None
     return pd.concat(frames, ignore_index=True).drop_duplicates("accn").reset_index(drop=True)
+
+
+def _insider(paths, filings, subs: dict[Path, pd.DataFrame], tmap: Mapping[str, str], days: int,
+             undated: str) -> list[EventsImport]:
+    """The insider files, dated (thesisgym.data.insider) with the issuers' Form 4 index and fiscal year
+    ends from their submissions; an undated file's trades a filing-dated file also has left out."""
+    fiscal_years = {t: fiscal_year_end(p) for p in subs if (t := _submissions_ticker(p, tmap))}
+    reps = [read_insider(p, filings=filings, availability_days=days, ticker_map=tmap, missing_dates="skip",
+                         undated=undated, fiscal_year_ends=fiscal_years) for p in paths]
+    dated = [r for r in reps if "dated_by_filing_date" in r.counts]
+    for rep in reps:
+        if "dated_by_filing_date" not in rep.counts:
+            drop_covered_insider(rep, dated)
+    return reps
 
 
 def _earnings(paths, subs: dict[Path, pd.DataFrame], tmap: Mapping[str, str], pre_market: str) -> list[EventsImport]:
