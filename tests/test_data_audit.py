@@ -152,7 +152,7 @@ def test_shared_data_a_store_without_split_history_or_filing_dates_is_caught(tmp
     assert audit_prompts(_save(new, tmp_path / "new"), config=cfg).ok
     old = import_shared(SHARED, content_dates="keep")
     ev = old.events.copy()
-    undated = ev["timing"].isin(["form4 index", "availability rule"]).to_numpy()
+    undated = ev["timing"].isin(["form4 index", "form5 deadline"]).to_numpy()
     trade = pd.to_datetime(ev.loc[undated, "title"].map(strip_per_share).str.extract(r"on (\d{4}-\d{2}-\d{2})$")[0])
     ev.loc[undated, "published_at"] = local_instants(business_days_after(pd.DatetimeIndex(trade), 2)).to_numpy()
     legacy = MarketStore(bars=old.bars, events=ev, name="legacy", meta=old.meta)  # no split history
@@ -165,3 +165,38 @@ def test_shared_data_a_store_without_split_history_or_filing_dates_is_caught(tmp
 def _save(store: MarketStore, path: Path) -> Path:
     store.save(path)
     return path
+
+
+def test_the_audit_reports_what_each_choice_for_undated_insider_trades_does(tmp_path):
+    """Trades no filing record dates: "form5_deadline" (default) shows them at their Form 5 deadline,
+    "drop" leaves them out; the store records both choices' effect and the audit report says it."""
+    from rich.console import Console
+
+    from thesisgym.data.sources import ImportConfig, import_sources
+    from thesisgym.dataset.leakage import AuditReport, render_audit, undated_insider
+
+    days = pd.bdate_range("2020-01-01", periods=300)
+    pd.DataFrame({"Date": days.strftime("%Y-%m-%d"), "Open": 10.0, "High": 11.0, "Low": 9.0, "Close": 10.0,
+                  "Volume": 1000}).to_csv(tmp_path / "AAA.csv", index=False)
+    (tmp_path / "ins.csv").write_text(
+        "transaction_date,ticker,executive,executive_title,security_type,acquisition_or_disposal,shares,share_price\n"
+        '2020-02-07,AAA,"DOE, JANE",CEO,Common Stock,D,100,10.0\n2020-03-09,AAA,"ROE, RICH",CFO,Common Stock,A,10,10.0\n')
+    kw = {"prices": [tmp_path / "AAA.csv"], "insider": [tmp_path / "ins.csv"]}
+    shown, left_out = import_sources(ImportConfig(**kw)), import_sources(ImportConfig(**kw, insider_undated="drop"))
+    a, b = undated_insider(shown), undated_insider(left_out)
+    assert a["choice"] == "form5_deadline" and a["events_at_form5_deadline"] == 2 and a["dropped_here"] == 0
+    assert b["choice"] == "drop" and b["events_at_form5_deadline"] == 0 and b["dropped_here"] == 2
+    for u in (a, b):
+        assert u["trades"] == u["form5_deadline_moves"] == u["drop_drops"] == 2
+    # AAA's fiscal year is unknown: each trade waits 371 + 45 = 416 days instead of 10 business days
+    # (17 days over Presidents' Day, 14 for the March trade): 399 and 402 days later, median 400
+    assert a["form5_median_days_after_old_rule"] == 400
+    assert len(left_out.events[left_out.events["kind"] == "insider"]) == 0
+    report = AuditReport(target="t", store="s", reference="s", families=[], insider_undated=a,
+                         prompts={"prompts": 0, "prices_off_basis": 0, "with_any_number_off_basis": 0,
+                                  "with_mixed_bases": 0})
+    console = Console(record=True, width=400)
+    console.print(render_audit(report))
+    text = " ".join(console.export_text().split())
+    assert "Insider trades no filing record dates: 2 at import, choice form5_deadline" in text
+    assert "drop drops all 2" in text

@@ -48,6 +48,41 @@ DATETIMES = pd.to_datetime(
 )  # naive midnight = a date read as datetime
 
 
+def test_one_date_only_rule_for_every_importer():
+    """A day without a time is 23:59 New York that day, however it arrives (a text date, a naive
+    midnight, a SEC filing date, an importer's day), on a DST change day too: one function decides."""
+    from thesisgym.data.sec import _stamp
+    from thesisgym.data.validate import end_of_day, local_instants, parse_timestamps
+
+    want = pd.Timestamp("2021-03-14 23:59", tz=NY)  # clocks went forward that morning
+    assert end_of_day(["2021-03-14 00:00"])[0] == pd.Timestamp("2021-03-14 23:59")
+    assert local_instants(["2021-03-14"]).iat[0] == want
+    assert _stamp(None, "2021-03-14", {})[0] == want
+    assert parse_timestamps(pd.Series(["2021-03-14"]), assume_timezone=NY).iat[0] == want
+    assert parse_timestamps(pd.Series(pd.to_datetime(["2021-03-14"])), assume_timezone=NY).iat[0] == want
+
+
+def test_the_timeline_is_rebuilt_when_anything_it_reads_changes():
+    """The store's timeline cache is keyed on its frames (by identity, held) and on the settings and
+    meta entries the timeline reads (by value); the same inputs give the same timeline."""
+    store = MarketStore(bars=_bars(), events=validate_events(_events(DATETIMES), assume_timezone=NY))
+    first = store.timeline()
+    assert store.timeline() is first
+    store.meta["note"] = "unrelated"
+    assert store.timeline() is first
+    store.meta["bars_adjusted_as_of"] = "2020-01-15"
+    second = store.timeline()
+    assert second is not first and second.bars_basis("AAA") == pd.Timestamp("2020-01-15")
+    store.meta["bars_adjusted_for"] = "splits+dividends"
+    assert store.timeline() is not second
+    for change in ({"cutoff": "15:00"}, {"timezone": "Europe/London"}, {"bars": store.bars.copy()},
+                   {"truth": store.bars[["ticker", "date"]].assign(expected_return=0.0)}):
+        before = store.timeline()
+        for k, v in change.items():
+            setattr(store, k, v)
+        assert store.timeline() is not before, change
+
+
 def test_naive_midnight_in_a_frame_is_date_only_and_not_in_that_days_context():
     ev = validate_events(_events(DATETIMES), assume_timezone=NY)
     local = ev["published_at"].dt.tz_convert(NY)
@@ -183,8 +218,9 @@ def test_an_item_stamped_exactly_at_the_cutoff_is_not_shown_that_day():
 def test_the_as_of_view_holds_only_what_was_visible():
     store = _split_store(future_split=True)
     view = store.as_of("2020-01-13")
-    held = [v for v in vars(view).values() if isinstance(v, pd.DataFrame)]
-    assert not any(isinstance(v, (MarketStore, type(store.timeline()))) for v in vars(view).values())
+    values = [*vars(view).values(), *(x for v in vars(view).values() if isinstance(v, dict) for x in v.values())]
+    held = [v for v in values if isinstance(v, pd.DataFrame)]
+    assert not any(isinstance(v, (MarketStore, type(store.timeline()))) for v in values)
     assert max(f["published_at"].max() for f in held if "published_at" in f) < view.cutoff
     assert max(f["date"].max() for f in held if "date" in f) == pd.Timestamp("2020-01-13")
     assert view.search("doe shares")["title"].tolist() == ["DOE sold 1,000 shares at 100.00 on 2020-01-08"]
@@ -285,15 +321,76 @@ def test_dividend_adjusted_prices_are_shown_as_traded_and_a_later_dividend_chang
     assert build_contexts(stale, **kw)["prompt_text"][0] != a[0]
 
 
-def test_every_reader_in_build_goes_through_the_door():
-    """The builder, labels, splits and the audit read the store through `timeline()` / `as_of()`
-    (tools to come too): no direct access to its frames."""
+# The readers that hand out rows dated after an as-of day. Store frames (`store.bars`, ...) are
+# attributes; `view.bars(...)` / `view.events(...)` are the as-of view's methods (calls), which cut at
+# the cutoff, so only a frame read WITHOUT a call counts. The timeline's readers past a cutoff say so in
+# their names (`*_future_included`, `label_*`); `_all_*` are its private frames.
+_RAW_FRAMES = {"bars", "events", "truth", "actions", "quarantine", "filings"}
+_RAW_READERS = {"events_future_included", "bars_future_included", "label_bars", "label_truth",
+                "_all_events", "_all_bars", "_all_truth"}
+# module (relative to src/thesisgym) -> the raw accessors it may use, and why. Anything else in src is a
+# failure, and so is an entry nothing uses any more (the list cannot silently grow stale).
+_ALLOWED = {
+    # the door itself: the only holder of the frames
+    "data/asof.py": {"_all_events", "_all_bars", "_all_truth"},
+    # the container: builds, sorts, saves and loads its frames and hands them to the door
+    "data/store.py": {"bars", "events", "truth", "actions", "quarantine", "filings"},
+    # import and validation write the frames before any as-of day exists (`.events` there is also
+    # the import report's frame, not the store's)
+    "data/validate.py": {"bars", "events", "truth"},
+    "data/files.py": {"events"},
+    "data/importers.py": {"events"},
+    "data/insider.py": {"events"},
+    "data/sources.py": {"events"},
+    # the import quality report counts every event of the store; it builds no prompt
+    "data/quality.py": {"events"},
+    # the builder windows every row itself with the door's rule (Timeline.window / visible_count);
+    # labels and synthetic truth are about what came after the day by definition. `.bars` / `.events`
+    # there are ContextConfig.bars (a window length) and the build's EventPool, not store frames.
+    "dataset/contexts.py": {"bars_future_included", "label_bars", "label_truth", "bars", "events"},
+    "dataset/events.py": {"events_future_included"},
+    "dataset/splits.py": {"label_bars"},
+    # the leak audit re-derives each item's public time, cutoff and split basis from the raw frames with
+    # its own code (independent of the door it checks)
+    "dataset/leakage.py": {"events", "actions", "bars", "filings"},
+    # backtests and baselines: realised returns after each day, the truth oracle
+    "evaluate/runner.py": {"label_bars", "label_truth"},
+    # `data info` and the demo summarise the whole store (counts and date ranges), no prompt
+    "cli/data.py": {"bars", "events", "truth", "actions"},
+    "experiments/demo.py": {"events"},
+}
+
+
+def _raw_accesses(path) -> set[str]:
+    import ast
+
+    tree = ast.parse(path.read_text())
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    return {
+        n.attr for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute) and (n.attr in _RAW_READERS or (n.attr in _RAW_FRAMES and id(n) not in called))
+    }
+
+
+def test_every_reader_in_src_goes_through_the_door():
+    """Every module of the package reads market rows through `timeline()` / `as_of()`; the few that
+    need every row (the store, import, the windowing builder, labels, backtests) are listed above
+    with their reason, and nothing else can take the future by accident."""
     from pathlib import Path
 
     import thesisgym
 
     root = Path(thesisgym.__file__).parent
-    for path in [*root.glob("build/*.py"), *root.glob("tools/*.py")]:
-        text = path.read_text()
-        for door_bypass in ("store.events", "store.bars", ".visible_events(", ".bars_until("):
-            assert door_bypass not in text, f"{path.name} reads {door_bypass}"
+    found = {str(p.relative_to(root)): _raw_accesses(p) for p in sorted(root.rglob("*.py"))}
+    assert len(found) > 80 and "evaluate/runner.py" in found  # the whole package was scanned
+    extra = {m: sorted(a - _ALLOWED.get(m, set())) for m, a in found.items() if a - _ALLOWED.get(m, set())}
+    assert not extra, f"raw readers outside the allow-list (use store.timeline() / store.as_of()): {extra}"
+    stale = {m: sorted(a - found.get(m, set())) for m, a in _ALLOWED.items() if a - found.get(m, set())}
+    assert not stale, f"allow-list entries no module uses any more: {stale}"
+
+
+def test_the_guard_sees_a_new_raw_reader(tmp_path):
+    """The scan flags a frame read and a future-included reader, and leaves the view's methods alone."""
+    f = tmp_path / "m.py"
+    f.write_text("x = store.bars\ny = tl.label_bars()\nz = view.bars('A')\nw = view.events(None)\n")
+    assert _raw_accesses(f) == {"bars", "label_bars"}

@@ -199,7 +199,7 @@ def test_cli_import_with_families_and_yfinance_errors(tmp_path):
     assert sorted(store.events["kind"]) == ["fundamentals", "insider"]
     ins_meta = next(r for r in store.meta["imports"] if r["file"] == "ins.csv")
     assert ins_meta["dropped_other_tickers"] == 1 and ins_meta["notes"] == [
-        "trades without a Form 4 in the index: public 3 business days after the trade"
+        "trades without a Form 4 in the index: public at the Form 5 deadline of their fiscal year"
     ]
     assert "imports" in res.output and "--verbose: per file" in res.output  # short summary by default
     assert "import ins.csv" not in res.output

@@ -259,29 +259,55 @@ def _form4(rows: list[tuple[str, str, str]], ticker: str = "AAA") -> pd.DataFram
     )
 
 
-def test_insider_without_a_filing_waits_for_the_availability_rule_and_merges_lots(tmp_path):
+def test_insider_without_a_filing_waits_for_the_form5_deadline_and_merges_lots(tmp_path):
     path = tmp_path / "ins.csv"
     path.write_text(
         INSIDER_AV
         + '2020-02-07,AAA,"DOE, JANE",CEO,Common Stock,D,100,10.0\n'
         + '2020-02-07,AAA,"DOE, JANE",CEO,Common Stock,D,300,12.0\n'
     )
-    rep = read_insider(path)
+    rep = read_insider(path, fiscal_year_ends={"AAA": "1231"})
     assert rep.counts == {"lots_merged": 1, "dated_by_form4_index": 0, "dated_by_form4_index_single_filing": 0,
-                          "dated_by_availability_rule": 1}
+                          "undated": 1, "undated_form5_median_days_after_old_rule": 364, "dated_by_form5_deadline": 1}
     ev = rep.events
     assert strip_per_share(ev["title"].iat[0]) == "DOE, JANE (CEO) sold 400 Common Stock at 11.50 on 2020-02-07"
-    assert ev["source"].iat[0] == "insider trade (filing date unknown)" and ev["timing"].iat[0] == "availability rule"
-    # 10 business days after Friday 2020-02-07, skipping Presidents' Day (2020-02-17): Monday 2020-02-24
-    assert ev["published_at"].iat[0] == pd.Timestamp("2020-02-24 23:59", tz=NY)
+    assert ev["source"].iat[0] == "insider trade (filing date unknown)" and ev["timing"].iat[0] == "form5 deadline"
+    # fiscal year 2020 ends 2020-12-31, up to a week later for a 52/53-week year: 2021-01-07; + 45 days =
+    # Sunday 2021-02-21 -> Monday 2021-02-22, at 23:59
+    assert ev["published_at"].iat[0] == pd.Timestamp("2021-02-22 23:59", tz=NY)
     assert ev["basis_date"].iat[0] == pd.Timestamp("2020-02-07")  # shares and price as traded that day
-    assert "DOE, JANE" not in _prompt(ev, "2020-02-24")
-    assert "DOE, JANE" in _prompt(ev, "2020-02-25")
-    assert read_insider(path, availability_days=0).events["published_at"].iat[0] == pd.Timestamp(
-        "2020-02-07 23:59", tz=NY
-    )
+    long = _bars(n=400)
+    assert "DOE, JANE" not in _prompt(ev, "2021-02-22", bars=long)
+    assert "DOE, JANE" in _prompt(ev, "2021-02-23", bars=long)
+    # an issuer whose fiscal year end is unknown: its year may end up to 53 weeks after the trade
+    unknown = read_insider(path).events["published_at"].iat[0]
+    assert unknown == pd.Timestamp("2021-03-29 23:59", tz=NY)  # 2020-02-07 + 371 + 45 days (a Monday)
+    dropped = read_insider(path, undated="drop")
+    assert len(dropped.events) == 0 and dropped.counts["undated_dropped"] == 1
     with raises("availability_days must be an int >= 0, got -1"):
         read_insider(path, availability_days=-1)
+    with raises("undated must be one of form5_deadline, drop, got 'rule'"):
+        read_insider(path, undated="rule")
+    with raises("fiscal year end must be MMDD (e.g. 0926), got '1340'"):
+        read_insider(path, fiscal_year_ends={"AAA": "1340"})
+
+
+def test_a_late_reported_trade_is_not_visible_before_its_form5_deadline(tmp_path):
+    """The audit's case: an NVDA sale of 2020-11-23 (fiscal year ends late January), first filed on
+    2021-02-03, was shown from 2020-12-08 by the old rule (trade + 10 business days). Now it waits for
+    the Form 5 deadline of fiscal 2021: 2021-01-31 + a week of 52/53-week slack + 45 days = 2021-03-24."""
+    path = tmp_path / "ins.csv"
+    path.write_text(INSIDER_AV + '2020-11-23,NVDA,"KRESS, COLETTE",CFO,Common Stock,D,100,530.0\n')
+    ev = read_insider(path).events  # NVDA's "0131" from FISCAL_YEAR_ENDS (a submissions file would give it)
+    assert ev["published_at"].iat[0] == pd.Timestamp("2021-03-24 23:59", tz=NY)
+    bars = _bars("NVDA", start="2020-10-01", n=200)
+    for day in ("2020-12-08", "2021-02-03", "2021-03-24"):
+        assert "KRESS" not in _prompt(ev, day, ticker="NVDA", bars=bars)
+    assert "KRESS" in _prompt(ev, "2021-03-25", ticker="NVDA", bars=bars)
+    # perturbing everything after a cutoff (here: the trade's whole record) cannot change earlier prompts
+    path.write_text(INSIDER_AV + '2020-11-23,NVDA,"KRESS, COLETTE",CFO,Common Stock,D,999,1.0\n')
+    other = read_insider(path).events
+    assert _prompt(other, "2021-03-24", ticker="NVDA", bars=bars) == _prompt(ev, "2021-03-24", ticker="NVDA", bars=bars)
 
 
 def test_insider_trade_in_the_form4_index_is_public_at_its_latest_form4(tmp_path):
@@ -295,7 +321,7 @@ def test_insider_trade_in_the_form4_index_is_public_at_its_latest_form4(tmp_path
     # two Form 4s report that trade date and the index does not name the insider: the later one
     assert ev.loc["DOE,", "published_at"] == pd.Timestamp("2020-02-11 18:30", tz=NY)
     assert ev.loc["DOE,", "timing"] == "form4 index" and ev.loc["DOE,", "source"] == "Form 4"
-    assert ev.loc["ROE,", "timing"] == "availability rule"  # no Form 4 reports 2020-02-12
+    assert ev.loc["ROE,", "timing"] == "form5 deadline"  # no Form 4 reports 2020-02-12
     assert rep.counts["dated_by_form4_index"] == 1 and rep.counts["dated_by_form4_index_single_filing"] == 0
     assert "DOE, JANE" not in _prompt(rep.events, "2020-02-11") and "DOE, JANE" in _prompt(rep.events, "2020-02-12")
     # a later Form 4 for that day, accepted after the cutoff, moves it: perturbing after the cutoff
@@ -988,9 +1014,17 @@ def test_insider_availability_rule_skips_federal_holidays(tmp_path):
         "transaction_date,ticker,executive,executive_title,security_type,acquisition_or_disposal,shares,share_price\n"
         "2019-11-27,AAA,DOE,CEO,Common Stock,D,10,10\n"  # the Wednesday before Thanksgiving
     )
-    two = read_insider(path, availability_days=2).events["published_at"].iat[0]
-    assert two == pd.Timestamp("2019-12-02 23:59", tz=NY)
-    assert read_insider(path).events["published_at"].iat[0] == pd.Timestamp("2019-12-12 23:59", tz=NY)
+    from thesisgym.data.insider import business_days_after, form5_deadlines
+
+    day = pd.DatetimeIndex(["2019-11-27"])
+    assert business_days_after(day, 2)[0] == pd.Timestamp("2019-12-02")
+    assert business_days_after(day, 10)[0] == pd.Timestamp("2019-12-12")
+    # a Form 5 deadline on a holiday rolls to the next business day: FY end 2019-12-27 + 7 + 45 days
+    # = Presidents' Day 2020-02-17 -> Tuesday 2020-02-18
+    assert form5_deadlines(day, "1227")[0] == pd.Timestamp("2020-02-18")
+    assert read_insider(path, fiscal_year_ends={"AAA": "1227"}).events["published_at"].iat[0] == pd.Timestamp(
+        "2020-02-18 23:59", tz=NY)
+    assert form5_deadlines(day, "1231")[0] == pd.Timestamp("2020-02-21")  # 2019-12-31 + 7 + 45: a Friday
 
 
 def test_undated_insider_trades_also_in_a_filing_dated_file_are_dropped_and_counted(tmp_path):

@@ -73,6 +73,29 @@ def test_no_tool_output_changes_when_everything_after_the_cutoff_changes(store):
             assert "FUTURE" not in json.dumps(a.evidence()) and "leaked" not in json.dumps(a.evidence())
 
 
+def test_the_environment_cache_serves_each_store_its_own_views_and_stays_small(store):
+    """One process-wide cache of as-of views (tools.env._view): keyed on the timeline and the day, so a
+    second store (its whole past changed) is never served the first one's view, a store whose future
+    changed gives byte-identical output through the cache too, and the cache never outgrows its size."""
+    from thesisgym.tools.env import VIEW_CACHE_SIZE, _view
+
+    day, ticker = store.dates[150], store.tickers[0]
+    doubled = store.bars.assign(close=store.bars["close"] * 2.0)
+    other = MarketStore(bars=doubled, events=store.events, actions=store.actions, meta=dict(store.meta))
+
+    def prices(s: MarketStore) -> str:
+        env = tool_env_factory(s)()
+        env.reset(ticker=ticker, asof=str(day.date()))
+        return env.get_prices(5) + env.search_news("", 60) + env.get_macro(60)
+
+    assert prices(store) != prices(other)
+    assert prices(store) == prices(_future_changed(store, day))
+    for d in store.dates[: VIEW_CACHE_SIZE + 10]:
+        tool_env_factory(store)().reset(ticker=ticker, asof=d)
+    info = _view.cache_info()
+    assert info.maxsize == VIEW_CACHE_SIZE and info.currsize <= VIEW_CACHE_SIZE
+
+
 def test_the_as_of_day_is_bound_by_the_row_never_an_argument(store):
     env = tool_env_factory(store)()
     for name in TOOL_NAMES:

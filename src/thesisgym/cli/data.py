@@ -92,10 +92,15 @@ def _insider_rows(ins: dict) -> list[tuple[str, str]]:
     real = by.get("filed", 0) + by.get("form4 index", 0)
     rows = [("insider dating", f"{real:,} of {total:,} ({100 * real / total:.1f}%) by a real Form 4 filing "
              f"({by.get('filed', 0):,} filing-dated, {by.get('form4 index', 0):,} via the Form 4 index); "
-             f"{by.get('availability rule', 0):,} by the availability rule")]
+             f"{by.get('form5 deadline', 0):,} at their Form 5 deadline"
+             + (f", {by['availability rule']:,} by the old availability rule" if by.get("availability rule") else ""))]
+    u = ins.get("undated") or {}
+    if u.get("trades"):
+        rows.append(("undated insider", f"{u['trades']:,} trades no filing record dates: choice {u['choice']} "
+                     f"(form5_deadline moves them, drop leaves them out)"))
     m = ins.get("availability_rule") or {}
     if m.get("rows_with_both_dates"):
-        rows.append(("availability rule", f"trade + {m['days']} business days; misses {m['missed']:,} of "
+        rows.append(("old availability rule", f"trade + {m['days']} business days would miss {m['missed']:,} of "
                      f"{m['rows_with_both_dates']:,} trades with both dates ({100 * m['miss_share']:.1f}%)"))
     return rows
 
@@ -160,6 +165,7 @@ IMPORT_OPTIONS = {"prices": "prices", "events": "events", "name": "name", "assum
                   "actions": "actions", "bars_adjusted_as_of": "bars_adjusted_as_of",
                   "bars_adjusted_for": "bars_adjusted_for", "fundamentals": "fundamentals",
                   "submissions": "submissions", "insider": "insider", "insider_days": "insider_availability_days",
+                  "insider_undated": "insider_undated",
                   "earnings": "earnings", "analyst": "analyst", "macro": "macro", "feed": "feeds",
                   "merge_days": "merge_window_days"}
 _FAMILIES = ("fundamentals", "submissions", "insider", "earnings", "analyst", "macro", "feeds", "actions")
@@ -186,6 +192,7 @@ def import_(
     submissions: list[Path] | None = typer.Option(None, "--submissions"),
     insider: list[Path] | None = typer.Option(None, "--insider"),
     insider_days: int | None = typer.Option(None, "--insider-availability-days"),
+    insider_undated: str | None = typer.Option(None, "--insider-undated"),
     earnings: list[Path] | None = typer.Option(None, "--earnings"),
     trust_pre_market: bool = typer.Option(
         False, "--trust-pre-market", help="take a vendor's unconfirmed 'pre-market' label at 08:00 (default: 16:05)"
@@ -230,6 +237,8 @@ def _check_scope(fields: dict, *, duplicates: str, trust_pre_market: bool, unkno
     """Refuse an option that would act on nothing given, instead of ignoring it."""
     if "insider_availability_days" in fields and "insider" not in fields:
         _fail("--insider-availability-days dates --insider files; give some or leave it out")
+    if "insider_undated" in fields and "insider" not in fields:
+        _fail("--insider-undated dates --insider files; give some or leave it out")
     if trust_pre_market and "earnings" not in fields:
         _fail("--trust-pre-market times --earnings files; give some or leave it out")
     if unknown_error and any(f in fields for f in _FAMILIES):

@@ -17,10 +17,13 @@ Two rules live here and nowhere else:
 
 `Timeline` is the vectorised door the context builder uses (cutoffs, windows, basis factors for all
 days of a ticker at once). `AsOfView` is the door for one as-of day (a tool such as
-`search_news(query, days)` bound to a day): it is built from copies of the visible rows only and keeps
-no reference to the store, so nothing published at or after the cutoff can be reached through it.
-Labels and backtests need future prices by definition; they read `Timeline.label_bars`, the adjusted
-series, which is the one reader allowed past a cutoff and says so in its name.
+`search_news(query, days)` bound to a day): it holds uncopied slices of the visible rows only and keeps
+no reference to the store, so nothing published at or after the cutoff can be reached through it; its
+readers convert only the rows they return.
+Labels and backtests need future prices by definition; they read `Timeline.label_bars` (and a
+synthetic market's `label_truth`). The builder windows all rows itself and reads
+`events_future_included` / `bars_future_included`. These four are the only readers that go past a
+cutoff, each says so in its name, and tests/test_data_pit.py allows each only where it is needed.
 """
 
 from __future__ import annotations
@@ -157,15 +160,19 @@ class Timeline:
 
     def __init__(self, *, bars: pd.DataFrame, events: pd.DataFrame, actions: pd.DataFrame | None,
                  cutoff: str, timezone: str, bars_basis: dict[str, pd.Timestamp] | None = None,
-                 dividend_adjusted: bool = False):
+                 dividend_adjusted: bool = False, truth: pd.DataFrame | None = None):
         hh, mm = (int(x) for x in cutoff.split(":"))
         self.cutoff, self.timezone = cutoff, timezone
         self._delta = pd.Timedelta(hours=hh, minutes=mm)
-        self._bars = bars
-        self._events = _sorted_events(with_event_defaults(events))
+        self._all_bars, self._all_truth = bars, truth
+        self._bar_rows: dict[str, tuple[int, np.ndarray]] | None = None
+        self._all_events = _sorted_events(with_event_defaults(events))
+        if not isinstance(self._all_events.index, pd.RangeIndex) or self._all_events.index.start != 0:
+            self._all_events = self._all_events.reset_index(drop=True)  # labels = positions (AsOfView)
+        self._levels: np.ndarray | None = None
         self.pub_ns = (
-            pd.DatetimeIndex(self._events["published_at"]).tz_convert("UTC").as_unit("ns").asi8.copy()
-            if len(self._events) else np.zeros(0, dtype="int64")
+            pd.DatetimeIndex(self._all_events["published_at"]).tz_convert("UTC").as_unit("ns").asi8.copy()
+            if len(self._all_events) else np.zeros(0, dtype="int64")
         )
         self.splits = SplitHistory(actions)
         self._bars_basis = dict(bars_basis or {})
@@ -204,7 +211,7 @@ class Timeline:
         """The day whose split basis the stored bars of `ticker` are on (default: its last bar)."""
         if ticker in self._bars_basis:
             return pd.Timestamp(self._bars_basis[ticker])
-        b = self._bars["date"][self._bars["ticker"] == ticker]
+        b = self._all_bars["date"][self._all_bars["ticker"] == ticker]
         return pd.Timestamp(b.max()) if len(b) else pd.Timestamp("1970-01-01")
 
     def volume_factor(self, ticker: str, days) -> np.ndarray:
@@ -235,7 +242,7 @@ class Timeline:
             return self._div_steps[ticker]
         basis = self.bars_basis(ticker)
         d = self._dividends[(self._dividends["ticker"] == ticker) & (self._dividends["date"] <= basis)]
-        b = self._bars[self._bars["ticker"] == ticker]
+        b = self._all_bars[self._all_bars["ticker"] == ticker]
         days, close = pd.DatetimeIndex(b["date"]).as_unit("ns").asi8, b["close"].to_numpy(dtype="float64")
         ex_out, f_out, later = [], [], 1.0
         pairs = zip(_day_ns(d["date"]), d["value"].to_numpy(dtype="float64"), strict=True)
@@ -253,12 +260,7 @@ class Timeline:
 
     def event_factor(self, ticker: str, basis_days, asof) -> np.ndarray:
         """Multiplier from each event's basis day to the as-of basis (1 where the basis is unknown)."""
-        basis_days = pd.DatetimeIndex(basis_days)
-        ok = ~basis_days.isna()
-        out = np.ones(len(basis_days))
-        if ok.any():
-            out[ok] = self.splits.level(ticker, basis_days[ok]) / self.splits.level(ticker, [asof])[0]
-        return out
+        return _event_factor(self.splits, ticker, basis_days, asof)
 
     def regimes(self, ticker: str, days) -> np.ndarray:
         """A group id per day: days with the same id share one basis (no split, nor applied dividend,
@@ -270,38 +272,79 @@ class Timeline:
         return r
 
     # --- readers ---------------------------------------------------------------------------------
-    def events(self) -> pd.DataFrame:
-        """All events sorted by publication time, for a builder that windows them with `window`."""
-        return self._events
+    # Three readers hand out rows dated after some as-of day, and say so in their names; the guard test
+    # (tests/test_data_pit.py) allows each only in the modules that window them or need the future.
+    def events_future_included(self) -> pd.DataFrame:
+        """ALL events sorted by publication time, future included: only for a builder that cuts every
+        prompt's slice with `window` / `visible_count` (thesisgym.dataset.events)."""
+        return self._all_events
 
-    def stored_bars(self) -> pd.DataFrame:
-        """The bars as stored (the vendor's basis, every day), for the vectorised builder, which shows a
-        day's rows only up to that day and re-bases them with `price_factor` / `volume_factor`."""
-        return self._bars
+    def bars_future_included(self) -> pd.DataFrame:
+        """ALL bars as stored (the vendor's basis, every day), future included: only for the vectorised
+        builder, which shows a day's rows only up to that day and re-bases them with `price_factor` /
+        `volume_factor`."""
+        return self._all_bars
 
     def label_bars(self, tickers: Sequence[str] | None = None) -> pd.DataFrame:
         """The stored (adjusted) bars, future included: only for labels and realised returns, which
         are about what came after the as-of day by definition."""
         if tickers is None:
-            return self._bars
-        return self._bars.loc[self._bars["ticker"].isin(list(tickers))]
+            return self._all_bars
+        return self._all_bars.loc[self._all_bars["ticker"].isin(list(tickers))]
+
+    def label_truth(self) -> pd.DataFrame | None:
+        """A synthetic market's ground truth (expected forward return per ticker-day), None for a real
+        one: a label (what came after the day), only for label columns and the truth oracle."""
+        return self._all_truth
+
+    def _bar_index(self) -> dict[str, tuple[int, np.ndarray]]:
+        """ticker -> (its first row, its dates as ns): sorted by ticker then date, so a day's visible
+        bars of a ticker are one contiguous slice."""
+        if self._bar_rows is None:
+            rows = {}
+            for t, idx in self._all_bars.groupby("ticker", sort=False).indices.items():
+                lo, hi = int(idx[0]), int(idx[-1]) + 1
+                rows[str(t)] = (lo, pd.DatetimeIndex(self._all_bars["date"].iloc[lo:hi]).as_unit("ns").asi8)
+            self._bar_rows = rows
+        return self._bar_rows
+
+    def _basis_levels(self) -> np.ndarray:
+        """S(basis day) of each event's ticker (`SplitHistory.level`), NaN where it has no basis day or
+        no ticker: an event's per-share factor on day d is this / S(d), computed once per timeline."""
+        if self._levels is None:
+            ev = self._all_events
+            out = np.full(len(ev), np.nan)
+            if len(ev):
+                basis = pd.DatetimeIndex(ev["basis_date"])
+                tick = ev["ticker"].fillna("").astype(str).to_numpy()
+                for t in self.splits.tickers:
+                    idx = np.flatnonzero((tick == t) & ~basis.isna())
+                    if len(idx):
+                        out[idx] = self.splits.level(t, basis[idx])
+            self._levels = out
+        return self._levels
+
+    def bars_upto(self, ticker: str, day) -> pd.DataFrame:
+        """The stored rows of `ticker` dated <= `day` (the vendor's basis; a slice, not a copy)."""
+        index = self._bar_index()
+        if ticker not in index:
+            return self._all_bars.iloc[:0]
+        lo, days = index[ticker]
+        return self._all_bars.iloc[lo: lo + int(np.searchsorted(days, _day_ns([day])[0], side="right"))]
 
     def view(self, day) -> AsOfView:
         """The store as it was at the cutoff of trading day `day` (see `AsOfView`)."""
         day = pd.Timestamp(_day_ns([day])[0])
         cut = int(self.cutoffs([day])[0])
         n = int(np.searchsorted(self.pub_ns, cut, side="left"))
-        ev = self._events.iloc[:n].copy()
-        bars = self._bars[self._bars["date"] <= day].copy()
-        tickers = bars["ticker"].unique()
-        fac = bars["ticker"].map({t: float(self.price_factor(t, [day])[0]) for t in tickers}).to_numpy("float64")
-        vol = bars["ticker"].map({t: float(self.volume_factor(t, [day])[0]) for t in tickers}).to_numpy("float64")
-        for c in ("open", "high", "low", "close"):
-            bars[c] = bars[c].to_numpy(dtype="float64") * fac
-        bars["volume"] = bars["volume"].to_numpy(dtype="float64") / vol
-        ev = _render_events(ev, self, day)
-        return AsOfView(asof=day, cutoff=pd.Timestamp(cut, tz="UTC"), timezone=self.timezone,
-                        bars=bars.reset_index(drop=True), events=ev.reset_index(drop=True))
+        bars = {t: b for t in self._bar_index() if len(b := self.bars_upto(t, day))}
+        return AsOfView(
+            asof=day, cutoff=pd.Timestamp(cut, tz="UTC"), timezone=self.timezone, bars=bars,
+            events=self._all_events.iloc[:n], basis_levels=self._basis_levels()[:n],
+            day_levels={t: float(self.splits.level(t, [day])[0]) for t in self.splits.tickers},
+            price={t: float(self.price_factor(t, [day])[0]) for t in bars},
+            volume={t: float(self.volume_factor(t, [day])[0]) for t in bars},
+        )
 
 
 def with_event_defaults(events: pd.DataFrame) -> pd.DataFrame:
@@ -328,15 +371,17 @@ def _sorted_events(events: pd.DataFrame) -> pd.DataFrame:
     return events
 
 
-def _render_events(ev: pd.DataFrame, tl: Timeline, day: pd.Timestamp) -> pd.DataFrame:
-    """Title and text of each event with its per-share markers on the basis of `day`."""
-    if not len(ev):
-        return ev
-    basis = ev["basis_date"] if "basis_date" in ev.columns else pd.Series(pd.NaT, index=ev.index)
-    factor = np.ones(len(ev))
-    for t, idx in ev.groupby("ticker", sort=False).indices.items():
-        if t:
-            factor[idx] = tl.event_factor(str(t), basis.iloc[idx], day)
+def _event_factor(splits: SplitHistory, ticker: str, basis_days, asof) -> np.ndarray:
+    basis_days = pd.DatetimeIndex(basis_days)
+    ok = ~basis_days.isna()
+    out = np.ones(len(basis_days))
+    if ok.any():
+        out[ok] = splits.level(ticker, basis_days[ok]) / splits.level(ticker, [asof])[0]
+    return out
+
+
+def _render_events(ev: pd.DataFrame, factor: np.ndarray) -> pd.DataFrame:
+    """Title and text of each event with its per-share markers converted by its `factor`."""
     for col in ("title", "text"):
         ev[col] = [render_per_share(str(x), f) for x, f in zip(ev[col], factor, strict=True)]
     return ev
@@ -345,24 +390,37 @@ def _render_events(ev: pd.DataFrame, tl: Timeline, day: pd.Timestamp) -> pd.Data
 class AsOfView:
     """What the market could see at the cutoff of one trading day, and nothing else.
 
-    Built by `MarketStore.as_of(day)` from copies of the visible rows: bars dated <= the day and
-    events published strictly before its cutoff, every price, volume and per-share number on the
-    as-of day's basis. It holds no reference to the store, so a tool bound to it cannot reach later
-    data by any path.
+    Built by `MarketStore.as_of(day)`: bars dated <= the day and events published strictly before its
+    cutoff, every price, volume and per-share number on the as-of day's basis. It holds slices of the
+    visible rows only (the first n events by publication, each ticker's bars up to the day; slices,
+    which pandas does not copy) and the factors that re-base them (split levels of the visible events'
+    basis days and of the day), and converts just the rows a reader returns. So a view costs kilobytes, and it keeps no reference
+    to the store or its timeline: a tool bound to it cannot reach later data by any path.
     """
 
-    def __init__(self, *, asof: pd.Timestamp, cutoff: pd.Timestamp, timezone: str,
-                 bars: pd.DataFrame, events: pd.DataFrame):
+    def __init__(self, *, asof: pd.Timestamp, cutoff: pd.Timestamp, timezone: str, bars: dict[str, pd.DataFrame],
+                 events: pd.DataFrame, basis_levels: np.ndarray, day_levels: dict[str, float],
+                 price: dict[str, float], volume: dict[str, float]):
         self.asof, self.cutoff, self.timezone = asof, cutoff, timezone
         self._bars, self._events = bars, events
+        self._basis_levels, self._day_levels = basis_levels, day_levels
+        self._price, self._volume = price, volume
 
     def __repr__(self) -> str:
         return f"AsOfView(asof={self.asof.date()}, cutoff={self.cutoff}, {len(self._events)} events)"
 
     def bars(self, ticker: str, last: int | None = None) -> pd.DataFrame:
         """Bars of `ticker` dated <= the as-of day (the last `last` ones), as traded on that day."""
-        b = self._bars[self._bars["ticker"] == ticker]
-        return (b if last is None else b.tail(last)).reset_index(drop=True)
+        if ticker not in self._bars:  # no bar on or before the day: an empty frame of the same columns
+            some = next(iter(self._bars.values()), None)
+            return some.iloc[:0].reset_index(drop=True) if some is not None else pd.DataFrame(
+                columns=["ticker", "date", "open", "high", "low", "close", "volume"])
+        b = self._bars[ticker]
+        b = (b if last is None else b.tail(last)).reset_index(drop=True)
+        for c in ("open", "high", "low", "close"):
+            b[c] = b[c].to_numpy(dtype="float64") * self._price[ticker]
+        b["volume"] = b["volume"].to_numpy(dtype="float64") / self._volume[ticker]
+        return b
 
     def events(self, ticker: str | None = None, *, kinds: Iterable[str] | None = None,
                days: int | None = None, market_wide: bool = True) -> pd.DataFrame:
@@ -378,7 +436,13 @@ class AsOfView:
         if days is not None:
             start = (self.asof - pd.Timedelta(days=int(days))).tz_localize(self.timezone).tz_convert("UTC")
             ev = ev[ev["published_at"] >= start]
-        return ev.reset_index(drop=True)
+        if not len(ev):
+            return ev.reset_index(drop=True)
+        # per-share numbers from each event's basis to the as-of day's: S(basis) / S(as-of), 1 without a basis
+        level = self._basis_levels[ev.index.to_numpy()]
+        day = ev["ticker"].map(self._day_levels).to_numpy(dtype="float64")
+        factor = np.where(np.isnan(level) | np.isnan(day), 1.0, level / np.where(np.isnan(day), 1.0, day))
+        return _render_events(ev.copy(), factor).reset_index(drop=True)
 
     def search(self, query: str, *, ticker: str | None = None, kinds: Iterable[str] | None = None,
                days: int | None = None, limit: int = 20) -> pd.DataFrame:

@@ -15,10 +15,24 @@ is not a filing date. Each trade is dated by the best source there is, and the e
    report date (the earliest trade a form reports) over the trade's period: the trade is public at the
    acceptance of the LATEST Form 4 reporting that trade date (the index does not name the insider, so
    the latest is the one that cannot be too early whichever form it was). Source "Form 4".
-3. "availability rule": neither: public `availability_days` business days (US federal holidays, when
-   EDGAR is closed, excluded) after the trade, at 23:59 New York, a rule measured on the trades that
-   have both dates (`availability_misses` reports the share it still misses). Source
-   "insider trade (filing date unknown)", so the prompt says the date is an estimate.
+3. neither ("undated"): `undated=` chooses.
+   - "form5_deadline" (default): public at 23:59 New York of the latest day a filing could legally
+     hold the trade, the Form 5 deadline: 45 days after the end of the issuer's fiscal year that
+     contains the trade (rolled to the next EDGAR business day), and never before `availability_days`
+     business days after the trade. A trade filed late on a Form 5 (or not on the Form 4 the index
+     knows, e.g. an amendment) is therefore never shown before it could have been public; the price
+     is that a trade filed on time is shown months late. The fiscal year end is the issuer's
+     (`fiscal_year_ends`: the SEC submissions' `fiscalYearEnd`, else `FISCAL_YEAR_ENDS`), as a month
+     and day that a 52/53-week year can miss by up to `_FISCAL_SLACK_DAYS`, so the year taken is the
+     first whose nominal end is at least that many days after the trade and its end is moved that
+     many days later. Unknown issuer: any fiscal year end is possible, so the trade's fiscal year may
+     end up to 371 days (53 weeks) after it: deadline = trade + 371 + 45 days. Timing "form5
+     deadline", source "insider trade (filing date unknown)", so the prompt says the date is an
+     estimate.
+   - "drop": left out, counted (`undated_dropped`).
+   Trades filed more than 10 business days late are not rare (1.5 % of the checkable trades of
+   ../shared/data), and the old rule "public 10 business days after the trade" showed such trades up
+   to 15 months before their filing; `availability_misses` still measures that rule for the record.
 
 Rows of the same insider, day, direction and security (lots of one trade) are summed into one event
 (shares; share-weighted price). Share counts and prices are as traded, written `{{sh:..}}` and
@@ -50,8 +64,11 @@ from thesisgym.data.validate import local_instants, raise_rows, validate_events
 
 __all__ = [
     "DEFAULT_AVAILABILITY_DAYS",
+    "FISCAL_YEAR_ENDS",
+    "UNDATED_CHOICES",
     "availability_misses",
     "business_days_after",
+    "form5_deadlines",
     "drop_covered_insider",
     "insider_keys",
     "read_insider",
@@ -62,6 +79,14 @@ __all__ = [
 # miss 0.7 %, at the cost of showing every undated trade four weeks late.
 DEFAULT_AVAILABILITY_DAYS = 10
 SOURCE_FILED = "Form 4"
+UNDATED_CHOICES = ("form5_deadline", "drop")
+# Fiscal year ends (MMDD) as the SEC submissions files state them (`fiscalYearEnd`), for the issuers of
+# ../shared/data whose submissions file is absent or gives none; a submissions file's value wins.
+FISCAL_YEAR_ENDS = {"AAPL": "0926", "MSFT": "0630", "NVDA": "0131", "AMZN": "1231", "GOOG": "1231",
+                    "GOOGL": "1231", "META": "1231", "TSLA": "1231"}
+_FISCAL_SLACK_DAYS = 7  # a 52/53-week year ends up to a week either side of its nominal month and day
+_FORM5_DAYS = 45  # Form 5 is due 45 days after the fiscal year end (Exchange Act rule 16a-3(f))
+_LONGEST_FISCAL_YEAR_DAYS = 371  # 53 weeks
 SOURCE_ESTIMATED = "insider trade (filing date unknown)"
 
 _FINNHUB_CODES = {
@@ -91,6 +116,32 @@ def business_days_after(days: pd.DatetimeIndex, n: int) -> pd.DatetimeIndex:
     return pd.DatetimeIndex(out.astype("datetime64[ns]"))
 
 
+def form5_deadlines(trade: pd.DatetimeIndex, fiscal_year_end: str | None) -> pd.DatetimeIndex:
+    """The latest day a filing could legally report each trade: the Form 5 deadline of the fiscal year
+    holding it (module docstring: the slack for 52/53-week years, the bound for an unknown issuer),
+    on or after the next EDGAR business day."""
+    trade = pd.DatetimeIndex(trade).normalize()
+    if fiscal_year_end is None:
+        end = trade + pd.Timedelta(days=_LONGEST_FISCAL_YEAR_DAYS)
+    else:
+        if not re.fullmatch(r"(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])", str(fiscal_year_end)):
+            raise ValueError(f"fiscal year end must be MMDD (e.g. 0926), got {fiscal_year_end!r}")
+        month, day = int(fiscal_year_end[:2]), int(fiscal_year_end[2:])
+        earliest = trade + pd.Timedelta(days=_FISCAL_SLACK_DAYS)
+        end = pd.DatetimeIndex([_nominal_end(e, month, day) for e in earliest]) + pd.Timedelta(days=_FISCAL_SLACK_DAYS)
+    return business_days_after(end + pd.Timedelta(days=_FORM5_DAYS), 0)
+
+
+def _nominal_end(earliest: pd.Timestamp, month: int, day: int) -> pd.Timestamp:
+    """The first month-day (Feb 29 and day 31 clipped to the month's end) on or after `earliest`."""
+    for year in (earliest.year, earliest.year + 1):
+        last = pd.Timestamp(year=year, month=month, day=1) + pd.offsets.MonthEnd(0)
+        end = min(pd.Timestamp(year=year, month=month, day=min(day, last.day)), last)
+        if end >= earliest:
+            return end
+    raise AssertionError("unreachable: a month-day recurs within a year")
+
+
 def availability_misses(trade: Sequence, filed: Sequence, days: int) -> dict:
     """How often the rule "public `days` business days after the trade, 23:59" is still too early:
     rows (trade date, filing date) filed on a later day than the rule says."""
@@ -109,16 +160,21 @@ def read_insider(
     availability_days: int = DEFAULT_AVAILABILITY_DAYS,
     ticker_map: Mapping[str, str] | None = None,
     missing_dates: str = "error",
+    undated: str = "form5_deadline",
+    fiscal_year_ends: Mapping[str, str | None] | None = None,
 ) -> EventsImport:
     """Insider transactions -> "insider" events (module docstring: layouts and dating rules).
 
     `filings`: Form 4 indexes (`thesisgym.data.sec.form4_index`, concatenated over issuers, with a
     `ticker` column). `missing_dates="skip"` leaves out rows with an empty trade date or share count
     (a few in the AMZN file) and counts them as `skipped_missing_date_or_shares`; by default they
-    raise, naming the line.
+    raise, naming the line. `undated`: "form5_deadline" | "drop", for trades neither a filing date nor
+    the Form 4 index dates; `fiscal_year_ends`: ticker -> MMDD, over `FISCAL_YEAR_ENDS`.
     """
     if missing_dates not in ("error", "skip"):
         raise ValueError(f"missing_dates must be 'error' or 'skip', got {missing_dates!r}")
+    if undated not in UNDATED_CHOICES:
+        raise ValueError(f"undated must be one of {', '.join(UNDATED_CHOICES)}, got {undated!r}")
     if not isinstance(availability_days, int) or isinstance(availability_days, bool) or availability_days < 0:
         raise ValueError(f"availability_days must be an int >= 0, got {availability_days!r}")
     path = Path(path)
@@ -136,10 +192,13 @@ def read_insider(
     if "filingdate" in cols:
         _time_filed(agg, filings, counts)
     else:
-        _time_undated(agg, filings, availability_days, counts)
+        fye = {**FISCAL_YEAR_ENDS, **{k: v for k, v in (fiscal_year_ends or {}).items() if v}}
+        agg = _time_undated(agg, filings, availability_days, counts, undated=undated, fiscal_year_ends=fye)
     rep = EventsImport(events=_events(agg, path.name), source=path.name, rows_read=len(frame), counts=counts)
     if "filingdate" not in cols:
-        rep.notes.append(f"trades without a Form 4 in the index: public {availability_days} business days after the trade")
+        rep.notes.append(
+            "trades without a Form 4 in the index: " + ("left out" if undated == "drop" else
+                                                        "public at the Form 5 deadline of their fiscal year"))
     return rep
 
 
@@ -235,10 +294,18 @@ def _time_filed(agg: pd.DataFrame, filings: pd.DataFrame | None, counts: dict) -
     agg["timing"] = "filed"
 
 
-def _time_undated(agg: pd.DataFrame, filings: pd.DataFrame | None, days: int, counts: dict) -> None:
-    """The latest Form 4 of the trade's report date when the index covers it, else the availability rule."""
-    published = local_instants(business_days_after(pd.DatetimeIndex(agg["trade"]), days))
-    timing = np.full(len(agg), "availability rule", dtype=object)
+def _time_undated(agg: pd.DataFrame, filings: pd.DataFrame | None, days: int, counts: dict, *, undated: str,
+                  fiscal_year_ends: Mapping[str, str]) -> pd.DataFrame:
+    """The latest Form 4 of the trade's report date when the index covers it, else `undated`'s choice
+    (module docstring). Counts what both choices would do with the undated trades."""
+    trade = pd.DatetimeIndex(agg["trade"]).normalize()
+    rule = business_days_after(trade, days)
+    deadline = rule.to_numpy().copy()
+    for t, idx in agg.groupby("ticker", sort=False).indices.items():
+        deadline[idx] = np.maximum(form5_deadlines(trade[idx], fiscal_year_ends.get(str(t))).to_numpy(), deadline[idx])
+    deadline = pd.DatetimeIndex(deadline)
+    published = local_instants(deadline)
+    timing = np.full(len(agg), "form5 deadline", dtype=object)
     candidates = np.zeros(len(agg), dtype="int64")
     if filings is not None and len(filings):
         f = filings.assign(report_date=pd.to_datetime(filings["report_date"]).dt.normalize())
@@ -251,9 +318,17 @@ def _time_undated(agg: pd.DataFrame, filings: pd.DataFrame | None, days: int, co
         candidates[hit] = found["size"].to_numpy()[hit]
     agg["published_at"] = published.to_numpy()
     agg["timing"] = timing
-    counts["dated_by_form4_index"] = int((timing == "form4 index").sum())
+    und = timing == "form5 deadline"
+    counts["dated_by_form4_index"] = int((~und).sum())
     counts["dated_by_form4_index_single_filing"] = int((candidates == 1).sum())
-    counts["dated_by_availability_rule"] = int((timing == "availability rule").sum())
+    counts["undated"] = int(und.sum())
+    later = (deadline[und] - rule[und]).days
+    counts["undated_form5_median_days_after_old_rule"] = int(np.median(later)) if und.any() else 0
+    if undated == "drop":
+        counts["undated_dropped"] = int(und.sum())
+        return agg[~und].reset_index(drop=True)
+    counts["dated_by_form5_deadline"] = int(und.sum())
+    return agg
 
 
 def _events(agg: pd.DataFrame, source: str) -> pd.DataFrame:
@@ -272,7 +347,7 @@ def _events(agg: pd.DataFrame, source: str) -> pd.DataFrame:
                 "ticker": agg["ticker"],
                 "published_at": pd.Series(agg["published_at"].to_numpy(), dtype="datetime64[ns, UTC]"),
                 "kind": "insider",
-                "source": np.where(agg["timing"] == "availability rule", SOURCE_ESTIMATED, SOURCE_FILED),
+                "source": np.where(agg["timing"] == "form5 deadline", SOURCE_ESTIMATED, SOURCE_FILED),
                 "title": texts,
                 "value": signed,
                 "basis_date": pd.DatetimeIndex(agg["trade"]).normalize(),

@@ -49,7 +49,7 @@ import pandas as pd
 
 from thesisgym.data.asof import SplitHistory, per_share
 from thesisgym.data.files import EventsImport, read_json
-from thesisgym.data.validate import validate_events
+from thesisgym.data.validate import local_instants, validate_events
 
 __all__ = [
     "FACTS",
@@ -59,6 +59,7 @@ __all__ = [
     "fetch_company",
     "form4_index",
     "read_companyfacts",
+    "fiscal_year_end",
     "read_submissions",
 ]
 
@@ -168,6 +169,13 @@ def read_submissions(paths: str | Path | Sequence[str | Path]) -> pd.DataFrame:
         )
     out = pd.concat(frames, ignore_index=True)
     return out.drop_duplicates("accn", keep="first").reset_index(drop=True)
+
+
+def fiscal_year_end(path: str | Path) -> str | None:
+    """The issuer's fiscal year end (MMDD, e.g. "0926") a `submissions` file states, None if it has none."""
+    obj = read_json(Path(path))
+    value = obj.get("fiscalYearEnd") if isinstance(obj, dict) else None
+    return str(value) if value else None
 
 
 def form4_index(submissions: pd.DataFrame, ticker: str) -> pd.DataFrame:
@@ -361,7 +369,7 @@ def _stamp(accepted: pd.Timestamp | None, filed: str, counts: dict) -> tuple[pd.
         counts["stamped_by_acceptance_time"] = counts.get("stamped_by_acceptance_time", 0) + 1
         return accepted, "accepted"
     counts["stamped_by_filing_date"] = counts.get("stamped_by_filing_date", 0) + 1
-    return pd.Timestamp(filed + " 23:59").tz_localize(EASTERN).tz_convert("UTC"), "filing date"
+    return local_instants([pd.Timestamp(filed)], tz=EASTERN).iat[0], "filing date"  # the date-only rule
 
 
 def _filing_row(ticker: str, entity: str, fs: list[_Fact], filed: str, published: tuple) -> dict | None:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -55,7 +56,13 @@ from thesisgym.data.macro import (
     read_series_csv,
 )
 from thesisgym.data.quality import future_rows, quality_pass
-from thesisgym.data.sec import earnings_release_times, form4_index, read_companyfacts, read_submissions
+from thesisgym.data.sec import (
+    earnings_release_times,
+    fiscal_year_end,
+    form4_index,
+    read_companyfacts,
+    read_submissions,
+)
 from thesisgym.data.store import MarketStore, empty_actions, empty_events
 from thesisgym.data.validate import validate_events
 
@@ -136,6 +143,9 @@ class ImportConfig(BaseModel):
     insider_availability_days: int = Field(
         DEFAULT_AVAILABILITY_DAYS, ge=0, description="business days after a trade that no Form 4 dates "
         "(its miss share is measured and shown in the summary)")
+    insider_undated: Literal["form5_deadline", "drop"] = Field(
+        "form5_deadline", description="trades neither a filing date nor the availability rule can date safely: "
+        "form5_deadline (public at the Form 5 deadline of the issuer's fiscal year) or drop (left out, counted)")
     merge_window_days: float | None = Field(
         3.0, ge=0, description="merge near-duplicate items within this many days (0 or None: off)")
     assume_timezone: str | None = Field(
@@ -199,15 +209,7 @@ def import_sources(config: ImportConfig, *, splits: pd.DataFrame | None = None) 
         )
     reports += _fundamentals(c.fundamentals, subs, history)
     filings = _form4_filings(subs, tmap)
-    insider_reps = [
-        read_insider(p, filings=filings, availability_days=insider_availability_days, ticker_map=tmap,
-                     missing_dates="skip")
-        for p in c.insider
-    ]
-    dated = [r for r in insider_reps if "dated_by_filing_date" in r.counts]
-    for rep in insider_reps:
-        if "dated_by_filing_date" not in rep.counts:
-            drop_covered_insider(rep, dated)
+    insider_reps = _insider(c.insider, filings, subs, tmap, insider_availability_days, c.insider_undated)
     reports += insider_reps
     reports += _earnings(c.earnings, subs, tmap, c.earnings_pre_market)
     reports += _analyst(c.analyst, tmap, assume_timezone)
@@ -221,7 +223,7 @@ def import_sources(config: ImportConfig, *, splits: pd.DataFrame | None = None) 
         "market": "real",
         "sources": {"prices": [str(Path(p)) for p in prices]},
         "imports": [r.meta() for r in reports],
-        "insider": _insider_meta(ev, measured) if insider_reps else {},
+        "insider": _insider_meta(ev, measured, insider_reps, c.insider_undated) if insider_reps else {},
         "quality": quality,
     }
     meta["bars_adjusted_for"] = c.bars_adjusted_for
@@ -256,6 +258,20 @@ def _form4_filings(subs: dict[Path, pd.DataFrame], tmap: Mapping[str, str]) -> p
     if not frames:
         return None
     return pd.concat(frames, ignore_index=True).drop_duplicates("accn").reset_index(drop=True)
+
+
+def _insider(paths, filings, subs: dict[Path, pd.DataFrame], tmap: Mapping[str, str], days: int,
+             undated: str) -> list[EventsImport]:
+    """The insider files, dated (thesisgym.data.insider) with the issuers' Form 4 index and fiscal year
+    ends from their submissions; an undated file's trades a filing-dated file also has left out."""
+    fiscal_years = {t: fiscal_year_end(p) for p in subs if (t := _submissions_ticker(p, tmap))}
+    reps = [read_insider(p, filings=filings, availability_days=days, ticker_map=tmap, missing_dates="skip",
+                         undated=undated, fiscal_year_ends=fiscal_years) for p in paths]
+    dated = [r for r in reps if "dated_by_filing_date" in r.counts]
+    for rep in reps:
+        if "dated_by_filing_date" not in rep.counts:
+            drop_covered_insider(rep, dated)
+    return reps
 
 
 def _earnings(paths, subs: dict[Path, pd.DataFrame], tmap: Mapping[str, str], pre_market: str) -> list[EventsImport]:
@@ -329,10 +345,17 @@ def _availability_measured(reps: list[EventsImport], filings: pd.DataFrame | Non
     return availability_misses(trade, filed, days)
 
 
-def _insider_meta(events: pd.DataFrame, measured: dict | None) -> dict:
-    """How the store's insider events were dated, and the availability rule's measured miss share."""
+def _insider_meta(events: pd.DataFrame, measured: dict | None, reps: list[EventsImport], undated: str) -> dict:
+    """How the store's insider events were dated, the old availability rule's measured miss share, and
+    what each choice for the trades no filing record dates does with them (`thesisgym data audit`
+    reports it): "form5_deadline" moves them (median days later than the old rule), "drop" drops them."""
     timing = events.loc[events["kind"] == "insider", "timing"].value_counts().to_dict()
-    return {"events_by_timing": {k: int(v) for k, v in timing.items()}, "availability_rule": measured}
+    n = sum(r.counts.get("undated", 0) for r in reps)
+    later = [r.counts["undated_form5_median_days_after_old_rule"] for r in reps if r.counts.get("undated")]
+    choices = {"choice": undated, "trades": int(n), "form5_deadline_moves": int(n), "drop_drops": int(n),
+               "form5_median_days_after_old_rule": int(np.median(later)) if later else 0}  # median of the files' medians
+    return {"events_by_timing": {k: int(v) for k, v in timing.items()}, "availability_rule": measured,
+            "undated": choices}
 
 
 def shared_config(

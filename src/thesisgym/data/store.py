@@ -16,7 +16,7 @@ Frames (pandas, one row per observation):
            event has no headline number), sentiment (float64 in [-1, 1] when known, nan otherwise),
            basis_date (datetime64[ns]: the day whose split basis the `{{ps:..}}`/`{{sh:..}}` numbers
            of the text are on; NaT when it has none), timing (str: how published_at was derived, e.g.
-           "filed", "form4 index", "availability rule"; "" = the source's own time). Sorted by
+           "filed", "form4 index", "form5 deadline"; "" = the source's own time). Sorted by
            published_at.
 - actions: ticker, date (ex-date), kind ("split": value = the ratio, 4.0 = four shares for one;
            "dividend": value = the cash paid per share). Dividends matter only for bars the vendor
@@ -68,7 +68,7 @@ class MarketStore:
         self.events = with_event_defaults(self.events)
         if len(self.events):
             self.events = self.events.sort_values("published_at", kind="stable").reset_index(drop=True)
-        self._timeline: tuple[tuple, Timeline] | None = None
+        self._timeline: tuple[tuple, tuple, Timeline] | None = None
 
     # --- shape -------------------------------------------------------------------------------
     @property
@@ -87,17 +87,27 @@ class MarketStore:
 
     # --- the point-in-time door ------------------------------------------------------------------
     def timeline(self) -> Timeline:
-        """The vectorised point-in-time door (thesisgym.data.asof); rebuilt when a frame is replaced."""
-        key = (id(self.bars), id(self.events), id(self.actions), self.cutoff, self.timezone)
-        if self._timeline is None or self._timeline[0] != key:
+        """The vectorised point-in-time door (thesisgym.data.asof); rebuilt when anything it reads changes."""
+        frames, settings = self._timeline_key()
+        hit = self._timeline
+        if hit is None or hit[1] != settings or any(a is not b for a, b in zip(hit[0], frames, strict=True)):
             basis = self.meta.get("bars_adjusted_as_of")
             if isinstance(basis, str):
                 basis = dict.fromkeys(self.tickers, basis)
             tl = Timeline(bars=self.bars, events=self.events, actions=self.actions, cutoff=self.cutoff,
-                          timezone=self.timezone, bars_basis=basis,
+                          timezone=self.timezone, bars_basis=basis, truth=self.truth,
                           dividend_adjusted=self.meta.get("bars_adjusted_for") == "splits+dividends")
-            self._timeline = (key, tl)
-        return self._timeline[1]
+            self._timeline = (frames, settings, tl)
+        return self._timeline[2]
+
+    def _timeline_key(self) -> tuple[tuple, tuple]:
+        """Everything the timeline depends on: the frames themselves (held, so compared by identity: a
+        frame replaced by another is seen even if the old one's id() is reused; frames are not edited in
+        place) and the settings and meta entries it reads, by value."""
+        frames = (self.bars, self.events, self.actions, self.truth)
+        meta = json.dumps({k: self.meta.get(k) for k in ("bars_adjusted_as_of", "bars_adjusted_for")},
+                          sort_keys=True, default=str)
+        return frames, (self.cutoff, self.timezone, meta)
 
     def as_of(self, day: pd.Timestamp | str) -> AsOfView:
         """The store as the market saw it at the cutoff of trading day `day` (thesisgym.data.asof)."""

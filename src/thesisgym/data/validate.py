@@ -31,6 +31,7 @@ __all__ = [
     "END_OF_DAY",
     "DataValidationError",
     "Problem",
+    "end_of_day",
     "local_instants",
     "load_store",
     "raise_rows",
@@ -51,6 +52,10 @@ _TZ_SUFFIX = re.compile(
 )
 _DATE_ONLY = r"\d{4}-\d{2}-\d{2}"
 # A date-only publication is placed at this time of its day: after the close, visible the next day.
+# The date-only rule, written once: a value that gives only a day is placed at 23:59 local time of that
+# day (the latest instant, the only one that cannot leak it into a close it may have come after).
+# `end_of_day` applies it to naive days, `local_instants` (default offset) turns it into UTC instants;
+# every importer goes through one of the two.
 END_OF_DAY = pd.Timedelta(hours=23, minutes=59)
 
 
@@ -467,7 +472,7 @@ def parse_timestamps(
                 sub = text[naive]
                 parsed = pd.to_datetime(sub, format="ISO8601", errors="coerce")
                 dated = sub.str.fullmatch(_DATE_ONLY).to_numpy()
-                parsed = parsed + pd.to_timedelta(np.where(dated, END_OF_DAY.value, 0), unit="ns")
+                parsed = parsed.where(~dated, pd.Series(end_of_day(parsed), index=parsed.index))
                 if date_only is not False:
                     parsed = _end_of_date_only(parsed, date_only)
                 out.iloc[np.flatnonzero(naive)] = _localise(parsed, assume_timezone).to_numpy()
@@ -502,6 +507,11 @@ def local_instants(days, offset=END_OF_DAY, tz: str = DEFAULT_TIMEZONE) -> pd.Se
     return pd.Series(local.tz_localize(tz, ambiguous=False, nonexistent="shift_forward").tz_convert("UTC"))
 
 
+def end_of_day(days) -> pd.DatetimeIndex:
+    """Naive days (any time of day ignored) at 23:59, the date-only rule."""
+    return pd.DatetimeIndex(days).normalize() + END_OF_DAY
+
+
 def _end_of_date_only(naive: pd.Series, date_only: bool | None) -> pd.Series:
     """Naive values read as date-only (see `parse_timestamps`) moved to 23:59 of their day."""
     if date_only is False:
@@ -509,7 +519,7 @@ def _end_of_date_only(naive: pd.Series, date_only: bool | None) -> pd.Series:
     naive = pd.Series(pd.DatetimeIndex(naive), dtype="datetime64[ns]")
     day = naive.dt.normalize()
     move = (naive.notna() & (naive == day)) if date_only is None else naive.notna()
-    return naive.where(~move, day + END_OF_DAY)
+    return naive.where(~move, pd.Series(end_of_day(day), index=naive.index))
 
 
 def _localise(naive: pd.Series, tz: str) -> pd.Series:

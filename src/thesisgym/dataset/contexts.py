@@ -213,8 +213,8 @@ def build_contexts(
     if labels is None:
         labels = compute_labels(timeline.label_bars(tickers))
     label_g = _by_ticker(labels, "labels")
-    truth_g = _by_ticker(store.truth, "truth")
-    bars = timeline.stored_bars()
+    truth_g = _by_ticker(timeline.label_truth(), "truth")
+    bars = timeline.bars_future_included()
     groups = bars.groupby("ticker", sort=False).indices
     state = _BuildState(store, cfg, EventPool(timeline, store.name), variations, seed, token_budget, split)
     if isinstance(dates, Mapping):

@@ -24,7 +24,7 @@ class EventPool:
     """All events formatted once: Arrow columns for `take`, Python bodies for the text join."""
 
     def __init__(self, timeline: Timeline, name: str = "market"):
-        ev = timeline.events()
+        ev = timeline.events_future_included()
         missing = {"ticker", "published_at", "kind", "source", "title", "text"} - set(ev.columns)
         if missing:
             raise ValueError(f"MarketStore {name!r} events: missing column(s) {sorted(missing)}")

@@ -21,6 +21,19 @@ code separate from the builder's, checks every evidence item of every prompt:
 `reference` (default: the audited store) supplies the split history and filing records, so prompts
 built from an older store can be audited with what a newer import knows. Any leak, unexplained item
 or off-basis number makes `AuditReport.ok` false (`thesisgym data audit` exits 1).
+
+Independence: the audit reads the store's raw frames (`events`, `actions`, `bars`, `filings`, `meta`)
+and re-derives with its own short code everything a leak could hide in: each event's public instant
+(its `published_at`), each prompt's cutoff (the as-of day at the store's `cutoff` time in its
+`timezone`), the split level S(t) (product of the split ratios with ex-date <= t) and the split
+regimes, the bars' basis day. It does not use the builder's `EventPool` nor the door's `Timeline`
+(`cutoffs`, `window`, `SplitHistory`, factors). It shares only how an event is WRITTEN in a prompt, which
+it must reproduce byte for byte to recognise the item: `clean_text` / `event_text`
+(thesisgym.dataset.render) and the per-share marker format (`render_per_share`, `strip_per_share`,
+thesisgym.data.asof). A difference there cannot hide a leak: an item the audit cannot match to an event
+is counted as `unmatched`, itself a finding. The content-date check shares `names_later_period` with the
+import quality pass, so it re-finds what import would quarantine (a second opinion on the time rule,
+not on that parser).
 """
 
 from __future__ import annotations
@@ -34,14 +47,14 @@ import numpy as np
 import pandas as pd
 import pyarrow.compute as pc
 
-from thesisgym.data.asof import render_per_share
+from thesisgym.data.asof import render_per_share, strip_per_share
 from thesisgym.data.contentdates import names_later_period
 from thesisgym.data.quality import coverage_table
 from thesisgym.data.store import MarketStore
-from thesisgym.dataset.events import EventPool
+from thesisgym.dataset.render import clean_text, event_text
 from thesisgym.schema import SECTIONS
 
-__all__ = ["AuditReport", "audit_prompts", "render_audit"]
+__all__ = ["AuditReport", "audit_prompts", "render_audit", "undated_insider"]
 
 LEAK_COLUMNS: tuple[str, ...] = (
     "after_cutoff", "insider_certain", "insider_probable", "content_suspects", "off_basis", "unmatched",
@@ -63,6 +76,7 @@ class AuditReport:
     prompts: dict
     coverage: list[dict] = field(default_factory=list)
     examples: dict[str, list] = field(default_factory=dict)
+    insider_undated: dict = field(default_factory=dict)
 
     @property
     def leaks(self) -> int:
@@ -75,7 +89,7 @@ class AuditReport:
     def to_dict(self) -> dict:
         return {"target": self.target, "store": self.store, "reference": self.reference, "ok": self.ok,
                 "leaks": self.leaks, "families": self.families, "prompts": self.prompts,
-                "coverage": self.coverage, "examples": self.examples}
+                "coverage": self.coverage, "examples": self.examples, "insider_undated": self.insider_undated}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, default=str)
@@ -98,7 +112,26 @@ def audit_prompts(target: str | Path, *, store: str | Path | MarketStore | None 
     examples = _examples(items)
     cov = coverage_table(splits)
     return AuditReport(target=str(target), store=store_name, reference=getattr(ref, "name", "?"),
-                       families=families, prompts=prompts, coverage=cov.to_dict("records"), examples=examples)
+                       families=families, prompts=prompts, coverage=cov.to_dict("records"), examples=examples,
+                       insider_undated=undated_insider(st))
+
+
+def undated_insider(store: MarketStore) -> dict:
+    """What each choice for insider trades no filing record dates (`read_insider(undated=)`) does in this
+    store: the choice it was imported with, the trades concerned at import, how many events the
+    store shows at the Form 5 deadline ("form5_deadline" moves them, by a median number of days past
+    the old trade + 10 business days rule) and how many it left out ("drop"). A store imported before
+    the choice existed shows them by the old rule (`events_by_old_rule`): re-import it."""
+    ev = store.events
+    timing = ev.loc[ev["kind"] == "insider", "timing"].value_counts() if "timing" in ev.columns else pd.Series()
+    meta = (store.meta.get("insider") or {}).get("undated") or {}
+    shown, old = int(timing.get("form5 deadline", 0)), int(timing.get("availability rule", 0))
+    trades = int(meta.get("trades", shown + old))
+    return {"choice": meta.get("choice", "old rule (imported before the choice)" if old else "none recorded"),
+            "trades": trades, "events_at_form5_deadline": shown, "events_by_old_rule": old,
+            "form5_deadline_moves": trades, "drop_drops": trades,
+            "dropped_here": trades if meta.get("choice") == "drop" else 0,
+            "form5_median_days_after_old_rule": meta.get("form5_median_days_after_old_rule")}
 
 
 def _store(s: str | Path | MarketStore) -> MarketStore:
@@ -153,33 +186,85 @@ def _items(splits: dict) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def _event_keys(store: MarketStore) -> tuple[pd.DataFrame, EventPool]:
-    """Every way the builder can show each event: its text as written (`regime` -1, any day) and, for
-    events with per-share numbers, rendered for each split regime of its ticker."""
-    tl = store.timeline()
-    pool = EventPool(tl, store.name)
-    keys = pd.DataFrame({"eid": np.arange(len(pool.texts)), "key_ticker": pool.tickers, "section": pool.sections,
-                         "date": pool.dates, "source": pool.sources, "text": pool.texts, "regime": -1})
-    rows = []
-    for i in np.flatnonzero(pool.marked):
-        t = str(pool.tickers[i])
-        days = pd.DatetimeIndex(tl.splits.regime_starts(t))
-        for r, start in enumerate(days):
-            f = float(tl.event_factor(t, pool.basis[i:i + 1], start)[0])
-            rows.append((i, t, pool.sections[i], pool.dates[i], pool.sources[i], render_per_share(pool.raw[i], f), r))
-    marked = pd.DataFrame(rows, columns=keys.columns)
-    return pd.concat([keys[~pool.marked], marked], ignore_index=True), pool
+def _raw_events(store: MarketStore) -> pd.DataFrame:
+    """The store's events by publication time (stable), with the columns later store formats added."""
+    ev = store.events
+    if len(ev):
+        ns = pd.DatetimeIndex(ev["published_at"]).as_unit("ns").asi8
+        ev = ev.iloc[np.argsort(ns, kind="stable")]
+    ev = ev.reset_index(drop=True)
+    for col, empty in (("basis_date", pd.NaT), ("timing", "")):
+        if col not in ev.columns:
+            ev = ev.assign(**{col: empty})
+    return ev
+
+
+def _splits(store: MarketStore) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """ticker -> (ex-dates as ns, cumulative product of the ratios) of the store's splits."""
+    a = store.actions
+    if a is None or not len(a):
+        return {}
+    a = a[a["kind"] == "split"].sort_values(["ticker", "date"], kind="stable")
+    return {str(t): (pd.DatetimeIndex(g["date"]).as_unit("ns").asi8, np.cumprod(g["value"].to_numpy(dtype="float64")))
+            for t, g in a.groupby("ticker", sort=False)}
+
+
+def _level(splits: dict, ticker: str, days) -> np.ndarray:
+    """S(t) per day: the product of the split ratios of `ticker` with ex-date <= t (1 before any)."""
+    ns = pd.DatetimeIndex(pd.to_datetime(list(days))).normalize().as_unit("ns").asi8
+    if ticker not in splits:
+        return np.ones(len(ns))
+    at, cum = splits[ticker]
+    return np.concatenate([[1.0], cum])[np.searchsorted(at, ns, side="right")]
+
+
+def _regime(splits: dict, ticker: str, days) -> np.ndarray:
+    """How many splits of `ticker` took effect on or before each day."""
+    ns = pd.DatetimeIndex(pd.to_datetime(list(days))).normalize().as_unit("ns").asi8
+    return np.searchsorted(splits[ticker][0], ns, side="right") if ticker in splits else np.zeros(len(ns), "int64")
+
+
+def _event_keys(store: MarketStore) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every way a prompt can show each event: its text as written (`regime` -1, any day) and, for
+    events with per-share numbers, rendered for each split regime of its ticker. Also the events with
+    the audit's own columns (pub_ns, marked, basis)."""
+    ev = _raw_events(store)
+    tick = ev["ticker"].fillna("").astype(str).to_numpy()
+    kinds = ev["kind"].astype(str).to_numpy()
+    raw = [event_text(a, b) for a, b in zip(ev["title"].fillna("").astype(str), ev["text"].fillna("").astype(str),
+                                              strict=True)]
+    plain = [strip_per_share(x) for x in raw]
+    marked = np.array([p != r for p, r in zip(plain, raw, strict=True)], dtype=bool) & (tick != "")
+    dates = (pd.DatetimeIndex(ev["published_at"]).tz_convert(store.timezone).strftime("%Y-%m-%d").tolist()
+             if len(ev) else [])
+    sources = [clean_text(s) or k for s, k in zip(ev["source"].fillna("").astype(str), kinds, strict=True)]
+    sections = np.where(tick == "", "macro", kinds)
+    texts = [p if m else r for p, r, m in zip(plain, raw, marked, strict=True)]
+    keys = pd.DataFrame({"eid": np.arange(len(ev)), "key_ticker": tick, "section": sections, "date": dates,
+                         "source": sources, "text": texts, "regime": -1})
+    splits, rows = _splits(store), []
+    basis = pd.DatetimeIndex(ev["basis_date"])
+    for i in np.flatnonzero(marked):
+        t = str(tick[i])
+        at = splits.get(t, (np.zeros(0, "int64"), None))[0]
+        for r, start in enumerate([pd.Timestamp("1900-01-01"), *pd.to_datetime(at)]):
+            f = 1.0 if pd.isna(basis[i]) else float(_level(splits, t, [basis[i]])[0] / _level(splits, t, [start])[0])
+            rows.append((i, t, sections[i], dates[i], sources[i], render_per_share(raw[i], f), r))
+    rend = pd.DataFrame(rows, columns=keys.columns)
+    pub = pd.DatetimeIndex(ev["published_at"]).tz_convert("UTC").as_unit("ns").asi8 if len(ev) else np.zeros(0, "int64")
+    own = pd.DataFrame({"pub_ns": pub, "marked": marked, "kind": kinds, "timing": ev["timing"].astype(str).to_numpy()})
+    return pd.concat([keys[~marked], rend], ignore_index=True), own
 
 
 def _match(items: pd.DataFrame, store: MarketStore) -> pd.DataFrame:
     """Items with the store event each shows (`eid`, -1 for technical items and unmatched ones)."""
-    keys, pool = _event_keys(store)
-    tl = store.timeline()
+    keys, own = _event_keys(store)
+    splits = _splits(store)
     items = items.copy()
     items["key_ticker"] = np.where(items["section"] == "macro", "", items["ticker"])
     items["regime"] = -1
     for t, idx in items.groupby("ticker", sort=False).indices.items():
-        items.loc[items.index[idx], "regime"] = tl.splits.regimes(t, pd.to_datetime(items["asof"].iloc[idx]))
+        items.loc[items.index[idx], "regime"] = _regime(splits, str(t), items["asof"].iloc[idx])
     on = ["key_ticker", "section", "date", "source", "text"]
     plain = keys[keys["regime"] == -1].groupby(on, sort=False)["eid"].min()
     eid = pd.MultiIndex.from_frame(items[on]).map(plain.to_dict().get) if len(items) else []
@@ -193,17 +278,25 @@ def _match(items: pd.DataFrame, store: MarketStore) -> pd.DataFrame:
     items["eid"] = items["eid"].fillna(-1).astype("int64")
     items["unmatched"] = (items["eid"] < 0) & (items["section"] != "technical")
     ok = items["eid"].to_numpy() >= 0
-    ev = tl.events()
-    items["pub_ns"] = np.where(ok, tl.pub_ns[np.maximum(items["eid"].to_numpy(), 0)], np.iinfo("int64").min)
+    at = np.maximum(items["eid"].to_numpy(), 0)
+    items["pub_ns"] = np.where(ok, own["pub_ns"].to_numpy()[at] if len(own) else 0, np.iinfo("int64").min)
     for col in ("kind", "timing"):
-        items[col] = np.where(ok, ev[col].to_numpy()[np.maximum(items["eid"].to_numpy(), 0)], "")
-    items["marked"] = np.where(ok, pool.marked[np.maximum(items["eid"].to_numpy(), 0)], False)
+        items[col] = np.where(ok, own[col].to_numpy()[at] if len(own) else "", "")
+    items["marked"] = np.where(ok, own["marked"].to_numpy()[at] if len(own) else False, False)
     return items.drop(columns=["key_ticker", "regime"])
+
+
+def _cutoffs(store: MarketStore, asof: pd.Series) -> np.ndarray:
+    """UTC ns of each as-of day's cutoff: the day at the store's `cutoff` time in its `timezone`."""
+    days = pd.Series(asof).astype(str).str[:10]
+    one = {d: pd.Timestamp(f"{d} {store.cutoff}").tz_localize(store.timezone).tz_convert("UTC").value
+           for d in days.unique()}
+    return days.map(one).to_numpy(dtype="int64")
 
 
 def _check_time(items: pd.DataFrame, store: MarketStore) -> None:
     """Items published at or after the prompt's cutoff; bars and indicators dated after the as-of day."""
-    cut = store.timeline().cutoffs(pd.to_datetime(items["asof"])) if len(items) else np.zeros(0, "int64")
+    cut = _cutoffs(store, items["asof"]) if len(items) else np.zeros(0, "int64")
     items["cutoff_ns"] = cut
     event = items["eid"].to_numpy() >= 0
     late_event = event & (items["pub_ns"].to_numpy() >= cut)
@@ -246,7 +339,7 @@ def _check_insider(items: pd.DataFrame, ref: MarketStore) -> None:
 
 def _exact_filings(ref: MarketStore) -> dict[tuple[str, str, str], int]:
     """(ticker, insider, trade day) -> earliest publication (ns) of a filing-dated insider event."""
-    ev = ref.timeline().events()
+    ev = _raw_events(ref)
     filed = ev[(ev["kind"] == "insider") & ((ev["timing"] == "filed") | (ev["source"] == "Form 4") & (ev["timing"] == ""))]
     out: dict = {}
     pub = pd.DatetimeIndex(filed["published_at"]).as_unit("ns").asi8
@@ -272,7 +365,7 @@ def _index_filings(ref: MarketStore) -> dict[tuple[str, str], tuple[int, int]]:
 
 def _check_content(items: pd.DataFrame, store: MarketStore) -> None:
     """Free-text items naming a period that starts after their date (legacy stores: by kind and source)."""
-    ev = store.timeline().events()
+    ev = _raw_events(store)
     legacy = bool((ev["timing"] == "").all()) if len(ev) else False
     free = (items["eid"] >= 0) & ((items["timing"] == "") if not legacy else (
         (items["kind"] == "news") | ((items["kind"] == "analyst") & ~items["source"].isin(_STRUCTURED_ANALYST))))
@@ -289,7 +382,7 @@ def _check_content(items: pd.DataFrame, store: MarketStore) -> None:
 def _check_basis(items: pd.DataFrame, st: MarketStore, ref: MarketStore) -> dict:
     """Per-share items and prompts' prices shown on a basis other than the as-of day's. An item's
     `basis_ratio` is the factor it is off by (1 = on the as-of basis, nan = no per-share number)."""
-    aud, chk = st.timeline(), ref.timeline()
+    aud, chk = _splits(st), _splits(ref)
     basis = _item_basis(items, st)
     asof = pd.to_datetime(items["asof"])
     ratio = np.full(len(items), np.nan)
@@ -299,17 +392,16 @@ def _check_basis(items: pd.DataFrame, st: MarketStore, ref: MarketStore) -> dict
         idx = idx[has[idx]]
         if len(idx):
             b, a = pd.DatetimeIndex(basis.iloc[idx]), pd.DatetimeIndex(asof.iloc[idx])
-            needed = chk.splits.level(t, b) / chk.splits.level(t, a)
-            applied = np.where(marked[idx], aud.splits.level(t, b) / aud.splits.level(t, a), 1.0)
+            needed = _level(chk, t, b) / _level(chk, t, a)
+            applied = np.where(marked[idx], _level(aud, t, b) / _level(aud, t, a), 1.0)
             ratio[idx] = needed / applied
     items["basis_ratio"] = ratio
     items["off_basis"] = np.isfinite(ratio) & ~np.isclose(ratio, 1.0, rtol=1e-9)
     prompts = items.drop_duplicates("prompt")[["prompt", "ticker", "asof"]].reset_index(drop=True)
     price_ratio = np.ones(len(prompts))
     for t, idx in prompts.groupby("ticker", sort=False).indices.items():
-        a, bb = pd.to_datetime(prompts["asof"].iloc[idx]), [aud.bars_basis(t)]
-        price_ratio[idx] = (chk.splits.level(t, bb)[0] / chk.splits.level(t, a)) / (
-            aud.splits.level(t, bb)[0] / aud.splits.level(t, a))
+        a, bb = pd.to_datetime(prompts["asof"].iloc[idx]), [_bars_basis(st, t)]
+        price_ratio[idx] = (_level(chk, t, bb)[0] / _level(chk, t, a)) / (_level(aud, t, bb)[0] / _level(aud, t, a))
     price_off = ~np.isclose(price_ratio, 1.0, rtol=1e-9)
     numbered = pd.concat([
         pd.DataFrame({"prompt": prompts["prompt"], "r": price_ratio}),
@@ -322,11 +414,22 @@ def _check_basis(items: pd.DataFrame, st: MarketStore, ref: MarketStore) -> dict
             "with_any_number_off_basis": int(off_any.sum()), "with_mixed_bases": int((bases > 1).sum())}
 
 
+def _bars_basis(store: MarketStore, ticker: str) -> pd.Timestamp:
+    """The day the store's bars of `ticker` are split-adjusted to: meta `bars_adjusted_as_of` (one day
+    or per ticker), else the ticker's last bar."""
+    given = store.meta.get("bars_adjusted_as_of")
+    given = given.get(ticker) if isinstance(given, dict) else given
+    if given:
+        return pd.Timestamp(given)
+    days = store.bars.loc[store.bars["ticker"] == ticker, "date"]
+    return pd.Timestamp(days.max()) if len(days) else pd.Timestamp("1970-01-01")
+
+
 def _item_basis(items: pd.DataFrame, st: MarketStore) -> pd.Series:
     """The split basis day of each item's per-share numbers (NaT: none). From the event's basis_date;
     for a store written before bases were recorded: insider trades as traded, SEC facts as filed, and
     the vendor-adjusted families (split-adjusted earnings, Estimize) at their latest publication."""
-    ev = st.timeline().events()
+    ev = _raw_events(st)
     eid = items["eid"].to_numpy()
     ok = eid >= 0
     out = pd.Series(pd.NaT, index=items.index, dtype="datetime64[ns]")
@@ -403,4 +506,13 @@ def render_audit(report: AuditReport):
         f"{p['prompts']:,} prompts: {p['prices_off_basis']:,} show prices adjusted for a split after their "
         f"as-of day, {p['with_any_number_off_basis']:,} show some number on another basis, "
         f"{p['with_mixed_bases']:,} mix bases. {'No leak found.' if report.ok else f'{report.leaks:,} findings.'}")
+    u = report.insider_undated
+    if u.get("trades") or u.get("events_by_old_rule"):
+        days = u.get("form5_median_days_after_old_rule")
+        out.caption += (
+            f"\nInsider trades no filing record dates: {u['trades']:,} at import, choice {u['choice']}. "
+            f"form5_deadline moves all {u['form5_deadline_moves']:,} to their Form 5 deadline"
+            + (f" (median {days} days after the old trade + 10 business days)" if days is not None else "")
+            + f"; drop drops all {u['drop_drops']:,}. This store: {u['events_at_form5_deadline']:,} shown at the "
+            f"deadline, {u['dropped_here']:,} left out, {u['events_by_old_rule']:,} by the old rule.")
     return out

@@ -340,6 +340,9 @@ def run_backtests(name: str | None, scores: pd.DataFrame, rows: list[dict], grid
                   config: EvalConfig) -> dict[str, BacktestResult]:
     """The policy (first) and every baseline and oracle through the same Backtest."""
     keys = grid.keys
+    # realised returns are about what came after each day: the store's labelled door (thesisgym.data.asof)
+    door = store.timeline()
+    bars, truth = door.label_bars(), door.label_truth()
     kw = dict(positions=config.positions, long_only=config.long_only, cost_bps=config.cost_bps,
               hold_days=config.hold, end=grid.end, rf=config.rf)
     strategies: dict[str, pd.DataFrame] = {}
@@ -348,15 +351,15 @@ def run_backtests(name: str | None, scores: pd.DataFrame, rows: list[dict], grid
         # an invalid decision is a flat day, not a dropped one: the policy failed to commit
         strategies[name] = dec.assign(decision=dec["decision"].where(dec["decision"] != INVALID, "HOLD"))
     strategies["equal_weight_long"] = B.equal_weight_long(keys)
-    strategies[f"momentum_{config.momentum_lookback}d"] = B.momentum(keys, store.bars, lookback=config.momentum_lookback)
+    strategies[f"momentum_{config.momentum_lookback}d"] = B.momentum(keys, bars, lookback=config.momentum_lookback)
     strategies["random"] = B.random_decisions(keys, seed=config.seed)
     labels = [rows[i].get("label") for i in grid.canon_idx]
     if any(labels):
         strategies["label_oracle"] = B.label_oracle(keys, labels)
-    if store.truth is not None and "expected_return" in store.truth.columns:
-        strategies["truth_oracle"] = B.truth_oracle(keys, store.truth)
-    done = {k: Backtest(d, store.bars, **kw).run() for k, d in strategies.items()}
-    once = Backtest(B.buy_and_hold(keys), store.bars, **{**kw, "hold_days": None, "start": keys["date"].min()})
+    if truth is not None and "expected_return" in truth.columns:
+        strategies["truth_oracle"] = B.truth_oracle(keys, truth)
+    done = {k: Backtest(d, bars, **kw).run() for k, d in strategies.items()}
+    once = Backtest(B.buy_and_hold(keys), bars, **{**kw, "hold_days": None, "start": keys["date"].min()})
     first = {name: done.pop(name)} if name is not None else {}
     return {**first, "buy_and_hold": B.bought_once(once.run()), **done}
 

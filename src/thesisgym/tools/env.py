@@ -20,22 +20,33 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from thesisgym.data.asof import Timeline
+from thesisgym.data.asof import AsOfView, Timeline
 from thesisgym.data.store import MarketStore
 from thesisgym.tools.market import MarketTools, ToolLimits
 from thesisgym.tools.prompts import tool_docs
 
 __all__ = ["MarketToolEnv", "tool_env_factory", "tool_usage_reward", "with_tool_evidence"]
 
+# As-of views are cheap (thesisgym.data.asof: slices of the visible rows, no copies), so this bounds
+# the bookkeeping, not a copy of the market per day: the rollouts of one prompt, and the prompts of one
+# day, share a view. One cache for every environment of the process.
+VIEW_CACHE_SIZE = 64
+
+
+@functools.lru_cache(maxsize=VIEW_CACHE_SIZE)
+def _view(timeline: Timeline, day: str) -> AsOfView:
+    """The view of `day` through `timeline`. The key holds all the view depends on: the timeline itself
+    (a strong reference, so never confused with a later object at the same address; a store whose
+    frames change builds a new timeline) and the day."""
+    return timeline.view(day)
+
 
 class MarketToolEnv:
     """One rollout's market tools (TRL `environment_factory` protocol: `reset(**row)` + public tool methods)."""
 
-    def __init__(self, timeline: Timeline, limits: ToolLimits | None = None,
-                 views: dict[str, Any] | None = None) -> None:
+    def __init__(self, timeline: Timeline, limits: ToolLimits | None = None) -> None:
         self._timeline = timeline
         self._limits = limits or ToolLimits()
-        self._views = {} if views is None else views  # as-of day -> AsOfView, shared by a factory's environments
         self._tools: MarketTools | None = None
         # the tools as the model sees them: descriptions with this environment's limits (tools/prompts.py)
         for name, doc in tool_docs(self._limits).items():
@@ -44,12 +55,8 @@ class MarketToolEnv:
     def reset(self, **row: Any) -> str | None:
         if "ticker" not in row or "asof" not in row:
             raise ValueError(f"MarketToolEnv.reset: the row needs `ticker` and `asof` (got {sorted(row)})")
-        day = str(row["asof"])[:10]
-        if day not in self._views:
-            if len(self._views) >= 256:  # the group of one prompt shares a day; far older days are not needed
-                self._views.pop(next(iter(self._views)))
-            self._views[day] = self._timeline.view(day)
-        self._tools = MarketTools(self._views[day], row["ticker"], limits=self._limits)
+        day = str(row["asof"])[:10]  # "2020-01-13", a datetime or a Timestamp: one key per day
+        self._tools = MarketTools(_view(self._timeline, day), row["ticker"], limits=self._limits)
         return None
 
     @property
@@ -96,9 +103,9 @@ def _described(method: Callable, doc: str) -> Callable:
 
 def tool_env_factory(store: MarketStore, *, limits: ToolLimits | None = None) -> Callable[[], MarketToolEnv]:
     """A zero-argument factory for TRL: every environment shares the store's one point-in-time door, and the
-    read-only view of each as-of day (the rollouts of one prompt, and of one day's tickers, reuse it)."""
+    read-only view of each as-of day (`_view`: the rollouts of one prompt, and of one day's tickers, reuse it)."""
     timeline = store.timeline()
-    return functools.partial(MarketToolEnv, timeline, limits, {})
+    return functools.partial(MarketToolEnv, timeline, limits)
 
 
 def _ledgers(environments: Sequence[Any] | None, n: int) -> list[MarketTools | None]:
