@@ -93,7 +93,7 @@ CHANGED = {
     "thesisgym data import": {"prices": "p.csv", "events": "e.csv", "name": "mine", "assume_timezone": "Europe/Paris",
                               "actions": "s.csv", "bars_adjusted_as_of": "2024-01-02",
                               "bars_adjusted_for": "splits+dividends", "fundamentals": "f.json",
-                              "submissions": "s.json", "insider": "i.csv", "insider_days": "5",
+                              "submissions": "s.json", "insider": "i.csv", "insider_days": "5", "insider_undated": "drop",
                               "earnings": "e.csv", "analyst": "a.csv", "macro": "m.csv", "feed": "f.xml",
                               "merge_days": "1.5"},
     "thesisgym data synth": {"market": "B", "tickers": "5", "days": "100", "seed": "3"},
@@ -300,7 +300,7 @@ IMPORT_CHANGES = {  # option -> its command-line arguments (flag and value)
     "--assume-timezone": ["America/New_York"], "--no-ticker-map": [], "--splits": ["s.csv"],
     "--prices-adjusted-as-of": ["2024-04-02"], "--prices-adjusted-for": ["splits+dividends"],
     "--fundamentals": ["f.json"], "--submissions": ["s.json"], "--insider": ["i.csv"],
-    "--insider-availability-days": ["5"], "--earnings": ["e.csv"], "--trust-pre-market": [], "--analyst": ["a.csv"],
+    "--insider-availability-days": ["5"], "--insider-undated": ["drop"], "--earnings": ["e.csv"], "--trust-pre-market": [], "--analyst": ["a.csv"],
     "--macro": ["m.csv"], "--feed": ["f.xml"], "--merge-days": ["1"], "--keep-content-suspects": [],
 }
 YFINANCE_CHANGES = {"--yfinance": ["BBB"], "--start": ["2020-01-03"], "--end": ["2020-03-01"], "--name": ["mine"]}
@@ -356,6 +356,7 @@ def test_every_data_import_option_changes_the_import_call(monkeypatch, tmp_path)
             assert call(base, flag, value) != before, f"data import {flag} changed nothing the importer receives"
     # an option that acts on a family reaches the importer when the family is there
     assert call(["--prices", "p.csv", "--insider", "i.csv"], "--insider-availability-days", ["5"]) != "refused"
+    assert call(["--prices", "p.csv", "--insider", "i.csv"], "--insider-undated", ["drop"]) != "refused"
     assert call(["--prices", "p.csv", "--earnings", "e.csv"], "--trust-pre-market", []) != "refused"
 
 
