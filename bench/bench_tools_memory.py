@@ -1,6 +1,6 @@
 """Benchmark: process memory over a long tool run, the as-of view cache before and after #28.
 
-    python bench/bench_tools_memory.py [--tickers 100] [--days 2500] [--steps 3000] [--every 250]
+    python bench/bench_tools_memory.py [--tickers 100] [--days 500] [--steps 400] [--every 40]
 
 Market: the synthetic market (`thesisgym.data.synth`), `--tickers` x `--days` business days. A "step"
 is one rollout of the analyst's tool environment: `reset(ticker, asof)` on a random (ticker, day) and
@@ -16,6 +16,10 @@ cannot share one), same market, same seed, same steps:
   views, each slices of the visible rows (no copies) converting only the rows a tool returns.
 The tool output of both modes is compared step by step (must be identical). Printed: RSS in MB after
 every `--every` steps and the ratio old/new of the growth above the store's own baseline.
+
+Measured with the defaults (PYTHONPATH=src, 2 shared cores, 2026-11-28; about 10 min, the old mode
+most of it): RSS above the store's baseline (~177 MB) after 40 / 160 / 400 rollouts: old 149 / 570 /
+1,091 MB (levels off once 256 views are held), new -4 / 12 / 12 MB; 88x; tool output identical.
 """
 
 from __future__ import annotations
@@ -111,9 +115,9 @@ def run(mode: str, args) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tickers", type=int, default=100)
-    ap.add_argument("--days", type=int, default=2500)
-    ap.add_argument("--steps", type=int, default=3000)
-    ap.add_argument("--every", type=int, default=250)
+    ap.add_argument("--days", type=int, default=500)
+    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--every", type=int, default=40)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--mode", choices=["old", "new"], help=argparse.SUPPRESS)
     args = ap.parse_args()

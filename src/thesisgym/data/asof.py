@@ -211,8 +211,8 @@ class Timeline:
         """The day whose split basis the stored bars of `ticker` are on (default: its last bar)."""
         if ticker in self._bars_basis:
             return pd.Timestamp(self._bars_basis[ticker])
-        b = self._all_bars["date"][self._all_bars["ticker"] == ticker]
-        return pd.Timestamp(b.max()) if len(b) else pd.Timestamp("1970-01-01")
+        index = self._bar_index()  # a ticker's dates are sorted: its last bar is the last of its slice
+        return pd.Timestamp(index[ticker][1][-1]) if ticker in index else pd.Timestamp("1970-01-01")
 
     def volume_factor(self, ticker: str, days) -> np.ndarray:
         """Split ratio between the stored bars' basis and each day's (volumes / it; split part of prices)."""
@@ -304,7 +304,11 @@ class Timeline:
             rows = {}
             for t, idx in self._all_bars.groupby("ticker", sort=False).indices.items():
                 lo, hi = int(idx[0]), int(idx[-1]) + 1
-                rows[str(t)] = (lo, pd.DatetimeIndex(self._all_bars["date"].iloc[lo:hi]).as_unit("ns").asi8)
+                days = pd.DatetimeIndex(self._all_bars["date"].iloc[lo:hi]).as_unit("ns").asi8
+                if hi - lo != len(idx) or np.any(days[1:] < days[:-1]):
+                    raise ValueError(f"bars of {t!r}: not sorted by ticker then date (MarketStore sorts them when "
+                                     "created; a frame assigned later must be sorted too)")
+                rows[str(t)] = (lo, days)
             self._bar_rows = rows
         return self._bar_rows
 
