@@ -141,8 +141,8 @@ class ImportConfig(BaseModel):
     ticker_map: dict[str, str] = Field(
         default_factory=lambda: dict(DEFAULT_TICKER_MAP), description="old ticker -> new ticker (FB -> META)")
     insider_availability_days: int = Field(
-        DEFAULT_AVAILABILITY_DAYS, ge=0, description="business days after a trade that no Form 4 dates "
-        "(its miss share is measured and shown in the summary)")
+        DEFAULT_AVAILABILITY_DAYS, ge=0, description="the measured availability rule: business days after a "
+        "trade; a floor under the Form 5 deadline for trades no Form 4 dates (its miss share is shown in the summary)")
     insider_undated: Literal["form5_deadline", "drop"] = Field(
         "form5_deadline", description="trades neither a filing date nor the availability rule can date safely: "
         "form5_deadline (public at the Form 5 deadline of the issuer's fiscal year) or drop (left out, counted)")
