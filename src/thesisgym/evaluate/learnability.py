@@ -149,7 +149,9 @@ class Reader:
 
     def weights(self, k: int = 8) -> list[tuple[str, float]]:
         """The `k` features with the largest bullish-minus-bearish weight (in standard deviations)."""
-        coef = self.model[-1].coef_
+        coef = getattr(self.model[-1], "coef_", None)
+        if coef is None:
+            return []
         pos = np.array([DEFAULT_POSITIONS[c] for c in self.classes])
         tilt = pos @ coef if coef.shape[0] == len(pos) else coef[0]
         order = np.argsort(-np.abs(tilt))[:k]
@@ -165,11 +167,15 @@ def fit_reader(train: Sequence[Mapping[str, Any]], val: Sequence[Mapping[str, An
     from sklearn.preprocessing import StandardScaler
 
     train = [r for r in train if r.get("label") in LABELS]
-    if len({r["label"] for r in train}) < 2:
-        raise ValueError(f"learnability: the train split needs labelled rows of at least two classes, got {len(train)} "
-                         "labelled rows")
+    if not train:
+        raise ValueError("learnability: the train split has no labelled rows")
     x = feature_frame(train)
     y = [r["label"] for r in train]
+    if len(set(y)) < 2:  # one class: nothing to read, the reader is that constant
+        from sklearn.dummy import DummyClassifier
+
+        return Reader(make_pipeline(DummyClassifier(strategy="most_frequent")).fit(x.to_numpy(), y), list(x.columns),
+                      math.nan)
     val = [r for r in (val or []) if r.get("label") in LABELS]
     xv = feature_frame(val, list(x.columns)).to_numpy() if val else None
     best: tuple[float, Any, float] | None = None
@@ -374,3 +380,51 @@ def verdict(recipe: str, row: Mapping[str, Any]) -> str:
 
 def verdicts(rewards: pd.DataFrame) -> list[str]:
     return [verdict(str(k), rewards.loc[k]) for k in rewards.index]
+
+
+# --- tables for the CLI and docs ------------------------------------------------------------------
+def _ci(row: Mapping[str, Any], col: str, *, pct: bool = False, digits: int = 3) -> str:
+    v = row.get(col, math.nan)
+    if not isinstance(v, (int, float)):
+        return S.NA
+    return S.fmt_interval(float(v), float(row.get(f"{col}_lo", math.nan)), float(row.get(f"{col}_hi", math.nan)),
+                          pct=pct, digits=digits)
+
+
+def tables(result: Learnability) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, header, rows) of every table of the check: per split, deciders and recipe rewards."""
+    from thesisgym.evaluate.skill import mix_text
+
+    out = []
+    for split, chk in result.splits.items():
+        acc, sk = chk.accuracy, chk.skill
+        n, nd = int(acc["rows"].iloc[0]), int(acc["dates"].iloc[0])
+        rows = []
+        for k in acc.index:
+            a, s = acc.loc[k].to_dict(), sk.loc[k].to_dict()
+            rows.append([str(k), _ci(a, "accuracy", pct=True), _ci(a, "reader_minus_this", pct=True) if k != "reader"
+                         else "", _ci(s, "ic"), _ci(s, "ic_date"), _ci(s, "neutral", pct=True), mix_text(s)])
+        out.append((f"{split}: {n} rows on {nd} dates (reader IC of its expected position {chk.score_ic:.3f})",
+                    ["decider", "accuracy", "reader minus this", "IC pooled", "IC per date", "neutral book / date",
+                     "decision mix"], rows))
+        rw = chk.rewards
+        rows = [[str(k), _ci(r, "reader"), _ci(r, "teacher"), *(f"{r[d]:.3f}" for d in LABELS), str(r["best_constant"]),
+                 _ci(r, "reader_minus_best")] for k, r in ((k, rw.loc[k].to_dict()) for k in rw.index)]
+        out.append((f"{split}: mean reward per recipe on {chk.reward_rows} rows (the audit's skill-check table)",
+                    ["recipe", "reader", "teacher", *LABELS, "best constant", "reader minus best"], rows))
+    return out
+
+
+def markdown(result: Learnability) -> str:
+    """The check as Markdown: the tables and the verdicts of each split."""
+    parts = [f"Reader: logistic regression, C={result.reader.C}, {len(result.reader.columns)} features, fitted on "
+             f"{result.train_rows} train rows; strongest bullish(+)/bearish(-) weights: "
+             + ", ".join(f"{k} {v:+.2f}" for k, v in result.reader.weights(5)) + "."]
+    verdict_of = {s: c.verdicts for s, c in result.splits.items()}
+    for title, header, rows in tables(result):
+        parts.append(f"**{title}**\n\n| " + " | ".join(header) + " |\n|" + "---|" * len(header) + "\n"
+                     + "\n".join("| " + " | ".join(r) + " |" for r in rows))
+        split = title.split(":")[0]
+        if "recipe" in header[0]:
+            parts.append("\n".join(f"- {v}" for v in verdict_of.get(split, [])))
+    return "\n\n".join(parts) + "\n"

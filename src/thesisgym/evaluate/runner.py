@@ -419,7 +419,9 @@ def rate_block(dates: Sequence[Any], hold: int) -> int:
     ds = pd.DatetimeIndex(sorted({pd.Timestamp(str(d)[:10]) for d in dates}))
     if len(ds) < 2:
         return 1
-    gap = float(np.median(np.diff(ds.asi8)) / 86_400e9) * 5 / 7  # calendar -> trading days
+    # whole days whatever the index's unit (pandas 3 parses dates to microseconds, not nanoseconds)
+    days = ds.values.astype("datetime64[D]").astype(np.int64)
+    gap = float(np.median(np.diff(days))) * 5 / 7  # calendar -> trading days
     return max(1, int(math.ceil(hold / max(gap, 1.0))))
 
 
