@@ -403,10 +403,9 @@ def learnability(
     import json
 
     from rich.console import Console
-    from rich.table import Table
 
     from thesisgym.dataset.splits import load_splits
-    from thesisgym.evaluate.learnability import check_learnability, markdown, tables
+    from thesisgym.evaluate.learnability import check_learnability, markdown
 
     try:
         dd = load_splits(dataset)
@@ -414,7 +413,19 @@ def learnability(
                                     reward_rows=reward_rows, reps=reps, seed=seed)
     except (ValueError, OSError) as exc:
         _fail(exc)
-    console = Console()
+    print_learnability(result, Console())
+    if json_out is not None:
+        json_out.write_text(json.dumps(result.as_dict(), indent=2, default=str))
+    if markdown_out is not None:
+        markdown_out.write_text(markdown(result))
+
+
+def print_learnability(result, console) -> None:
+    """The learnability tables and one verdict line per split and recipe (also `evaluate --baselines-only`)."""
+    from rich.table import Table
+
+    from thesisgym.evaluate.learnability import tables
+
     for title, header, rows in tables(result):
         table = Table(title=title)
         for h in header:
@@ -424,9 +435,5 @@ def learnability(
         console.print(table)
     for chk in result.splits.values():
         for v in chk.verdicts:
-            console.print(f"{chk.split}: {v}")
-    console.print(f"({result.seconds:.0f} s)")
-    if json_out is not None:
-        json_out.write_text(json.dumps(result.as_dict(), indent=2, default=str))
-    if markdown_out is not None:
-        markdown_out.write_text(markdown(result))
+            console.print(f"{chk.split}: {v}", markup=False, highlight=False, soft_wrap=True)
+    console.print(f"learnability check: {result.seconds:.0f} s", markup=False, highlight=False)

@@ -15,10 +15,12 @@ in this order:
    (bought once, never rebalanced), the equal-weight long portfolio rebalanced daily, momentum, seeded
    random, the label oracle and, on synthetic stores, the true-expected-return oracle. Positions are
    held for at most `hold_days` trading days (default: the label horizon) or until the next decision;
-5. `backtest_metrics` + `compare_sharpe` + `accuracy_table`: date-block bootstrap intervals
+5. `backtest_metrics` + `compare_sharpe` + `accuracy_table` + `skill_of`: date-block bootstrap intervals
    (`thesisgym.evaluate.stats`) for Sharpe, cumulative return, hit rate and accuracy; the paired Sharpe
    difference of the policy against each baseline; accuracy against the majority class of `train`,
    always-BUY, seeded random and any `accuracy_policies` / `accuracy_baselines` (e.g. the teacher);
+   the skill measures no constant can fake (`evaluate.skill`: IC, market-neutral book, decision mix)
+   of the same deciders beside the reader ceiling and the oracles;
 6. `run_probes`: probes rewrite the backtest rows and re-ask the policy; a policy with `reseeded(seed)`
    is also re-asked the unchanged rows with a new seed, the noise a probe's flip rate is read against;
 7. `heldout` (the held-out-ticker split) is the same call with `config.for_heldout()` (no probes);
@@ -30,6 +32,7 @@ in this order:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -138,6 +141,7 @@ def evaluate(
         reasoning=reasoning_metrics(scores) if policy is not None else {},
         confusion=confusion_matrix(scores) if policy is not None else pd.DataFrame(),
         probes=probes, accuracy=accuracy_table(policy, name, scores, selected, train, refs, grid, config),
+        skill=skill_of(policy, name, scores, selected, train, refs, grid, config),
         comparisons=compare_sharpe(name, backtests, config) if policy is not None else {},
         transport=gen.transport, warnings=[*sample_warnings, *gen.warnings, *ref_warnings, *held_warnings],
         heldout=held, rows=selected, completions=records,
@@ -456,10 +460,10 @@ def references(dataset: Any, rows: list[dict], policies: Mapping[str, Policy] | 
     return out, problems
 
 
-def accuracy_table(policy: Policy | None, name: str, scores: pd.DataFrame, rows: list[dict], train: Any,
-                   refs: dict[str, list[str]], grid: Grid, config: EvalConfig) -> pd.DataFrame:
-    """Accuracy [CI] of the policy and the references over every labelled row (all variations); rows
-    after the first also get the paired difference (first minus this) with its interval."""
+def decision_entries(policy: Policy | None, name: str, scores: pd.DataFrame, rows: list[dict], train: Any,
+                     refs: dict[str, list[str]], config: EvalConfig) -> dict[str, list[str]]:
+    """Decisions per row of the policy (first) and the references: the train majority class,
+    always-BUY, seeded random and the caller's (e.g. the teacher's)."""
     entries: dict[str, list[str]] = {}
     if policy is not None:
         entries[name] = list(scores["decision"])
@@ -473,6 +477,14 @@ def accuracy_table(policy: Policy | None, name: str, scores: pd.DataFrame, rows:
     rng = np.random.default_rng(config.seed)
     entries["random"] = list(np.asarray(LABELS)[rng.integers(0, len(LABELS), size=len(rows))])
     entries.update(refs)
+    return entries
+
+
+def accuracy_table(policy: Policy | None, name: str, scores: pd.DataFrame, rows: list[dict], train: Any,
+                   refs: dict[str, list[str]], grid: Grid, config: EvalConfig) -> pd.DataFrame:
+    """Accuracy [CI] of the policy and the references over every labelled row (all variations); rows
+    after the first also get the paired difference (first minus this) with its interval."""
+    entries = decision_entries(policy, name, scores, rows, train, refs, config)
     labelled = [i for i, r in enumerate(rows) if r.get("label") in LABELS]
     if not labelled:
         return pd.DataFrame()
@@ -498,6 +510,45 @@ def accuracy_table(policy: Policy | None, name: str, scores: pd.DataFrame, rows:
                     "direction_accuracy_lo": dlo, "direction_accuracy_hi": dhi, "rows": float(n),
                     "dates": float(nd), **diff}
     return pd.DataFrame.from_dict(table, orient="index")
+
+
+def skill_of(policy: Policy | None, name: str, scores: pd.DataFrame, rows: list[dict], train: Any,
+             refs: dict[str, list[str]], grid: Grid, config: EvalConfig) -> pd.DataFrame:
+    """Skill measures (`evaluate.skill`: IC, market-neutral book, decision mix, date-block intervals) of
+    the policy and the references on the backtest rows (variation 0), beside the reader ceiling (the
+    learnability reader fitted on train), the label oracle and, on synthetic rows, the truth oracle."""
+    from thesisgym.evaluate.skill import Sample, skill_table
+
+    entries = decision_entries(policy, name, scores, rows, train, refs, config)
+    canon = [rows[i] for i in grid.canon_idx]
+    deciders = {k: [v[i] for i in grid.canon_idx] for k, v in entries.items()}
+    deciders.update(ceilings(canon, train, config.seed))
+    sample = Sample([r["asof"] for r in canon], [r.get("fwd_return") for r in canon], [r.get("fwd_vol") for r in canon])
+    if not sample.n_rows:
+        return pd.DataFrame()
+    return skill_table(deciders, sample, block=rate_block([r["asof"] for r in canon], config.hold),
+                       reps=config.bootstrap_reps, confidence=config.confidence, seed=config.seed)
+
+
+def ceilings(rows: list[dict], train: Any, seed: int) -> dict[str, list[Any]]:
+    """Decisions of the references that bound skill from above: the reader ceiling (an evidence-only
+    reader fitted on train; left out when train has no evidence or labels), the label oracle and,
+    where the rows carry the synthetic market's true expected return, the truth oracle."""
+    from thesisgym.evaluate.learnability import canonical, fit_reader
+    from thesisgym.evaluate.reward_audit import truth_decisions
+
+    out: dict[str, list[Any]] = {}
+    if train is not None and rows and isinstance(rows[0].get("evidence"), list):
+        # no labelled train rows with evidence: no ceiling to show (the table lists what it has)
+        with contextlib.suppress(ValueError, KeyError):
+            out["reader ceiling"] = fit_reader(canonical(train), seed=seed).decide(rows)
+    labels = [r.get("label") for r in rows]
+    if any(lab in LABELS for lab in labels):
+        out["label_oracle"] = labels
+    truth = [r.get("true_expected_return") for r in rows]
+    if len(rows) >= 10 and all(isinstance(t, (int, float)) and math.isfinite(t) for t in truth):
+        out["truth_oracle"] = truth_decisions(truth)
+    return out
 
 
 # --- 6. probes ---------------------------------------------------------------------------------------

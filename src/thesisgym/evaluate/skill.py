@@ -178,3 +178,22 @@ def mix_text(row: Mapping[str, Any]) -> str:
     """'BUY 60%, HOLD 30%, SELL 10%': the decision mix of one skill-table row, largest first."""
     shares = [(k[4:], float(v)) for k, v in row.items() if str(k).startswith("mix_") and np.isfinite(v) and v > 0]
     return ", ".join(f"{k} {100 * v:.0f}%" for k, v in sorted(shares, key=lambda kv: -kv[1])) or S.NA
+
+
+def skill_change(before: Sequence[Any], after: Sequence[Any], sample: Sample, *, block: int = 1,
+                 reps: int = S.DEFAULT_REPS, confidence: float = S.DEFAULT_CONFIDENCE, seed: int = 0) -> list[dict]:
+    """Rows in `experiments.change_table`'s format (component, n, before, after, change, lo, hi) for the
+    skill measures of two deciders on the same rows: the change after minus before, with a paired
+    date-block interval (both resampled with the same dates)."""
+    kept = [np.asarray(d, dtype=object)[sample.keep] for d in (before, after)]
+    pb, pa = positions(kept[0]), positions(kept[1])
+    db, da = sample.per_date(pb), sample.per_date(pa)
+    rows = []
+    for col in SKILL_COLUMNS:
+        b, a = sample.stats(pb, per_date=db)[col], sample.stats(pa, per_date=da)[col]
+        lo, hi = S.block_bootstrap(
+            lambda idx, c=col: sample.stats(pa, idx.astype(int), da)[c] - sample.stats(pb, idx.astype(int), db)[c],
+            np.arange(len(sample.keys)), block=block, reps=reps, confidence=confidence, seed=seed)
+        rows.append({"component": SKILL_LABELS[col], "n": sample.n_rows, "before": b, "after": a, "change": a - b,
+                     "lo": lo, "hi": hi})
+    return rows
