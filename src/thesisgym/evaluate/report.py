@@ -345,7 +345,7 @@ def skill_context(result: EvalResult) -> dict[str, Any]:
         cells = []
         for col in ("ic", "ic_date", "neutral"):
             value, _, interval = ci_text(sk, k, col, pct=col == "neutral").partition(" [")
-            cells.append({"value": value, "interval": interval.rstrip("]")})
+            cells.append({"value": value, "interval": interval.rstrip("]"), "cls": ""})
         cls = "policy" if k == result.policy else "ceiling" if k in CEILINGS else ""
         rows.append({"name": k, "cells": cells, "mix": mix_text(sk.loc[k].to_dict()), "cls": cls})
     return {"rows": rows, "header": [SKILL_LABELS[c] + (" [CI]" if _has_ci(sk, c) else "") for c in ("ic", "ic_date", "neutral")],
