@@ -141,7 +141,7 @@ def evaluate(
         reasoning=reasoning_metrics(scores) if policy is not None else {},
         confusion=confusion_matrix(scores) if policy is not None else pd.DataFrame(),
         probes=probes, accuracy=accuracy_table(policy, name, scores, selected, train, refs, grid, config),
-        skill=skill_of(policy, name, scores, selected, train, refs, grid, config),
+        skill=skill_of(policy, name, scores, selected, train, refs, grid, config, store),
         comparisons=compare_sharpe(name, backtests, config) if policy is not None else {},
         transport=gen.transport, warnings=[*sample_warnings, *gen.warnings, *ref_warnings, *held_warnings],
         heldout=held, rows=selected, completions=records,
@@ -513,7 +513,8 @@ def accuracy_table(policy: Policy | None, name: str, scores: pd.DataFrame, rows:
 
 
 def skill_of(policy: Policy | None, name: str, scores: pd.DataFrame, rows: list[dict], train: Any,
-             refs: dict[str, list[str]], grid: Grid, config: EvalConfig) -> pd.DataFrame:
+             refs: dict[str, list[str]], grid: Grid, config: EvalConfig, store: MarketStore | None = None
+             ) -> pd.DataFrame:
     """Skill measures (`evaluate.skill`: IC, market-neutral book, decision mix, date-block intervals) of
     the policy and the references on the backtest rows (variation 0), beside the reader ceiling (the
     learnability reader fitted on train), the label oracle and, on synthetic rows, the truth oracle."""
@@ -523,11 +524,27 @@ def skill_of(policy: Policy | None, name: str, scores: pd.DataFrame, rows: list[
     canon = [rows[i] for i in grid.canon_idx]
     deciders = {k: [v[i] for i in grid.canon_idx] for k, v in entries.items()}
     deciders.update(ceilings(canon, train, config.seed))
+    expected = store_expected(grid, store)
+    if expected is not None:
+        from thesisgym.evaluate.reward_audit import truth_decisions
+
+        deciders["truth_oracle"] = truth_decisions(expected)
     sample = Sample([r["asof"] for r in canon], [r.get("fwd_return") for r in canon], [r.get("fwd_vol") for r in canon])
     if not sample.n_rows:
         return pd.DataFrame()
     return skill_table(deciders, sample, block=rate_block([r["asof"] for r in canon], config.hold),
                        reps=config.bootstrap_reps, confidence=config.confidence, seed=config.seed)
+
+
+def store_expected(grid: Grid, store: MarketStore | None) -> list[float] | None:
+    """The synthetic store's true expected return of each backtest row (None without one)."""
+    truth = getattr(store, "truth", None)
+    if truth is None or "expected_return" not in truth.columns or len(grid.keys) < 10:
+        return None
+    t = truth[["ticker", "date", "expected_return"]].assign(date=pd.to_datetime(truth["date"]).astype("datetime64[ns]"))
+    keys = grid.keys.assign(date=grid.keys["date"].astype("datetime64[ns]"))
+    er = keys.merge(t, on=["ticker", "date"], how="left")["expected_return"].to_numpy(dtype=float)
+    return list(er) if np.isfinite(er).all() else None
 
 
 def ceilings(rows: list[dict], train: Any, seed: int) -> dict[str, list[Any]]:
