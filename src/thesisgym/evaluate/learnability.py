@@ -203,7 +203,7 @@ def first_dates(rows: list[dict], max_rows: int | None) -> list[dict]:
     """Whole consecutive as-of dates from the start, at most `max_rows` rows (the evaluation's subset)."""
     if max_rows is None or len(rows) <= max_rows:
         return rows
-    from thesisgym.evaluate.runner import subset_indices
+    from thesisgym.evaluate.stats import subset_indices
 
     return [rows[i] for i in subset_indices([r["asof"] for r in rows], max_rows)]
 
@@ -294,7 +294,7 @@ def check_split(split: str, rows: list[dict], reader: Reader, teacher: Any, majo
                 reward_rows: int | None, reps: int, seed: int) -> SplitCheck:
     """Accuracy, skill and recipe rewards of the reader, the teacher and the constants on one split."""
     from thesisgym.evaluate.reward_audit import decision_rewards
-    from thesisgym.evaluate.runner import rate_block
+    from thesisgym.evaluate.stats import rate_block
 
     deciders = _deciders(rows, reader, majority)
     block = rate_block([r["asof"] for r in rows], horizon)

@@ -36,7 +36,7 @@ import contextlib
 import json
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,6 +63,7 @@ from thesisgym.evaluate.policies import (
 from thesisgym.evaluate.probes import flip_stats, probe_rows
 from thesisgym.evaluate.report import write_report
 from thesisgym.evaluate.result import BASELINES_ONLY, EvalResult
+from thesisgym.evaluate.stats import rate_block, subset_indices
 from thesisgym.schema import LABELS
 from thesisgym.train.progress import Ticker
 
@@ -154,25 +155,6 @@ def evaluate(
 
 
 # --- 1. rows -----------------------------------------------------------------------------------------
-def subset_indices(asofs: Sequence[str], max_rows: int) -> list[int]:
-    """Row indices of whole, consecutive as-of dates from the start of the split.
-
-    Consecutive, because a backtest of dates spread over months holds each position across a gap
-    it was never trained for; whole dates, because every ticker of a day belongs to the same
-    cross-section. As many dates as fit in `max_rows` (at least one; a single date with more rows
-    than that is cut to its first rows).
-    """
-    by_date: dict[str, list[int]] = {}
-    for i, d in enumerate(asofs):
-        by_date.setdefault(str(d)[:10], []).append(i)
-    out: list[int] = []
-    for d in sorted(by_date):
-        if out and len(out) + len(by_date[d]) > max_rows:
-            break
-        out.extend(by_date[d])
-    return sorted(out)[:max_rows]
-
-
 def select_rows(dataset: Any, max_rows: int | None) -> list[dict]:
     """The rows to evaluate (see `subset_indices`), checked for the columns every stage reads."""
     n = len(dataset)
@@ -418,17 +400,6 @@ def compare_sharpe(name: str, backtests: dict[str, BacktestResult], config: Eval
 
 
 # --- 5. accuracy -------------------------------------------------------------------------------------
-def rate_block(dates: Sequence[Any], hold: int) -> int:
-    """Block length (in decision dates) spanning one holding period."""
-    ds = pd.DatetimeIndex(sorted({pd.Timestamp(str(d)[:10]) for d in dates}))
-    if len(ds) < 2:
-        return 1
-    # whole days whatever the index's unit (pandas 3 parses dates to microseconds, not nanoseconds)
-    days = ds.values.astype("datetime64[D]").astype(np.int64)
-    gap = float(np.median(np.diff(days))) * 5 / 7  # calendar -> trading days
-    return max(1, int(math.ceil(hold / max(gap, 1.0))))
-
-
 def references(dataset: Any, rows: list[dict], policies: Mapping[str, Policy] | None,
                fixed: Mapping[str, Mapping[tuple[str, str, int], str]] | None, *, lenient: bool = False
                ) -> tuple[dict[str, list[str]], list[str]]:

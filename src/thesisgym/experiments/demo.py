@@ -380,8 +380,8 @@ def compare_checkpoints(policies: dict, rows: list[dict], config: DemoConfig, ou
                         log: Callable[[str], None] = print) -> list[dict]:
     """The paired change table (every reward component and the trained total) of GRPO over SFT on `rows`."""
     from thesisgym.evaluate.policies import decision_of
-    from thesisgym.evaluate.runner import rate_block
     from thesisgym.evaluate.skill import Sample, skill_change
+    from thesisgym.evaluate.stats import rate_block
     from thesisgym.experiments import change_table, format_change_table, score_with_s
 
     written = {name: policy.decide(rows) for name, policy in policies.items()}
