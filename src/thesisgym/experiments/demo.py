@@ -366,7 +366,12 @@ def learnability(splits: dict, config: DemoConfig, out: Path, *, log: Callable[[
     logged, the tables written to `<out>/learnability.md`, the result returned for summary.json."""
     from thesisgym.evaluate.learnability import check_learnability, markdown
 
-    res = check_learnability(splits, name=str(out), evaluate_on=("test",), reward_rows=100, reps=200, seed=config.seed)
+    try:
+        res = check_learnability(splits, name=str(out), evaluate_on=("test",), reward_rows=100, reps=200,
+                                 seed=config.seed)
+    except ValueError as exc:  # e.g. a tiny run's split too small to fit a reader: say so, go on
+        log(f"    learnability check not run: {exc}")
+        return {"not_run": str(exc)}
     for chk in res.splits.values():
         reader = chk.skill.loc["reader"]
         log(f"    reader on {chk.split}: accuracy {chk.accuracy.loc['reader', 'accuracy']:.1%}, IC {reader['ic']:.3f}")
