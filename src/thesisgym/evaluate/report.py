@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from thesisgym.evaluate import stats as S
 from thesisgym.evaluate.metrics import METRIC_LABELS
 from thesisgym.evaluate.plots import Plot, all_plots
 from thesisgym.evaluate.result import EvalResult
@@ -351,9 +352,10 @@ def skill_context(result: EvalResult) -> dict[str, Any]:
     return {"rows": rows, "header": [SKILL_LABELS[c] + (" [CI]" if _has_ci(sk, c) else "") for c in ("ic", "ic_date", "neutral")],
             "rows_n": int(sk["rows"].iloc[0]), "dates": int(sk["dates"].iloc[0]),
             "left_out": int(sk["left_out"].iloc[0]), "constant_note": CONSTANT_NOTE,
-            "bootstrap": str(result.config.get("bootstrap", "date-block bootstrap")).replace("days", "decision dates "
-                                                                                              "(one holding period)", 1)}
-
+            "bootstrap": (f"circular block bootstrap over decision dates (every ticker of a date together), blocks of "
+                          f"{int(sk['block'].iloc[0])} date(s) spanning one holding period, "
+                          f"{result.config.get('bootstrap_reps', S.DEFAULT_REPS)} resamples, "
+                          f"{float(result.config.get('confidence', S.DEFAULT_CONFIDENCE)):.0%} percentile intervals")}
 
 CEILINGS = ("reader ceiling", "label_oracle", "truth_oracle")
 TEMPLATE = Path(__file__).with_name("report.html")

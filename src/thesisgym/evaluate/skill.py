@@ -160,6 +160,7 @@ def skill_measures(
                                        reps=reps, confidence=confidence, seed=seed, min_days=5)
         out[f"{col}_lo"], out[f"{col}_hi"] = lo, hi
     out["rows"], out["dates"], out["left_out"] = float(sample.n_rows), float(len(sample.keys)), float(sample.dropped)
+    out["block"] = float(block)  # in decision dates
     counts = Counter(kept)
     for lab in (*LABELS, "INVALID"):
         if lab in LABELS or counts.get(lab):
