@@ -199,15 +199,6 @@ def canonical(rows: Any) -> list[dict]:
     return [r for r in rows if int(r.get("variation", 0) or 0) == 0]
 
 
-def first_dates(rows: list[dict], max_rows: int | None) -> list[dict]:
-    """Whole consecutive as-of dates from the start, at most `max_rows` rows (the evaluation's subset)."""
-    if max_rows is None or len(rows) <= max_rows:
-        return rows
-    from thesisgym.evaluate.stats import subset_indices
-
-    return [rows[i] for i in subset_indices([r["asof"] for r in rows], max_rows)]
-
-
 @dataclass
 class SplitCheck:
     """The check on one split: accuracy, skill and recipe rewards of every decider, and the verdicts."""
@@ -293,25 +284,22 @@ def _deciders(rows: list[dict], reader: Reader, majority: str) -> dict[str, list
 def check_split(split: str, rows: list[dict], reader: Reader, teacher: Any, majority: str, *, horizon: int,
                 reward_rows: int | None, reps: int, seed: int) -> SplitCheck:
     """Accuracy, skill and recipe rewards of the reader, the teacher and the constants on one split."""
-    from thesisgym.evaluate.reward_audit import decision_rewards
-    from thesisgym.evaluate.stats import rate_block
+    from thesisgym.evaluate.reward_audit import Doc, decision_rewards
+    from thesisgym.evaluate.stats import rate_block, subset_indices
 
     deciders = _deciders(rows, reader, majority)
-    block = rate_block([r["asof"] for r in rows], horizon)
-    kw = dict(block=block, reps=reps, seed=seed)
-    scored = first_dates(rows, reward_rows)
-    table = decision_rewards(scored, teacher=teacher, seed=seed)
-    keys = {(r["ticker"], str(r["asof"])[:10]): t["teacher"] for r, t in zip(scored, table, strict=True)}
-    if len(scored) == len(rows):
-        deciders["teacher"] = [keys[(r["ticker"], str(r["asof"])[:10])] for r in rows]
+    # the teacher's thesis of row i is its sample i; the reward rows reuse the very same theses
+    deciders["teacher"] = [Doc.parse(teacher.write(r, seed=i)[0]).decision for i, r in enumerate(rows)]
+    kw = dict(block=rate_block([r["asof"] for r in rows], horizon), reps=reps, seed=seed)
+    idx = list(range(len(rows))) if reward_rows is None or len(rows) <= reward_rows else \
+        subset_indices([r["asof"] for r in rows], reward_rows)
+    table = decision_rewards([rows[i] for i in idx], teacher=teacher, seed=seed, indices=idx)
     dates = [str(r["asof"])[:10] for r in rows]
     sample = Sample(dates, [r.get("fwd_return") for r in rows], [r.get("fwd_vol") for r in rows])
-    score_ic = _score_ic(reader, rows, sample)
-    reader_at = dict(zip([(r["ticker"], str(r["asof"])[:10]) for r in rows], deciders["reader"], strict=True))
-    rewards = reward_table([reader_at[k] for k in keys], list(keys.values()), table,
-                           [str(r["asof"])[:10] for r in scored], **kw)
+    rewards = reward_table([deciders["reader"][i] for i in idx], [t["teacher"] for t in table], table,
+                           [dates[i] for i in idx], **kw)
     return SplitCheck(split, accuracy_table(deciders, rows, **kw), skill_table(deciders, sample, **kw), rewards,
-                      verdicts(rewards), len(scored), score_ic)
+                      verdicts(rewards), len(idx), _score_ic(reader, rows, sample))
 
 
 def _score_ic(reader: Reader, rows: list[dict], sample: Sample) -> float:
