@@ -619,3 +619,21 @@ def test_the_report_opens_with_the_model_card(trained, market, tmp_path):
     pol.model_path = str(tmp_path)
     res = evaluate(pol, rows[:60], store, EvalConfig(progress=False, probes=[], bootstrap_reps=50), scorer=_stub_scorer)
     assert dict(card_rows(res))["training"].startswith(f"no training record (thesisgym_run.json) in {tmp_path}")
+
+
+def test_skill_table_sits_beside_the_ceilings_in_report_and_json(market, tmp_path):
+    store, rows = market
+    rows = [dict(r, fwd_vol=0.03) for r in rows]
+    res = evaluate(CallablePolicy(_momentum_writer, name="momo-writer"), rows, store,
+                   EvalConfig(out_dir=tmp_path, progress=False, probes=[], bootstrap_reps=100), scorer=_stub_scorer,
+                   train=rows)
+    sk = res.skill
+    assert sk.index[0] == "momo-writer" and int(sk.loc["momo-writer", "rows"]) == 120
+    assert {"always BUY", "random", "reader ceiling", "label_oracle", "truth_oracle"} <= set(sk.index)
+    for col in ("ic", "ic_lo", "ic_hi", "neutral", "neutral_lo", "neutral_hi"):
+        assert sk.loc["always BUY", col] == 0.0
+    # the label is the forward return cut into classes: its rank correlation with it is high
+    assert sk.loc["label_oracle", "ic"] > 0.8 and sk.loc["label_oracle", "neutral_lo"] > 0
+    html = (tmp_path / "report.html").read_text()
+    assert "id='skill'" in html and "0 by definition" in html and "reader ceiling" in html
+    assert json.loads((tmp_path / "metrics.json").read_text())["skill"]["momo-writer"]["rows"] == 120

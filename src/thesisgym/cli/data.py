@@ -1,11 +1,13 @@
-"""CLI commands for the data stage: `thesisgym data synth | import | import-shared | fetch-sec | info | audit`.
+"""CLI commands for the data stage: `thesisgym data synth | import | import-shared | fetch-sec | info | audit |
+learnability`.
 
 Each command writes or reads a MarketStore directory (Parquet + meta.json) and prints a short rich
 summary (tickers, days, events per kind, how insider trades were dated, the split history, what the
 quality pass merged or quarantined), so a user sees at once what the later stages will get; `--verbose`
 adds one line per imported file. `data audit` checks built prompts (or a store's canonical ones) for
-point-in-time leaks and exits 1 when it finds one. pandas and the generators are imported inside the
-commands to keep `thesisgym --help` fast.
+point-in-time leaks and exits 1 when it finds one. `data learnability` fits an evidence-only reader and
+says, per recipe, whether reading pays or a constant decision does (evaluate/learnability.py). pandas
+and the generators are imported inside the commands to keep `thesisgym --help` fast.
 """
 
 from __future__ import annotations
@@ -418,3 +420,59 @@ def audit(
         json_out.write_text(json.dumps(report.to_dict(), indent=2, default=str))
     if not report.ok:
         raise typer.Exit(code=1)
+
+
+@data_app.command("learnability")
+def learnability(
+    dataset: Path = typer.Argument(..., help="a built dataset directory (`thesisgym build --out`)"),
+    splits: str = typer.Option("val,test", "--splits", help="comma-separated splits to judge the reader on"),
+    reward_rows: int = typer.Option(200, "--reward-rows", min=1,
+                                    help="rows (whole dates) per split the recipe rewards are averaged over"),
+    reps: int = typer.Option(1000, "--reps", min=10, help="bootstrap resamples per interval"),
+    seed: int = typer.Option(0, "--seed"),
+    json_out: Path | None = typer.Option(None, "--json", help="also write the result as JSON"),
+    markdown_out: Path | None = typer.Option(None, "--markdown", help="also write the tables as Markdown"),
+) -> None:
+    """Can reading the evidence beat every constant decision on this dataset, under every shipped recipe?
+
+    Fits a transparent reader (logistic regression on features of the prompt's evidence only) on train
+    and prints, per split, its accuracy, IC and market-neutral return against the constants, the
+    teacher and the truth oracle, the expected reward of every recipe, and one verdict per recipe.
+    """
+    import json
+
+    from rich.console import Console
+
+    from thesisgym.dataset.splits import load_splits
+    from thesisgym.evaluate.learnability import check_learnability, markdown
+
+    try:
+        dd = load_splits(dataset)
+        result = check_learnability(dd, name=str(dataset), evaluate_on=[s.strip() for s in splits.split(",") if s.strip()],
+                                    reward_rows=reward_rows, reps=reps, seed=seed)
+    except (ValueError, OSError) as exc:
+        _fail(exc)
+    print_learnability(result, Console())
+    if json_out is not None:
+        json_out.write_text(json.dumps(result.as_dict(), indent=2, default=str))
+    if markdown_out is not None:
+        markdown_out.write_text(markdown(result))
+
+
+def print_learnability(result, console) -> None:
+    """The learnability tables and one verdict line per split and recipe (also `evaluate --baselines-only`)."""
+    from rich.table import Table
+
+    from thesisgym.evaluate.learnability import tables
+
+    for title, header, rows in tables(result):
+        table = Table(title=title)
+        for h in header:
+            table.add_column(h)
+        for r in rows:
+            table.add_row(*r)
+        console.print(table)
+    for chk in result.splits.values():
+        for v in chk.verdicts:
+            console.print(f"{chk.split}: {v}", markup=False, highlight=False, soft_wrap=True)
+    console.print(f"learnability check: {result.seconds:.0f} s", markup=False, highlight=False)

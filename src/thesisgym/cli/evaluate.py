@@ -113,6 +113,28 @@ def evaluate_cmd(
     except (ValueError, TypeError, FileNotFoundError) as exc:
         fail(exc)
     print_result(result, title=f"{result.policy} on {dataset.name}/{split}", cost_bps=cfg.cost_bps)
+    if baselines_only:
+        learnability(dataset, cfg)
+
+
+def learnability(dataset: Path, cfg) -> None:
+    """`--baselines-only` also asks whether the dataset is learnable at all (`thesisgym data learnability`)."""
+    import json
+
+    from thesisgym.cli.data import print_learnability
+    from thesisgym.dataset.splits import load_splits as load_all
+    from thesisgym.evaluate.learnability import check_learnability, markdown
+
+    console = _console()
+    try:
+        result = check_learnability(load_all(dataset), name=str(dataset), reps=cfg.bootstrap_reps, seed=cfg.seed)
+    except (ValueError, OSError) as exc:  # the baselines stand on their own; say why the check is missing
+        console.print(f"learnability check not run: {exc}", markup=False, highlight=False, soft_wrap=True)
+        return
+    print_learnability(result, console)
+    if cfg.out_dir is not None:
+        (Path(cfg.out_dir) / "learnability.json").write_text(json.dumps(result.as_dict(), indent=2, default=str))
+        (Path(cfg.out_dir) / "learnability.md").write_text(markdown(result))
 
 
 def check_source(o: dict[str, Any]) -> None:
@@ -266,6 +288,23 @@ def _accuracy_table(result):
     return table
 
 
+def _skill_table(result):
+    from rich.table import Table
+
+    from thesisgym.evaluate.skill import CONSTANT_NOTE, mix_text
+    from thesisgym.evaluate.verdict import ci_text
+
+    sk = result.skill
+    table = Table(title=f"decision skill ({int(sk['rows'].iloc[0])} ticker-days on {int(sk['dates'].iloc[0])} dates)",
+                  caption=CONSTANT_NOTE)
+    for col in ("decider", "IC pooled", "IC per date", "neutral book / date", "decision mix"):
+        table.add_column(col, justify="left" if col in ("decider", "decision mix") else "right")
+    for k in sk.index:
+        table.add_row(str(k), ci_text(sk, k, "ic"), ci_text(sk, k, "ic_date"), ci_text(sk, k, "neutral", pct=True),
+                      mix_text(sk.loc[k].to_dict()), style="bold" if k == result.policy else None)
+    return table
+
+
 def print_summary(result, *, title: str, console) -> None:
     """The headline table with intervals, the accuracy table, probes, the verdict and the bottom line
     (what `evaluate` and the demo print)."""
@@ -277,6 +316,8 @@ def print_summary(result, *, title: str, console) -> None:
     console.print(_headline_table(result, title))
     if len(result.accuracy):
         console.print(_accuracy_table(result))
+    if len(result.skill):
+        console.print(_skill_table(result))
     for name, pr in result.probes.items():
         if pr.get("skipped"):
             line = f"probe {name}: skipped ({pr['skipped']})"

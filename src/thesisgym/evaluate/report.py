@@ -14,6 +14,11 @@ a constant or mostly invalid policy is marked not meaningful. "n/a" is the one s
 undefined figure. Tables keep the columns a reader compares and wrap, so the page reads without
 sideways scrolling at 900 px (secondary columns appear on wider screens and in metrics.json).
 PNGs are written beside report.html and embedded as base64, so the file can be mailed on its own.
+
+The page is the Jinja2 template evaluate/report.html (autoescaped): its CSS, section order, headings
+and the decision-skill table live there, so a user restyles the report by editing a copy and passing
+it as `write_report(..., template=PATH)`. The older sections' tables are still built here as
+escaped HTML fragments and handed to the template as safe markup.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from thesisgym.evaluate import stats as S
 from thesisgym.evaluate.metrics import METRIC_LABELS
 from thesisgym.evaluate.plots import Plot, all_plots
 from thesisgym.evaluate.result import EvalResult
@@ -37,27 +43,6 @@ PCT_METRICS = {"cumulative_return", "annualized_return", "annualized_volatility"
                "hit_rate_traded", "turnover", "to_invalid_rate", "flip_rate", "invalid_rate", "invalid_decision_rate",
                "decision_accuracy", "direction_accuracy", "hallucination_rate", "loop_rate"}
 COUNT_METRICS = {"days", "rows", "decisions", "dates", "compared", "from_invalid", "invalid_in_both"}
-
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1200px;margin:1.5em auto;color:#222;
- padding:0 1em;line-height:1.4}
-h1{margin-bottom:.2em;overflow-wrap:anywhere} h2{margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
-table{border-collapse:collapse;margin:.6em 0;font-size:.92em;max-width:100%}
-th,td{border:1px solid #ddd;padding:.3em .5em;text-align:right;vertical-align:top;overflow-wrap:break-word}
-table.kv td,td.txt{overflow-wrap:anywhere} td.mark{white-space:nowrap}
-th:first-child,td:first-child{text-align:left} th{background:#f6f6f6;font-weight:600}
-tr.policy td{font-weight:600;background:#eef5ff} .ci{color:#666;font-size:.85em;white-space:nowrap}
-table.kv th{text-align:left;font-weight:500;color:#444;background:none;width:14em} table.kv td{text-align:left}
-table.text td,table.text th{text-align:left} td.txt{text-align:left;max-width:36em}
-tr.hallucinated td{background:#fdecea} tr.misfiled td{background:#fff6e0} tr.verified td{background:#eef9ee}
-.howto{color:#555;font-size:.9em;margin:.2em 0 1em} img{max-width:100%;border:1px solid #eee}
-.bottom{font-size:1.15em;font-weight:600;padding:.6em .8em;border-left:5px solid #0072B2;background:#f3f8fc}
-.bottom.bad{border-color:#D55E00;background:#fdf1ea}
-.banner{padding:.6em .8em;background:#fff4d6;border:1px solid #e6c200;margin:.6em 0}
-details{margin:.4em 0} pre{white-space:pre-wrap;font-size:.85em;overflow-wrap:anywhere}
-@media (max-width:1100px){.sec{display:none}}
-"""
-
 
 def _fmt(metric: str, v: Any) -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
@@ -105,20 +90,7 @@ def _figure(plots: dict[str, Plot], title: str) -> str:
             f"How to read this: {_e(p.caption)} (file: {_e(p.path.name)})</figcaption></figure>")
 
 
-# --- the top: banner, bottom line, model card -----------------------------------------------------
-def _banner(result: EvalResult) -> str:
-    if not result.config.get("smoke"):
-        return ""
-    return ("<div class='banner' id='smoke'><b>Smoke run.</b> Tiny sizes that only show the pipeline runs end to end; "
-            "no figure below says anything about the method.</div>")
-
-
-def _bottom(result: EvalResult) -> str:
-    line = bottom_line(result)
-    bad = "degenerate" in line or "cannot be told" in line
-    return f"<p class='bottom{' bad' if bad else ''}' id='bottom-line'>{_e(line)}</p>"
-
-
+# --- the top: model card (the banner and the bottom line are in the template) ---------------------
 def card_rows(result: EvalResult) -> list[tuple[str, str]]:
     """The model card: where the theses came from, what was trained, what was evaluated, where."""
     from thesisgym.train.card import RunCard, card_summary
@@ -361,36 +333,62 @@ def _transport(result: EvalResult) -> str:
             "decisions and flat days.</p>")
 
 
-def write_report(result: EvalResult, out_dir: str | Path, *, log_nav: bool | None = None) -> Path:
-    """Write report.html and its PNGs into out_dir; return the HTML path."""
+def skill_context(result: EvalResult) -> dict[str, Any]:
+    """The skill table as plain rows for the template: per decider IC (pooled, per date) and the
+    market-neutral book with their intervals, and the decision mix."""
+    from thesisgym.evaluate.skill import CONSTANT_NOTE, SKILL_LABELS, mix_text
+
+    sk = result.skill
+    if not len(sk):
+        return {"rows": []}
+    rows = []
+    for k in sk.index:
+        cells = []
+        for col in ("ic", "ic_date", "neutral"):
+            value, _, interval = ci_text(sk, k, col, pct=col == "neutral").partition(" [")
+            cells.append({"value": value, "interval": interval.rstrip("]"), "cls": ""})
+        cls = "policy" if k == result.policy else "ceiling" if k in CEILINGS else ""
+        rows.append({"name": k, "cells": cells, "mix": mix_text(sk.loc[k].to_dict()), "cls": cls})
+    return {"rows": rows, "header": [SKILL_LABELS[c] + (" [CI]" if _has_ci(sk, c) else "") for c in ("ic", "ic_date", "neutral")],
+            "rows_n": int(sk["rows"].iloc[0]), "dates": int(sk["dates"].iloc[0]),
+            "left_out": int(sk["left_out"].iloc[0]), "constant_note": CONSTANT_NOTE,
+            "bootstrap": (f"circular block bootstrap over decision dates (every ticker of a date together), blocks of "
+                          f"{int(sk['block'].iloc[0])} date(s) spanning one holding period, "
+                          f"{result.config.get('bootstrap_reps', S.DEFAULT_REPS)} resamples, "
+                          f"{float(result.config.get('confidence', S.DEFAULT_CONFIDENCE)):.0%} percentile intervals")}
+
+CEILINGS = ("reader ceiling", "label_oracle", "truth_oracle")
+TEMPLATE = Path(__file__).with_name("report.html")
+
+
+def write_report(result: EvalResult, out_dir: str | Path, *, log_nav: bool | None = None,
+                 template: str | Path | None = None) -> Path:
+    """Write report.html and its PNGs into out_dir; return the HTML path. `template`: a Jinja2
+    template to render instead of the shipped evaluate/report.html (same context)."""
+    import jinja2
+    from markupsafe import Markup
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     log_nav = bool(result.config.get("log_nav")) if log_nav is None else log_nav
     plots = all_plots(result, out, log_nav=log_nav)
-    title = result.config.get("title") or result.policy
-    sections = [
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
-        f"<title>thesisgym evaluation: {_e(title)}</title><style>{_CSS}</style></head><body>",
-        f"<h1>{_e(title)}</h1>", _banner(result), _bottom(result), _card(result),
-        "<section id='verdict'><h2>Verdict</h2><ul>" + "".join(f"<li>{_e(v)}</li>" for v in verdict(result))
-        + "</ul>" + _transport(result) + "</section>",
-        "<section id='headline'><h2>Headline metrics</h2>" + _headline(result.metrics, result.policy)
-        + _headline_howto(result) + "</section>",
-        "<section id='nav'><h2>Net asset value</h2>" + _figure(plots, "Net asset value") + "</section>",
-        "<section id='drawdown'><h2>Drawdown</h2>" + _figure(plots, "Drawdown") + "</section>",
-        "<section id='accuracy'><h2>Decision accuracy vs baselines</h2>" + _accuracy(result.accuracy) + "</section>",
-        _heldout(result),
-        "<section id='reasoning'><h2>Reasoning quality</h2>" + _reasoning(result) + _figure(plots, "Confusion matrix")
-        + _figure(plots, "Reward components") + "</section>",
-        "<section id='examples'><h2>Example theses</h2><p class='howto'>The best, median and worst canonical thesis by "
-        "the weighted reward; each bullet as the verifier judged it.</p>" + _examples(result) + "</section>",
-        _training(result, plots),
-        "<section id='probes'><h2>Memorisation probes</h2>" + _probes(result, plots) + "</section>",
-        "<section id='tickers'><h2>Per-ticker results</h2>" + _tickers(result) + "<p class='howto'>How to read this: "
-        "each strategy's results on each ticker alone; a result carried by one ticker is fragile.</p></section>",
-        "</body></html>",
-    ]
-    path = out / "report.html"
-    path.write_text("\n".join(s for s in sections if s), encoding="utf-8")
-    return path
+    line = bottom_line(result)
+    safe = {  # fragments built (and escaped) in Python
+        "card": _card(result), "transport": _transport(result), "headline": _headline(result.metrics, result.policy),
+        "headline_howto": _headline_howto(result), "accuracy": _accuracy(result.accuracy), "heldout": _heldout(result),
+        "reasoning": _reasoning(result), "examples": _examples(result), "training": _training(result, plots),
+        "probes": _probes(result, plots), "tickers": _tickers(result),
+    }
+    path = Path(template) if template is not None else TEMPLATE
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(path.parent)), autoescape=True,
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    html_text = env.get_template(path.name).render(
+        title=result.config.get("title") or result.policy, smoke=bool(result.config.get("smoke")), bottom=line,
+        bottom_bad="degenerate" in line or "cannot be told" in line, verdict=verdict(result),
+        figures={t: Markup(_figure(plots, t)) for t in ("Net asset value", "Drawdown", "Confusion matrix",
+                                                         "Reward components")},
+        skill=skill_context(result), **{k: Markup(v) for k, v in safe.items()},
+    )
+    out_path = out / "report.html"
+    out_path.write_text(html_text, encoding="utf-8")
+    return out_path

@@ -30,6 +30,7 @@ class EvalResult:
     probes: dict[str, dict[str, Any]]
     accuracy: pd.DataFrame = field(default_factory=pd.DataFrame)  # policy + accuracy baselines
     comparisons: dict[str, dict[str, float]] = field(default_factory=dict)  # policy vs baseline Sharpe
+    skill: pd.DataFrame = field(default_factory=pd.DataFrame)  # IC, market-neutral book, mix (evaluate.skill)
     transport: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     heldout: EvalResult | None = None
@@ -67,6 +68,7 @@ class EvalResult:
                     k: {m: float(v) for m, v in row.items()} for k, row in self.metrics.to_dict("index").items()
                 },
                 "accuracy": self.accuracy.to_dict("index") if len(self.accuracy) else {},
+                "skill": self.skill.to_dict("index") if len(self.skill) else {},
                 "comparisons": self.comparisons,
                 "reasoning": self.reasoning,
                 "confusion": self.confusion.to_dict("index"),

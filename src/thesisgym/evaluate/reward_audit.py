@@ -1099,6 +1099,31 @@ def _skill_row(scorer: _Scorer, doc: Doc, row: dict) -> dict:
     return out
 
 
+def decision_rewards(rows: Sequence[dict], *, teacher: Any = None, seed: int = 0,
+                     indices: Sequence[int] | None = None) -> list[dict]:
+    """The skill check's table on `rows`, for callers outside the audit (evaluate/learnability.py):
+    per row, every shipped recipe's reward for every decision closing the teacher's label-free
+    thesis (`_skill_row`: "table" on the realised return, "expected" on the true one where known),
+    plus the teacher's own decision ("teacher"). `teacher` defaults to `TemplateTeacher(seed)`
+    calibrated on the rows' evidence. `indices`: the sample seed of each row's thesis (default its
+    position), so a caller can score a subset with the theses it wrote for the whole split."""
+    from thesisgym.rewards.base import strict_rewards
+    from thesisgym.teachers import TemplateTeacher
+
+    rows = [dict(r) for r in rows]
+    if teacher is None:
+        teacher = TemplateTeacher(seed=seed)
+        if len(rows) >= 10:
+            teacher.calibrate(rows)
+    scorer = _Scorer()
+    out = []
+    with strict_rewards():  # a verifier bug must fail the check, not pose as a low score
+        for i, row in zip(range(len(rows)) if indices is None else indices, rows, strict=True):
+            doc = Doc.parse(teacher.write(row, seed=i)[0])
+            out.append({**_skill_row(scorer, doc, row), "teacher": doc.decision})
+    return out
+
+
 def _audit_rows(args: tuple[list[dict], list[int], tuple[str, ...], int, Any, bool]) -> dict:
     """Worker: honest + every family on a chunk of rows -> {family: {component: [(win, margin)]}},
     plus (skill) every recipe's reward for every decision per row."""

@@ -15,10 +15,12 @@ in this order:
    (bought once, never rebalanced), the equal-weight long portfolio rebalanced daily, momentum, seeded
    random, the label oracle and, on synthetic stores, the true-expected-return oracle. Positions are
    held for at most `hold_days` trading days (default: the label horizon) or until the next decision;
-5. `backtest_metrics` + `compare_sharpe` + `accuracy_table`: date-block bootstrap intervals
+5. `backtest_metrics` + `compare_sharpe` + `accuracy_table` + `skill_of`: date-block bootstrap intervals
    (`thesisgym.evaluate.stats`) for Sharpe, cumulative return, hit rate and accuracy; the paired Sharpe
    difference of the policy against each baseline; accuracy against the majority class of `train`,
    always-BUY, seeded random and any `accuracy_policies` / `accuracy_baselines` (e.g. the teacher);
+   the skill measures no constant can fake (`evaluate.skill`: IC, market-neutral book, decision mix)
+   of the same deciders beside the reader ceiling and the oracles;
 6. `run_probes`: probes rewrite the backtest rows and re-ask the policy; a policy with `reseeded(seed)`
    is also re-asked the unchanged rows with a new seed, the noise a probe's flip rate is read against;
 7. `heldout` (the held-out-ticker split) is the same call with `config.for_heldout()` (no probes);
@@ -30,10 +32,11 @@ in this order:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,6 +63,7 @@ from thesisgym.evaluate.policies import (
 from thesisgym.evaluate.probes import flip_stats, probe_rows
 from thesisgym.evaluate.report import write_report
 from thesisgym.evaluate.result import BASELINES_ONLY, EvalResult
+from thesisgym.evaluate.stats import rate_block, subset_indices
 from thesisgym.schema import LABELS
 from thesisgym.train.progress import Ticker
 
@@ -138,6 +142,7 @@ def evaluate(
         reasoning=reasoning_metrics(scores) if policy is not None else {},
         confusion=confusion_matrix(scores) if policy is not None else pd.DataFrame(),
         probes=probes, accuracy=accuracy_table(policy, name, scores, selected, train, refs, grid, config),
+        skill=skill_of(policy, name, scores, selected, train, refs, grid, config, store),
         comparisons=compare_sharpe(name, backtests, config) if policy is not None else {},
         transport=gen.transport, warnings=[*sample_warnings, *gen.warnings, *ref_warnings, *held_warnings],
         heldout=held, rows=selected, completions=records,
@@ -150,25 +155,6 @@ def evaluate(
 
 
 # --- 1. rows -----------------------------------------------------------------------------------------
-def subset_indices(asofs: Sequence[str], max_rows: int) -> list[int]:
-    """Row indices of whole, consecutive as-of dates from the start of the split.
-
-    Consecutive, because a backtest of dates spread over months holds each position across a gap
-    it was never trained for; whole dates, because every ticker of a day belongs to the same
-    cross-section. As many dates as fit in `max_rows` (at least one; a single date with more rows
-    than that is cut to its first rows).
-    """
-    by_date: dict[str, list[int]] = {}
-    for i, d in enumerate(asofs):
-        by_date.setdefault(str(d)[:10], []).append(i)
-    out: list[int] = []
-    for d in sorted(by_date):
-        if out and len(out) + len(by_date[d]) > max_rows:
-            break
-        out.extend(by_date[d])
-    return sorted(out)[:max_rows]
-
-
 def select_rows(dataset: Any, max_rows: int | None) -> list[dict]:
     """The rows to evaluate (see `subset_indices`), checked for the columns every stage reads."""
     n = len(dataset)
@@ -417,15 +403,6 @@ def compare_sharpe(name: str, backtests: dict[str, BacktestResult], config: Eval
 
 
 # --- 5. accuracy -------------------------------------------------------------------------------------
-def rate_block(dates: Sequence[Any], hold: int) -> int:
-    """Block length (in decision dates) spanning one holding period."""
-    ds = pd.DatetimeIndex(sorted({pd.Timestamp(str(d)[:10]) for d in dates}))
-    if len(ds) < 2:
-        return 1
-    gap = float(np.median(np.diff(ds.asi8)) / 86_400e9) * 5 / 7  # calendar -> trading days
-    return max(1, int(math.ceil(hold / max(gap, 1.0))))
-
-
 def references(dataset: Any, rows: list[dict], policies: Mapping[str, Policy] | None,
                fixed: Mapping[str, Mapping[tuple[str, str, int], str]] | None, *, lenient: bool = False
                ) -> tuple[dict[str, list[str]], list[str]]:
@@ -457,10 +434,10 @@ def references(dataset: Any, rows: list[dict], policies: Mapping[str, Policy] | 
     return out, problems
 
 
-def accuracy_table(policy: Policy | None, name: str, scores: pd.DataFrame, rows: list[dict], train: Any,
-                   refs: dict[str, list[str]], grid: Grid, config: EvalConfig) -> pd.DataFrame:
-    """Accuracy [CI] of the policy and the references over every labelled row (all variations); rows
-    after the first also get the paired difference (first minus this) with its interval."""
+def decision_entries(policy: Policy | None, name: str, scores: pd.DataFrame, rows: list[dict], train: Any,
+                     refs: dict[str, list[str]], config: EvalConfig) -> dict[str, list[str]]:
+    """Decisions per row of the policy (first) and the references: the train majority class,
+    always-BUY, seeded random and the caller's (e.g. the teacher's)."""
     entries: dict[str, list[str]] = {}
     if policy is not None:
         entries[name] = list(scores["decision"])
@@ -474,6 +451,14 @@ def accuracy_table(policy: Policy | None, name: str, scores: pd.DataFrame, rows:
     rng = np.random.default_rng(config.seed)
     entries["random"] = list(np.asarray(LABELS)[rng.integers(0, len(LABELS), size=len(rows))])
     entries.update(refs)
+    return entries
+
+
+def accuracy_table(policy: Policy | None, name: str, scores: pd.DataFrame, rows: list[dict], train: Any,
+                   refs: dict[str, list[str]], grid: Grid, config: EvalConfig) -> pd.DataFrame:
+    """Accuracy [CI] of the policy and the references over every labelled row (all variations); rows
+    after the first also get the paired difference (first minus this) with its interval."""
+    entries = decision_entries(policy, name, scores, rows, train, refs, config)
     labelled = [i for i, r in enumerate(rows) if r.get("label") in LABELS]
     if not labelled:
         return pd.DataFrame()
@@ -499,6 +484,62 @@ def accuracy_table(policy: Policy | None, name: str, scores: pd.DataFrame, rows:
                     "direction_accuracy_lo": dlo, "direction_accuracy_hi": dhi, "rows": float(n),
                     "dates": float(nd), **diff}
     return pd.DataFrame.from_dict(table, orient="index")
+
+
+def skill_of(policy: Policy | None, name: str, scores: pd.DataFrame, rows: list[dict], train: Any,
+             refs: dict[str, list[str]], grid: Grid, config: EvalConfig, store: MarketStore | None = None
+             ) -> pd.DataFrame:
+    """Skill measures (`evaluate.skill`: IC, market-neutral book, decision mix, date-block intervals) of
+    the policy and the references on the backtest rows (variation 0), beside the reader ceiling (the
+    learnability reader fitted on train), the label oracle and, on synthetic rows, the truth oracle."""
+    from thesisgym.evaluate.skill import Sample, skill_table
+
+    entries = decision_entries(policy, name, scores, rows, train, refs, config)
+    canon = [rows[i] for i in grid.canon_idx]
+    deciders = {k: [v[i] for i in grid.canon_idx] for k, v in entries.items()}
+    deciders.update(ceilings(canon, train, config.seed))
+    expected = store_expected(grid, store)
+    if expected is not None:
+        from thesisgym.evaluate.reward_audit import truth_decisions
+
+        deciders["truth_oracle"] = truth_decisions(expected)
+    sample = Sample([r["asof"] for r in canon], [r.get("fwd_return") for r in canon], [r.get("fwd_vol") for r in canon])
+    if not sample.n_rows:
+        return pd.DataFrame()
+    return skill_table(deciders, sample, block=rate_block([r["asof"] for r in canon], config.hold),
+                       reps=config.bootstrap_reps, confidence=config.confidence, seed=config.seed)
+
+
+def store_expected(grid: Grid, store: MarketStore | None) -> list[float] | None:
+    """The synthetic store's true expected return of each backtest row (None without one)."""
+    truth = getattr(store, "truth", None)
+    if truth is None or "expected_return" not in truth.columns or len(grid.keys) < 10:
+        return None
+    t = truth[["ticker", "date", "expected_return"]].assign(date=pd.to_datetime(truth["date"]).astype("datetime64[ns]"))
+    keys = grid.keys.assign(date=grid.keys["date"].astype("datetime64[ns]"))
+    er = keys.merge(t, on=["ticker", "date"], how="left")["expected_return"].to_numpy(dtype=float)
+    return list(er) if np.isfinite(er).all() else None
+
+
+def ceilings(rows: list[dict], train: Any, seed: int) -> dict[str, list[Any]]:
+    """Decisions of the references that bound skill from above: the reader ceiling (an evidence-only
+    reader fitted on train; left out when train has no evidence or labels), the label oracle and,
+    where the rows carry the synthetic market's true expected return, the truth oracle."""
+    from thesisgym.evaluate.learnability import canonical, fit_reader
+    from thesisgym.evaluate.reward_audit import truth_decisions
+
+    out: dict[str, list[Any]] = {}
+    if train is not None and rows and isinstance(rows[0].get("evidence"), list):
+        # no labelled train rows with evidence: no ceiling to show (the table lists what it has)
+        with contextlib.suppress(ValueError, KeyError):
+            out["reader ceiling"] = fit_reader(canonical(train), seed=seed).decide(rows)
+    labels = [r.get("label") for r in rows]
+    if any(lab in LABELS for lab in labels):
+        out["label_oracle"] = labels
+    truth = [r.get("true_expected_return") for r in rows]
+    if len(rows) >= 10 and all(isinstance(t, (int, float)) and math.isfinite(t) for t in truth):
+        out["truth_oracle"] = truth_decisions(truth)
+    return out
 
 
 # --- 6. probes ---------------------------------------------------------------------------------------

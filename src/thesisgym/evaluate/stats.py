@@ -11,13 +11,19 @@ B at 95 %" means the interval of the difference excludes 0.
 Resamples whose statistic is undefined (nan, e.g. a Sharpe ratio of a constant series) are left out
 of the percentiles; with fewer than `min_days` observations, or fewer than two blocks, no interval
 is given (nan, shown without brackets) rather than a falsely narrow one.
+
+The sample helpers live here too: `subset_indices` (whole consecutive dates from the start of a split)
+and `rate_block` (the block length, in decision dates, that spans one holding period).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
 DEFAULT_REPS = 1000
 DEFAULT_CONFIDENCE = 0.95
@@ -118,3 +124,34 @@ def fmt_interval(value: float, lo: float, hi: float, *, pct: bool = False, digit
     if not (np.isfinite(lo) and np.isfinite(hi)):
         return one(value)
     return f"{one(value)} [{one(lo)}, {one(hi)}]"
+
+
+# --- the sample: which dates, in which blocks ------------------------------------------------------
+def subset_indices(asofs: Sequence[str], max_rows: int) -> list[int]:
+    """Row indices of whole, consecutive as-of dates from the start of the split.
+
+    Consecutive, because a backtest of dates spread over months holds each position across a gap
+    it was never trained for; whole dates, because every ticker of a day belongs to the same
+    cross-section. As many dates as fit in `max_rows` (at least one; a single date with more rows
+    than that is cut to its first rows).
+    """
+    by_date: dict[str, list[int]] = {}
+    for i, d in enumerate(asofs):
+        by_date.setdefault(str(d)[:10], []).append(i)
+    out: list[int] = []
+    for d in sorted(by_date):
+        if out and len(out) + len(by_date[d]) > max_rows:
+            break
+        out.extend(by_date[d])
+    return sorted(out)[:max_rows]
+
+
+def rate_block(dates: Sequence[Any], hold: int) -> int:
+    """Block length (in decision dates) spanning one holding period."""
+    ds = pd.DatetimeIndex(sorted({pd.Timestamp(str(d)[:10]) for d in dates}))
+    if len(ds) < 2:
+        return 1
+    # whole days whatever the index's unit (pandas 3 parses dates to microseconds, not nanoseconds)
+    days = ds.values.astype("datetime64[D]").astype(np.int64)
+    gap = float(np.median(np.diff(days))) * 5 / 7  # calendar -> trading days
+    return max(1, int(math.ceil(hold / max(gap, 1.0))))

@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from thesisgym.schema import COMPACT_SYSTEM_PROMPT
+from thesisgym.schema import COMPACT_SYSTEM_PROMPT, REWARD_HORIZON
 
 # the default base: a real pretrained instruct model that resolves offline (thesisgym.train.presets)
 PRETRAINED = "smollm2-135m"
@@ -137,6 +137,8 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
 
     with stage("market + datasets"):
         store, splits, data_dir = build_market_data(config, out, log=log)
+    with stage("learnability (can reading the evidence beat every constant decision?)"):
+        learn = learnability(splits, config, out, log=log)
     with stage("distil (template teacher, rejection sampling)"):
         sft_dir, distill_stats = distil_sft_data(config, splits, out, log=log)
     with stage(f"SFT ({config.model}, TRL SFTTrainer)"):
@@ -155,6 +157,7 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
     with stage("evaluate (held-out test period)"):
         res = evaluate_policy(policies, eval_rows, splits, store, config, out, changes)
     summary = _summary(config, out, res, splits, distill_stats, sft_model, grpo_model, changes, curve)
+    summary["learnability"] = learn
     summary["seconds"] = {**timings, "total": round(time.perf_counter() - t_all, 1)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     summary["evaluation"] = res  # the evaluation itself (not JSON): the CLI prints it as `thesisgym evaluate` does
@@ -179,6 +182,8 @@ def _summary(config: DemoConfig, out: Path, res: Any, splits: dict, distill_stat
         "change": changes,
         # the baseline decision accuracy must beat: always predicting the most common label of these rows
         "majority_class_accuracy": _majority_rate(res.scores["label"].tolist()),
+        # IC, market-neutral book and decision mix of the policy, the references, the reader ceiling and the oracles
+        "skill": res.to_json()["skill"],
         "sft_curve": curve.points if curve else [],
         "verdict": verdict(res),
     }
@@ -356,13 +361,43 @@ def generate_for(model_path: Path, rows: list[dict], config: DemoConfig) -> list
     return demo_policy(model_path, config, name=Path(model_path).name).decide(rows)
 
 
+def learnability(splits: dict, config: DemoConfig, out: Path, *, log: Callable[[str], None] = print) -> dict:
+    """The learnability check (evaluate/learnability.py) on the demo's test split: its verdicts are
+    logged, the tables written to `<out>/learnability.md`, the result returned for summary.json."""
+    from thesisgym.evaluate.learnability import check_learnability, markdown
+
+    try:
+        res = check_learnability(splits, name=str(out), evaluate_on=("test",), reward_rows=100, reps=200,
+                                 seed=config.seed)
+    except ValueError as exc:  # e.g. a tiny run's split too small to fit a reader: say so, go on
+        log(f"    learnability check not run: {exc}")
+        return {"not_run": str(exc)}
+    for chk in res.splits.values():
+        reader = chk.skill.loc["reader"]
+        log(f"    reader on {chk.split}: accuracy {chk.accuracy.loc['reader', 'accuracy']:.1%}, IC {reader['ic']:.3f}")
+        for line in chk.verdicts:
+            log("    " + line)
+    (out / "learnability.md").write_text(markdown(res))
+    return res.as_dict()
+
+
 def compare_checkpoints(policies: dict, rows: list[dict], config: DemoConfig, out: Path, *,
                         log: Callable[[str], None] = print) -> list[dict]:
     """The paired change table (every reward component and the trained total) of GRPO over SFT on `rows`."""
+    from thesisgym.evaluate.policies import decision_of
+    from thesisgym.evaluate.skill import Sample, skill_change
+    from thesisgym.evaluate.stats import rate_block
     from thesisgym.experiments import change_table, format_change_table, score_with_s
 
-    scored = {name: score_with_s(policy.decide(rows), rows) for name, policy in policies.items()}
+    written = {name: policy.decide(rows) for name, policy in policies.items()}
+    scored = {name: score_with_s(theses, rows) for name, theses in written.items()}
     changes = change_table(scored["sft"], scored["grpo"], total=DEMO_REWARDS, seed=config.seed)
+    # the skill a constant cannot fake (IC, market-neutral book), paired by date
+    sample = Sample([r["asof"] for r in rows], [r.get("fwd_return") for r in rows], [r.get("fwd_vol") for r in rows])
+    if sample.n_rows:
+        decided = {name: [decision_of(c) for c in theses] for name, theses in written.items()}
+        changes += skill_change(decided["sft"], decided["grpo"], sample, seed=config.seed,
+                                block=rate_block([r["asof"] for r in rows], REWARD_HORIZON))
     for line in format_change_table(changes):
         log("    " + line)
     (out / "change.json").write_text(json.dumps({"rows": len(rows), "changes": changes}, indent=2))
