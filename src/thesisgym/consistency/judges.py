@@ -73,10 +73,8 @@ counted error of the verifier (`rewards.base.record_error`: re-raised in strict 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -94,112 +92,28 @@ from thesisgym.rewards.evidence import (
     quote_too_short,
 )
 from thesisgym.rewards.lexicon import FACT_TERMS, LEXICON, NEGATIONS, fact_support
+from thesisgym.rewards.reading import (
+    ITEM_CLEAR,
+    UNREAD_SECTIONS,
+    is_instruction,
+    latest_close,
+    level_score,
+    opinion_direction,
+    stance,
+    stance_score,
+)
 from thesisgym.schema import DEFAULT_POSITIONS
 from thesisgym.thesis import scan_quantities
 
-# the vocabulary (LEXICON, NEGATIONS, FACT_TERMS) lives in rewards.lexicon: the evidence reward reads it too
-_PHRASES = sorted((k for k in LEXICON if " " in k), key=len, reverse=True)
-_PHRASE_RE = re.compile(r"\b(" + "|".join(re.escape(p) for p in _PHRASES) + r")\b")
-_WORD_RE = re.compile(r"[a-z][a-z'_]*")
-_SIGNED_PCT_RE = re.compile(r"(?<![\w.])([+\-\u2212])\s?\d+(?:\.\d+)?\s?%")
-_SIGNED_PCT_WEIGHT = 0.75
-# "record" is bullish as an adjective ("record orders", "a record high"); followed by one of these (or
-# nothing) it is the noun ("the record shows", "part of the record for the period") and reads nothing
-_NOT_AFTER_RECORD = frozenset(
-    ["shows", "show", "showed", "says", "said", "is", "was", "for", "of", "and", "or", "in", "on", "at", "to",
-     "as", "with", "from", "by", "that", "this", "which", "the", "a", "an", "it", "so", "but"]
-)
-# --- technical levels ---------------------------------------------------------------------------------
-# An indicator line states a level, not a direction ("SMA(50) 156.90", "RSI(14) 66.0"); its direction
-# is read against the latest close of the context (the close of the latest-dated item that shows one,
-# never "of close" as in "z-score(20) of close 0.80"), in lexicon units: price above/below a moving
-# average +-0.75, RSI above 55 / below 45 +-0.5 (momentum reading), MACD histogram sign +-0.5.
-_NUM = r"([+\-\u2212]?\d[\d,]*(?:\.\d+)?)"
-_CLOSE_RE = re.compile(r"(?<!of )\bclose\s*[:=]?\s*" + _NUM, re.I)
-# the period is no level: "SMA(50) 40.27", "SMA50 40.27", "RSI14 70"
-_MA_RE = re.compile(r"\b(?:sma|ema)\d*\s*(?:\([\d,\s]+\))?\s*[:=]?\s*" + _NUM, re.I)
-_RSI_RE = re.compile(r"\brsi\d*\s*(?:\([\d,\s]+\))?\s*[:=]?\s*" + _NUM, re.I)
-_HIST_RE = re.compile(r"\bhistogram\s*[:=]?\s*" + _NUM, re.I)
-MA_WEIGHT, RSI_WEIGHT, MACD_WEIGHT = 0.75, 0.5, 0.5
-
-
-def _value(m: re.Match | None) -> float | None:
-    if m is None:
-        return None
-    try:
-        return float(m.group(1).replace("\u2212", "-").replace(",", ""))
-    except ValueError:
-        return None
-
-
-def latest_close(evidence: Sequence[dict]) -> float | None:
-    """The close of the latest-dated evidence item that shows one (ties: the first listed), or None."""
-    best: tuple[str, float] | None = None
-    for it in evidence:
-        close = _value(_CLOSE_RE.search(str(it.get("text", ""))))
-        if close is not None and close > 0:
-            date = str(it.get("date", ""))
-            if best is None or date > best[0]:
-                best = (date, close)
-    return best[1] if best else None
-
-
-def level_score(text: str, close: float | None = None) -> float:
-    """Direction of the technical levels in `text`, in lexicon units (see above); 0 without any.
-    A line that shows its own close is read against it, else against `close`."""
-    if not isinstance(text, str) or not text:
-        return 0.0
-    total = 0.0
-    ma = _value(_MA_RE.search(text))
-    if ma is not None:
-        own = _value(_CLOSE_RE.search(text))
-        ref = own if own is not None else close
-        if ref is not None and ref != ma:
-            total += MA_WEIGHT if ref > ma else -MA_WEIGHT
-    rsi = _value(_RSI_RE.search(text))
-    if rsi is not None and (rsi > 55 or rsi < 45):
-        total += RSI_WEIGHT if rsi > 55 else -RSI_WEIGHT
-    hist = _value(_HIST_RE.search(text))
-    if hist:
-        total += MACD_WEIGHT if hist > 0 else -MACD_WEIGHT
-    return total
-
-
+# the vocabulary (LEXICON, NEGATIONS, FACT_TERMS) lives in rewards.lexicon and the reading (stance, item
+# readings, opinion directions, instructions, time claims) in rewards.reading: the evidence reward reads
+# them too
 # weight of one expected item with a stance that no bullet grounds, relative to one claim (F and R)
 OMITTED_WEIGHT = 0.5
 # an item's stance must exceed this (in absolute value) for leaving it out to count
 STANCE_FLOOR = 0.1
 # what a statement outside the bullets pays per unit of 1 - f in the factuality mean
 STATEMENT_PENALTY = 0.25
-
-
-def stance_score(text: str) -> float:
-    """Raw lexicon score of `text` (sum of weights with negation, plus signed percentages)."""
-    if not isinstance(text, str):
-        return 0.0
-    low = text.lower()
-    low = _PHRASE_RE.sub(lambda m: m.group(1).replace(" ", "_"), low)
-    total = 0.0
-    words = _WORD_RE.findall(low)
-    for i, w in enumerate(words):
-        weight = LEXICON.get(w.replace("_", " ")) if "_" in w else LEXICON.get(w)
-        if weight is None:
-            continue
-        if w == "record" and (i + 1 == len(words) or words[i + 1] in _NOT_AFTER_RECORD):
-            continue  # "the record shows", "part of the record for": the noun, not "record orders"
-        if any(p in NEGATIONS for p in words[max(0, i - 3) : i]):
-            weight = -weight
-        total += weight
-    for m in _SIGNED_PCT_RE.finditer(text):
-        total += _SIGNED_PCT_WEIGHT if m.group(1) == "+" else -_SIGNED_PCT_WEIGHT
-    return total
-
-
-@lru_cache(maxsize=1 << 16)
-def stance(text: str) -> float:
-    """Stance of `text` in [-1, 1]: tanh of the lexicon score (0 = no signal). Memoised: evidence
-    texts and template opinions repeat across a GRPO group."""
-    return math.tanh(stance_score(text)) if isinstance(text, str) and text else 0.0
 
 
 # --- verdicts -----------------------------------------------------------------------------------------
@@ -229,7 +143,8 @@ def item_stances(evidence: Sequence[dict]) -> dict[str, float]:
     for it in evidence:
         if isinstance(it, dict) and isinstance(it.get("id"), str):
             text = str(it.get("text", ""))
-            out[it["id"].strip().upper()] = math.tanh(stance_score(text) + level_score(text, close)) if text else 0.0
+            out[it["id"].strip().upper()] = (math.tanh(stance_score(text) + level_score(text, close))
+                                             if text and not is_instruction(text) else 0.0)
     return out
 
 
@@ -255,8 +170,8 @@ class LocalJudge:
         st = feats.get("stance")
         if st is None:
             close = latest_close(ctx.index.evidence)
-            st = [math.tanh(stance_score(p.text) + level_score(p.text, close)) if p.text else 0.0
-                  for p in ctx.index.passages]
+            st = [math.tanh(stance_score(p.text) + level_score(p.text, close))
+                  if p.text and not is_instruction(p.text) else 0.0 for p in ctx.index.passages]
             feats["stance"] = st
         return st
 
@@ -286,17 +201,26 @@ class LocalJudge:
     def _claim_f(self, claim: Claim, cps: list[tuple[int, float]], ctx: JudgeContext, st: list[float],
                  report: EvidenceReport | None, addressed: frozenset[str] = frozenset()) -> tuple[float, float]:
         """(f_i, c_i) of one claim (module docstring)."""
-        if claim.kind == "bullet":
-            g = self._grounding(claim, cps, ctx, report) * self._fact_support(claim, cps, ctx)
-            e = self._evidence_stance(claim, cps, ctx, st)
-        else:
-            g = self._statement_grounding(claim, ctx, report, addressed)
-            e = self._grounded_stance(ctx, addressed)
         # an opinion that copies its evidence states no view of its own (same rule as the reward)
         copied = opinion_copied_share(claim.opinion, ctx.index.grounding) > 0.5
-        c = 0.0 if copied else stance(claim.opinion)
-        # a stance-free opinion does not agree with evidence that has a stance
-        return (g * (1.0 - abs(e)) if abs(c) < 1e-6 else g * (1.0 - abs(c - e) / 2.0)), c
+        if claim.kind != "bullet":
+            g = self._statement_grounding(claim, ctx, report, addressed)
+            e = self._grounded_stance(ctx, addressed)
+            c = 0.0 if copied else stance(claim.opinion)
+            # a stance-free opinion does not agree with evidence that has a stance
+            return (g * (1.0 - abs(e)) if abs(c) < 1e-6 else g * (1.0 - abs(c - e) / 2.0)), c
+        g = self._grounding(claim, cps, ctx, report) * self._fact_support(claim, cps, ctx)
+        e, echo = self._evidence_stance(claim, cps, ctx, st)
+        # the reading, not the words: the opinion's own direction (cues it repeats from its items
+        # aside, saturated at the first clear direction) against the direction of what it cites
+        c = 0 if copied else opinion_direction(claim.opinion, echo)
+        unread = bool(claim.citations) and all(self._section(ctx, c) in UNREAD_SECTIONS for c in claim.citations)
+        reading = 0 if abs(e) < ITEM_CLEAR or unread else (1 if e > 0 else -1)
+        if c == reading:
+            return g, float(c)
+        # a direction for an item that has none half agrees; none for one that has one, or the
+        # opposite one (a contradiction, whatever words it repeats), does not agree
+        return (0.5 * g if reading == 0 else 0.0), float(c)
 
     def _reading(self, bullets: list[tuple[Claim, float, float]], report: EvidenceReport | None,
                  ctx: JudgeContext) -> tuple[list[tuple[float, float]], frozenset[str], list[float]]:
@@ -314,7 +238,7 @@ class LocalJudge:
         omitted: list[float] = []
         for item in (i for ids in expected.values() for i in ids):
             readers = [(f, c) for k, (_, f, c) in enumerate(bullets) if item in grounds[k]]
-            if readers:
+            if readers and any(f > 0 for f, _ in readers):
                 terms.append((sum(f for f, _ in readers) / len(readers), sum(c for _, c in readers) / len(readers)))
             elif abs(stances[item]) > STANCE_FLOOR:
                 omitted.append(stances[item])
@@ -394,19 +318,28 @@ class LocalJudge:
         return E
 
     @staticmethod
-    def _evidence_stance(claim: Claim, cps: list[tuple[int, float]], ctx: JudgeContext, st: list[float]) -> float:
+    def _section(ctx: JudgeContext, item_id: str) -> str:
+        item = ctx.index.grounding.items.get(item_id)
+        return item.section if item is not None else ""
+
+    def _evidence_stance(self, claim: Claim, cps: list[tuple[int, float]], ctx: JudgeContext,
+                         st: list[float]) -> tuple[float, str]:
+        """(stance of what a bullet reads, the bodies it cites): the mean stance of its cited items'
+        whole texts, else of its retrieved passages weighted by score."""
+        index = ctx.index
+        stances = self._expected(ctx)[1]
+        cited = [c for c in claim.citations if c in stances]
+        if cited:
+            echo = " ".join(str(index.evidence[index.id_to_item[c]].get("text", "")) for c in cited
+                            if c in index.id_to_item)
+            return sum(stances[c] for c in cited) / len(cited), echo
         if not cps:
-            return 0.0
-        passages = ctx.index.passages
-        if claim.citations:
-            cited_items = {ctx.index.id_to_item.get(c) for c in claim.citations}
-            cited = [st[p] for p, _ in cps if passages[p].item in cited_items]
-            if cited:
-                return sum(cited) / len(cited)
+            return 0.0, ""
+        echo = " ".join(index.passages[p].text for p, _ in cps)
         wsum = sum(max(s, 0.0) for _, s in cps)
         if wsum > 0:
-            return sum(max(s, 0.0) * st[p] for p, s in cps) / wsum
-        return sum(st[p] for p, _ in cps) / len(cps)
+            return sum(max(s, 0.0) * st[p] for p, s in cps) / wsum, echo
+        return sum(st[p] for p, _ in cps) / len(cps), echo
 
     @staticmethod
     def _grounding(claim: Claim, cps: list[tuple[int, float]], ctx: JudgeContext, report: EvidenceReport | None) -> float:

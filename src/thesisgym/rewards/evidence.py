@@ -91,8 +91,19 @@ from thesisgym.rewards.base import (
     per_completion,
     register_cache,
 )
-from thesisgym.rewards.lexicon import NEGATIONS, protected_word
+from thesisgym.rewards.lexicon import LEXICON, NEGATIONS, invented_facts, protected_word
+from thesisgym.rewards.reading import (
+    as_of,
+    false_time_claim,
+    item_reading,
+    latest_close,
+    opinion_direction,
+    quotes_instruction,
+    time_claims,
+)
 from thesisgym.thesis import (
+    DOWN_WORDS,
+    UP_WORDS,
     Bullet,
     Quantity,
     Thesis,
@@ -123,6 +134,7 @@ __all__ = [
     "check_statement",
     "content_words",
     "copied_share",
+    "cuts_measure",
     "evidence_ngrams",
     "evidence_report",
     "evidence_reward",
@@ -134,6 +146,7 @@ __all__ = [
     "quote_in_text",
     "quote_informative",
     "quote_too_short",
+    "reads_its_evidence",
 ]
 
 MIN_QUOTE_CHARS = 8
@@ -300,7 +313,7 @@ def _gapped_status(segments: Sequence[str], hay: str, names: frozenset[str] = fr
         if short or any(len(gap) > MAX_GAP_WORDS for gap in gaps):
             best = 1
             continue
-        if _numbers_kept(segments, hay, (spans[0][0], spans[-1][1])):
+        if _numbers_kept(segments, hay, (spans[0][0], spans[-1][1])) and not _cuts_measure(hay, spans[0][0], spans[-1][1]):
             return 2
         best = 1
     return best
@@ -327,6 +340,37 @@ _CUT_AFTER = re.compile(
     r"[.,]\d|\s?(?:%|percent\b|pct\b|bps?\b|basis points?\b|x\b|thousand\b|k\b|million\b|mn\b"
     r"|m\b|billion\b|bn\b|b\b|trillion\b|tn\b|t\b)"
 )
+
+
+_NUMBER_TOKEN_RE = re.compile(r"^[(\[]?[-+\u2212]?[$\u20ac\u00a3]?\d[\d,]*(?:\.\d+)?(?:%|x|bps?)?[)\]]?[.,;:]?$")
+_KEEPS_DIRECTION = frozenset(w for w in LEXICON if " " not in w) | UP_WORDS | DOWN_WORDS
+
+
+def _cuts_measure(hay: str, start: int, end: int) -> bool:
+    """Whether the span hay[start:end] separates a value from what it measures, the word right
+    before the number in the item: it starts on a number whose word is left outside ("52.85 high
+    53.10" of "open 52.85 high 53.10"), or it ends on a word whose number is left outside ("open
+    52.85 high"), unless that word is a direction or stance word ("revenue down": the direction is
+    kept). A quote must be a meaningful unit of its item: a value with what it measures."""
+    head = hay[start:end].split(maxsplit=1)
+    if head and _NUMBER_TOKEN_RE.match(head[0]) and start > 0 and hay[start - 1] == " ":
+        before = hay[:start].rsplit(maxsplit=1)
+        if before and before[-1][-1].isalpha():
+            return True
+    if end < len(hay) and hay[end] == " ":
+        last = hay[start:end].rsplit(maxsplit=1)
+        after = hay[end:].split(maxsplit=1)
+        if last and after and last[-1][-1].isalpha() and _NUMBER_TOKEN_RE.match(after[0]):
+            return last[-1].strip(_QUOTE_STRIP + "()[]") not in _KEEPS_DIRECTION
+    return False
+
+
+def cuts_measure(quote: str, text: str) -> bool:
+    """Whether the plain quote `quote`, at its first word-bounded place in `text`, separates a value
+    from what it measures (`_cuts_measure`); False when it is no span of `text`."""
+    q, t = normalize_text(quote).strip(_QUOTE_STRIP), normalize_text(text)
+    end = find_span(q, t) if q else -1
+    return end >= 0 and _cuts_measure(t, end - len(q), end)
 
 
 def quote_in_text(quote: str, text: str, *, normalized: bool = False) -> bool:
@@ -408,7 +452,8 @@ def _span_in(quote_norm: str, item: EvidenceItemView, index: EvidenceIndex) -> i
         else:
             bounds = _span_bounds(segments, item.norm_text)
             if bounds is not None and not _cut_qualifier(item.norm_text, bounds[0]):
-                hit = 2 if _numbers_kept(segments, item.norm_text, bounds) else 1
+                whole = _numbers_kept(segments, item.norm_text, bounds) and not _cuts_measure(item.norm_text, *bounds)
+                hit = 2 if whole else 1
         if len(memo) < 65_536:
             memo[key] = hit
     return hit
@@ -569,11 +614,14 @@ class EvidenceReport:
     n_hallucinated: int
     hallucination_rate: float  # of the bullets; nan without bullets (statements: see `statements`)
     citation_precision: float  # mean over citing bullets; nan when none cites
-    grounding: float  # mean over bullets of verified-quote * precision (0 if hallucinated); in [0, 1]
+    # mean over bullets of verified-quote * precision, counted only where the opinion reads its items in
+    # their direction (`reads_its_evidence`; 0 if hallucinated); in [0, 1]
+    grounding: float
     section_scores: tuple[tuple[str, float], ...]
     bullets: tuple[BulletCheck, ...]
     statements: tuple[StatementCheck, ...] = ()
     grounded: frozenset[str] = frozenset()  # ids some bullet grounds (a credited quote or a backed number)
+    misread: int = 0  # bullets with a credited quote whose opinion reads its items against their direction
 
 
 # BulletCheck(...) without the frozen-dataclass __init__, as thesis._parse_bullets builds Bullet
@@ -685,11 +733,36 @@ def _quote_checks(
             )
             reasons.append("quote not in cited evidence" if elsewhere else "quote not in the evidence")
             continue
+        if any(v and items[i].instruction and quotes_instruction(q, items[i].norm_text) for i, v in spans.items()):
+            reasons.append("quotes an instruction to the model, not evidence")
+            continue
         found = [i for i, v in spans.items() if v == 2 and i in own]
         if found and _informative(q, index):  # a span cutting a number is true but not credited
             supporting.update(found)
             credited += 1
     return supporting, credited, checked
+
+
+def _asof(index: EvidenceIndex) -> str:
+    """The prompt's as-of date: the newest date of its evidence (dated point in time)."""
+    hit = index.features.get("asof")
+    if hit is None:
+        hit = index.features["asof"] = as_of(it.date for it in index.items.values())
+    return hit
+
+
+def _stated_facts(text: str, known: Sequence[EvidenceItemView], index: EvidenceIndex) -> list[str]:
+    """Why `text` (an opinion, or a statement outside the bullets) invents, against the items it
+    relies on (`known`): a fact or a name none of them holds (`lexicon.invented_facts`), or a time
+    claim ("today", "this week", "fresh", ...) that their dates belie (`reading.false_time_claim`)."""
+    out = []
+    texts = [it.text for it in known]
+    missing = invented_facts(text, texts)
+    if missing:
+        out.append("states facts its evidence does not hold: " + ", ".join(missing[:4]))
+    if time_claims(text) is not None and false_time_claim(text, [it.date for it in known], _asof(index)):
+        out.append("calls its evidence newer than it is")
+    return out
 
 
 def _full_check(bullet: Bullet, index: EvidenceIndex, section: str | None, words: int) -> BulletCheck:
@@ -713,6 +786,7 @@ def _full_check(bullet: Bullet, index: EvidenceIndex, section: str | None, words
                 supporting.update(b for b in backers if b in own)
             else:
                 reasons.append(f"number {claim.value:g} not in cited evidence")
+    reasons += _stated_facts(bullet.opinion, known, index)
     if cited:
         if credited or bullet.numbers or reasons:  # a hallucinated bullet's citations support only what checked out
             precision = len(supporting) / len(cited)
@@ -757,7 +831,8 @@ def check_bullet(
     if fast and len(bullet.citations) == 1 and len(bullet.quotes) == 1 and not bullet.numbers:
         item = index.items.get(bullet.citations[0])
         q = bullet.quotes[0]
-        if item is not None and (section is None or item.section == section) and q.isascii():
+        if (item is not None and (section is None or item.section == section) and q.isascii()
+                and not item.instruction and _plain_opinion(bullet.opinion)):
             qn = q.lower()
             f = qn.strip(_QUOTE_STRIP)
             if len(f) >= MIN_QUOTE_CHARS and "..." not in f and _fast_credited(f, qn, item.norm_text, index):
@@ -765,6 +840,20 @@ def check_bullet(
                 check = by_words.get(words) if by_words is not None else None
                 return check if check is not None else _verified_check(words, item.id)
     return _full_check(bullet, index, section, words)
+
+
+_plain_cache: dict[str, bool] = {}
+
+
+def _plain_opinion(opinion: str) -> bool:
+    """Whether an opinion states no fact, name or time claim (the fast path's shape); memoised."""
+    hit = _plain_cache.get(opinion)
+    if hit is None:
+        hit = not invented_facts(opinion, ()) and time_claims(opinion) is None
+        if len(_plain_cache) > 65_536:
+            _plain_cache.clear()
+        _plain_cache[opinion] = hit
+    return hit
 
 
 def _fast_credited(f: str, qn: str, hay: str, index: EvidenceIndex) -> bool:
@@ -784,6 +873,8 @@ def _fast_credited(f: str, qn: str, hay: str, index: EvidenceIndex) -> bool:
     if (f[-1].isdigit() and _CUT_AFTER.match(hay, end) is not None) or (
         f[0].isdigit() and start > 0 and hay[start - 1] in ".,"
     ):
+        return False
+    if _cuts_measure(hay, start, end):
         return False
     if start > 0:
         cuts = _cut_cache.get(hay)
@@ -805,10 +896,15 @@ def check_statement(text: str, index: EvidenceIndex, grounded: frozenset[str], w
     evidence the bullets ground (`grounded`) or that it quotes itself. Its citations are graded
     for precision (and cost CITE_COST each), its numbers must be backed by those items, and its
     length costs (`where` "conclusion": past CONCLUSION_WORDS; anything else: every word)."""
-    if '"' not in text and "[" not in text and "\u201c" not in text and _DIGIT_RE.search(text) is None:
-        return _length_check(StatementCheck(where, 1.0, False, ()), text)  # nothing to verify but its length
-    b = parse_bullet(text)
     items = index.items
+    if '"' not in text and "[" not in text and "\u201c" not in text and _DIGIT_RE.search(text) is None:
+        if _plain_opinion(text):
+            return _length_check(StatementCheck(where, 1.0, False, ()), text)  # nothing to verify but its length
+        reasons = _stated_facts(text, [items[i] for i in sorted(grounded) if i in items], index)
+        if reasons:
+            return StatementCheck(where, 0.0, True, tuple(reasons))
+        return _length_check(StatementCheck(where, 1.0, False, ()), text)
+    b = parse_bullet(text)
     reasons = [f"cites unknown id {c}" for c in b.citations if c not in items]
     pool = set(grounded)
     for q in b.quotes:
@@ -818,8 +914,11 @@ def check_statement(text: str, index: EvidenceIndex, grounded: frozenset[str], w
         spans = {it.id: _span_in(qn, it, index) for it in items.values()}
         if not any(spans.values()):
             reasons.append("quote not in the evidence")
+        elif any(v and items[i].instruction and quotes_instruction(qn, items[i].norm_text) for i, v in spans.items()):
+            reasons.append("quotes an instruction to the model, not evidence")
         pool.update(i for i in b.citations if spans.get(i) == 2 and _informative(qn, index))
     backers = [items[i] for i in sorted(pool) if i in items]
+    reasons += _stated_facts(b.opinion, backers, index)
     if b.numbers:
         reasons += [f"number {c.value:g} not in grounded evidence" for c in scan_quantities(b.opinion)
                     if not _quantity_supported(c, backers)]
@@ -906,6 +1005,27 @@ def _section_checks(
     return checks, section_scores, frozenset(grounded)
 
 
+def _readings(index: EvidenceIndex) -> dict[str, int]:
+    """Each item's reading (`reading.item_reading`, levels against the prompt's latest close), per index."""
+    hit = index.features.get("readings")
+    if hit is None:
+        close = latest_close([{"text": it.text, "date": it.date} for it in index.items.values()])
+        hit = index.features["readings"] = {i: item_reading(it.text, close, it.section) for i, it in index.items.items()}
+    return hit
+
+
+def reads_its_evidence(opinion: str, item_ids: Sequence[str], index: EvidenceIndex) -> bool:
+    """Whether an opinion reads the items it grounds in their direction: where they have one (the
+    sign of the sum of their readings), the opinion's own direction (`reading.opinion_direction`:
+    repeated cues of the items aside, saturated) must not be the opposite one."""
+    readings = _readings(index)
+    net = sum(readings.get(i, 0) for i in item_ids)
+    if net == 0:
+        return True
+    echo = " ".join(index.items[i].text for i in item_ids if i in index.items)
+    return opinion_direction(opinion, echo) != (-1 if net > 0 else 1)
+
+
 def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
     """Stage II: per bullet -> per section (0.3 count + 0.7 harmonic mean) -> harmonic mean of sections,
     times the section coverage and the statements outside bullets (module docstring).
@@ -932,17 +1052,20 @@ def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
     n = len(checks)
     n_bad = sum(c.hallucinated for c in checks)
     precisions = [c.precision for c in checks if not math.isnan(c.precision)]
+    reads = [c.quote_verified and reads_its_evidence(b.opinion, c.supporting, index)
+             for b, c in zip(thesis.bullets, checks, strict=True)]
     return EvidenceReport(
         score=score,
         n_bullets=n,
         n_hallucinated=n_bad,
         hallucination_rate=(n_bad / n) if n else math.nan,
         citation_precision=(sum(precisions) / len(precisions)) if precisions else math.nan,
-        grounding=(sum((c.precision if c.quote_verified else 0.0) for c in checks) / n) if n else 0.0,
+        grounding=(sum((c.precision if ok else 0.0) for c, ok in zip(checks, reads, strict=True)) / n) if n else 0.0,
         section_scores=tuple(section_scores),
         bullets=tuple(checks),
         statements=statements,
         grounded=grounded,
+        misread=sum(c.quote_verified and not ok for c, ok in zip(checks, reads, strict=True)),
     )
 
 

@@ -193,7 +193,7 @@ def calibrated_cuts(scores: Sequence[float], quantiles: Sequence[float] = LABEL_
 # shuffled deck per thesis (a part comes back only after every other one has been used): 4 x 8 x 4
 # x 4 combinations per stance, and no phrase recurs often enough in one thesis to read as a loop
 # (rewards.loops), so an honest thesis carries no repetition penalty that an edit could remove.
-_SUBJECTS = ("The {sec} evidence", "This {sec} item", "On the {sec} side the picture", "The latest {sec} reading")
+_SUBJECTS = ("The {sec} evidence", "This {sec} item", "On the {sec} side the picture", "The {sec} reading here")
 VERDICTS = {
     1: ("reads as constructive for the stock and supports owning it",
         "tilts the balance toward upside for the shares",
