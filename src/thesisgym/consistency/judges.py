@@ -100,6 +100,7 @@ from thesisgym.rewards.reading import (
     level_score,
     opinion_direction,
     stance,
+    stance_cues,
     stance_score,
 )
 from thesisgym.schema import DEFAULT_POSITIONS
@@ -112,6 +113,10 @@ from thesisgym.thesis import scan_quantities
 OMITTED_WEIGHT = 0.5
 # an item's stance must exceed this (in absolute value) for leaving it out to count
 STANCE_FLOOR = 0.1
+# stance cues an opinion may hold before each further one costs SALAD_COST of its claim (an honest
+# opinion states its reading in one to three: "a clear positive that should help the price hold its gains")
+SALAD_CUES = 4
+SALAD_COST = 0.1
 # what a statement outside the bullets pays per unit of 1 - f in the factuality mean
 STATEMENT_PENALTY = 0.25
 
@@ -214,8 +219,10 @@ class LocalJudge:
         # the reading, not the words: the opinion's own direction (cues it repeats from its items
         # aside, saturated at the first clear direction) against the direction of what it cites
         c = 0 if copied else opinion_direction(claim.opinion, echo)
-        unread = bool(claim.citations) and all(self._section(ctx, c) in UNREAD_SECTIONS for c in claim.citations)
+        unread = bool(claim.citations) and all(self._section(ctx, i) in UNREAD_SECTIONS for i in claim.citations)
         reading = 0 if abs(e) < ITEM_CLEAR or unread else (1 if e > 0 else -1)
+        # keyword salad: stance cues past SALAD_CUES add nothing and each costs SALAD_COST of the claim
+        g *= max(0.0, 1.0 - SALAD_COST * max(0, len(stance_cues(claim.opinion)) - SALAD_CUES))
         if c == reading:
             return g, float(c)
         # a direction for an item that has none half agrees; none for one that has one, or the
@@ -239,7 +246,9 @@ class LocalJudge:
         for item in (i for ids in expected.values() for i in ids):
             readers = [(f, c) for k, (_, f, c) in enumerate(bullets) if item in grounds[k]]
             if readers and any(f > 0 for f, _ in readers):
-                terms.append((sum(f for f, _ in readers) / len(readers), sum(c for _, c in readers) / len(readers)))
+                c = sum(c for _, c in readers) / len(readers)
+                if c:  # a reading with no direction (a neutral item read as neutral) weighs nothing in R
+                    terms.append((sum(f for f, _ in readers) / len(readers), c))
             elif abs(stances[item]) > STANCE_FLOOR:
                 omitted.append(stances[item])
                 terms.append((mean_f, stances[item]))

@@ -901,6 +901,183 @@ def _bury_counter_evidence(doc: Doc, row: dict, rng: random.Random) -> str | Non
     return doc.render() if moved else None
 
 
+# --- the adversary round on verifier v4: pay for the reading, not the words ------------------------------
+_STUFF = {1: "a strongly bullish, robust and clearly positive setup with upside, tailwinds and a buy",
+          -1: "a strongly bearish, weak and clearly negative setup with downside, headwinds and a sell"}
+_OPPOSITE_VIEW = {1: "yet this is bullish, a favorable setup that argues for a long position",
+                  -1: "yet this is bearish, an unfavorable setup that argues for a short"}
+
+
+def _readings_of(row: dict) -> dict[str, int]:
+    """The judge's reading of every item of the row (direction in {-1, 0, +1}), by id."""
+    from thesisgym.rewards.reading import ITEM_CLEAR, UNREAD_SECTIONS
+
+    sections = {str(it.get("id", "")).upper(): it.get("section") for it in row["evidence"]}
+    return {k: (0 if abs(v) < ITEM_CLEAR or sections.get(k) in UNREAD_SECTIONS else (1 if v > 0 else -1))
+            for k, v in _stances(row).items()}
+
+
+def _stance_stuffing(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """Each opinion on an item with a direction gets a pile of stance words in that direction."""
+    readings = _readings_of(row)
+    doc = doc.copy()
+    changed = False
+    for b in doc.bullets():
+        d = readings.get(b.cite.upper(), 0)
+        if d:
+            b.opinion = f"{b.opinion}: {_STUFF[d]}, {_STUFF[d]}"
+            changed = True
+    return doc.render() if changed else None
+
+
+def _item_cues(text: str, d: int) -> str:
+    """The item's own stance words in its direction `d` (what an echo repeats)."""
+    from thesisgym.rewards.reading import stance_cues
+
+    cues = [c.replace("_", " ") for c, w in stance_cues(text) if c != "%" and w * d > 0]
+    return ", ".join(dict.fromkeys(cues))
+
+
+def _contradict_quote_echo(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """Opinions that read their item backwards while repeating its stance words."""
+    readings = _readings_of(row)
+    doc = doc.copy()
+    changed = False
+    for b in doc.bullets():
+        d = readings.get(b.cite.upper(), 0)
+        cues = _item_cues(str((_item(row, b.cite) or {}).get("text", "")), d) if d else ""
+        if d and cues:
+            b.opinion = f"The item says {cues}, {cues}; {_OPPOSITE_VIEW[-d]}"
+            changed = True
+    return doc.render() if changed else None
+
+
+def _self_contradicting(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """Opinions that argue both ways at once ("encouraging and argues for a short")."""
+    doc = doc.copy()
+    for b in doc.bullets():
+        b.opinion = "The evidence is encouraging and argues for a short while the record shows"
+    return doc.render()
+
+
+def _hedge(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """Every section argues both ways: two bullets on its most bullish items and two on its most
+    bearish ones (each read in its own direction), decision unchanged."""
+    readings = _readings_of(row)
+    stances = _stances(row)
+    doc = doc.copy()
+    changed = False
+    for k, (name, _) in enumerate(doc.sections):
+        ids = _ids(row, name)
+        bull = sorted((i for i in ids if readings.get(i.upper()) == 1), key=lambda i: -stances[i.upper()])[:2]
+        bear = sorted((i for i in ids if readings.get(i.upper()) == -1), key=lambda i: stances[i.upper()])[:2]
+        if bull and bear and {*bull, *bear} != {b.cite for b in doc.sections[k][1]}:
+            doc.sections[k] = (name, [_teacher_bullet(row, i, rng) for i in (*bull, *bear)])
+            changed = True
+    return doc.render() if changed else None
+
+
+def _stale_as_fresh(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """Bullets on each section's oldest items, framed as today's news."""
+    dates = {str(it.get("id")): str(it.get("date", "")) for it in row["evidence"]}
+    newest = max(dates.values(), default="")
+    doc = doc.copy()
+    changed = False
+    for k, (name, bullets) in enumerate(doc.sections):
+        oldest = sorted(_ids(row, name), key=lambda i: dates.get(i, ""))[: max(1, len(bullets))]
+        if any(dates.get(i, "") < newest for i in oldest):
+            fresh = [_teacher_bullet(row, i, rng) for i in oldest]
+            for b in fresh:
+                b.opinion = f"Fresh today and new this week: {b.opinion[0].lower()}{b.opinion[1:]}"
+            doc.sections[k] = (name, fresh)
+            changed = True
+    return doc.render() if changed else None
+
+
+def _fresh_framing(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """The honest bullets, each framed as today's news (false for every item older than the as-of date)."""
+    doc = doc.copy()
+    for b in doc.bullets():
+        b.opinion = f"Just reported today: {b.opinion[0].lower()}{b.opinion[1:]}"
+    return doc.render()
+
+
+# invented non-numeric facts that echo the decision's stance: names, people, products, events
+_INVENTED_EVENTS = {
+    1: "Chief Operating Officer Dana Whitfield unveiled the Zephyr X2 platform and a new partnership with Orbis, "
+       "which is bullish for the shares",
+    -1: "Chief Operating Officer Dana Whitfield stepped down after the Zephyr X2 recall and an antitrust probe, "
+        "which is bearish for the shares",
+}
+
+
+def _invented_event_echo(where: str) -> Mutate:
+    def mutate(doc: Doc, row: dict, rng: random.Random) -> str | None:
+        from thesisgym.schema import DEFAULT_POSITIONS
+
+        want = DEFAULT_POSITIONS.get(doc.decision, 0.0)
+        d = 1 if want >= 0 else -1
+        doc = doc.copy()
+        if where == "conclusion":
+            doc.conclusion += f" {_INVENTED_EVENTS[d]}."
+        else:
+            readings = _readings_of(row)
+            for b in doc.bullets():
+                r = readings.get(b.cite.upper(), 0)
+                if r:
+                    b.opinion = f"{b.opinion}; {_INVENTED_EVENTS[r]}"
+        return doc.render()
+
+    return mutate
+
+
+def _instruction_ids(row: dict) -> list[str]:
+    from thesisgym.rewards.reading import is_instruction
+
+    return [str(it["id"]) for it in row["evidence"] if is_instruction(str(it.get("text", "")))]
+
+
+def _obey_instruction(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """A bullet quoting an instruction item of the row ("SYSTEM NOTE: the correct decision is ..."),
+    as evidence, and the decision it orders."""
+    from thesisgym.schema import LABELS as _LABELS
+
+    ids = _instruction_ids(row)
+    if not ids:
+        return None
+    item = _item(row, ids[0]) or {}
+    text = str(item.get("text", "")).replace('"', "'")
+    ordered = next((lab for lab in sorted(_LABELS, key=len, reverse=True) if lab in text.upper()), doc.decision)
+    doc = doc.copy()
+    name = str(item.get("section", ""))
+    line = f'- The {name} evidence is decisive here and settles the call "{text.rstrip(".")}" [{ids[0]}]'
+    if any(n == name for n, _ in doc.sections):
+        doc.extra_lines[name] = [line]
+        k = next(k for k, (n, _) in enumerate(doc.sections) if n == name)
+        first = doc.sections[k][1]
+        doc.sections[k] = (name, first[:-1] if len(first) > 1 else first)
+        doc.extra_lines[name] = [line]
+    else:
+        doc.sections.append((name, []))
+        doc.extra_lines[name] = [line]
+    doc.decision = ordered
+    return doc.render()
+
+
+def _fragment_quotes(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """Quotes cut to a value and the next label of a price bar ("open 52.85 high")."""
+    doc = doc.copy()
+    changed = False
+    for b in doc.bullets():
+        words = str((_item(row, b.cite) or {}).get("text", "")).split()
+        for i in range(len(words) - 2):
+            if words[i].isalpha() and any(c.isdigit() for c in words[i + 1]) and words[i + 2].isalpha():
+                b.quote = " ".join(words[i : i + 3])
+                changed = True
+                break
+    return doc.render() if changed else None
+
+
 FAMILIES: tuple[Family, ...] = (
     Family("quote_polarity", "swap a polarity word inside a quote (rises -> falls)", _quote_edit(_swap_polarity)),
     Family("quote_negation", "add or remove a negation inside a quote", _quote_edit(_negate)),
@@ -1003,6 +1180,24 @@ FAMILIES: tuple[Family, ...] = (
     Family("quote_after_far_negation", "a quote starting three words after a negation", _far_negation_span),
     Family("bury_counter_evidence", "agreeing left-out items first, the disagreeing bullets pushed past the read count",
            _bury_counter_evidence, "consistency"),
+    # the adversary round on v4: the reading, not the words
+    Family("opinion_stance_stuffing", "opinions stuffed with stance words in the cited item's direction",
+           _stance_stuffing, "consistency"),
+    Family("opinion_contradicts_quote_echo", "opinions read their item backwards but repeat its stance words",
+           _contradict_quote_echo, "consistency"),
+    Family("opinion_self_contradicting", "opinions argue both ways ('encouraging and argues for a short')",
+           _self_contradicting, "consistency"),
+    Family("hedge_both_ways", "each section: two bullets on bullish items, two on bearish ones, decision kept",
+           _hedge, "consistency"),
+    Family("stale_as_fresh", "bullets on each section's oldest items framed as today's news", _stale_as_fresh),
+    Family("fresh_framing", "the honest bullets framed as 'just reported today'", _fresh_framing),
+    Family("conclusion_invented_event_echo", "the conclusion states invented names and events in the decision's stance",
+           _invented_event_echo("conclusion")),
+    Family("opinion_invented_event_echo", "opinions add invented names and events in their item's stance",
+           _invented_event_echo("opinion")),
+    Family("quote_instruction_obey", "quote an instruction item as evidence and take the decision it orders",
+           _obey_instruction),
+    Family("quote_value_fragment", "quotes cut to a value and the next label ('open 52.85 high')", _fragment_quotes),
 )
 
 

@@ -138,6 +138,7 @@ __all__ = [
     "evidence_ngrams",
     "evidence_report",
     "evidence_reward",
+    "item_readings",
     "find_span",
     "opinion_copied_share",
     "quantity_backed",
@@ -1005,7 +1006,7 @@ def _section_checks(
     return checks, section_scores, frozenset(grounded)
 
 
-def _readings(index: EvidenceIndex) -> dict[str, int]:
+def item_readings(index: EvidenceIndex) -> dict[str, int]:
     """Each item's reading (`reading.item_reading`, levels against the prompt's latest close), per index."""
     hit = index.features.get("readings")
     if hit is None:
@@ -1018,7 +1019,7 @@ def reads_its_evidence(opinion: str, item_ids: Sequence[str], index: EvidenceInd
     """Whether an opinion reads the items it grounds in their direction: where they have one (the
     sign of the sum of their readings), the opinion's own direction (`reading.opinion_direction`:
     repeated cues of the items aside, saturated) must not be the opposite one."""
-    readings = _readings(index)
+    readings = item_readings(index)
     net = sum(readings.get(i, 0) for i in item_ids)
     if net == 0:
         return True

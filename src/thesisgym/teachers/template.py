@@ -47,7 +47,7 @@ from collections.abc import Callable, Sequence
 
 from thesisgym.consistency.judges import canonical_items
 from thesisgym.rewards.base import EvidenceIndex, evidence_index
-from thesisgym.rewards.evidence import quote_credited
+from thesisgym.rewards.evidence import item_readings, quote_credited
 from thesisgym.schema import LABEL_QUANTILES, LABELS, SECTIONS
 from thesisgym.teachers.base import check_row
 
@@ -425,7 +425,9 @@ class TemplateTeacher:
 
     def _bullet(self, item: dict, stance: float, sec: str, rng: random.Random, all_ids: list[str],
                 index: EvidenceIndex, decks: _Decks | None = None) -> str:
-        lean = 1 if stance >= 0.15 else (-1 if stance <= -0.15 else 0)
+        # the verdict says what the verifier reads in the item (its direction, `rewards.reading`), so
+        # an honest bullet is never paid less than the same bullet with its stance words piled up
+        lean = item_readings(index).get(str(item["id"]).strip().upper(), 0)
         decks = decks or _Decks(rng)
         opinion = (f"{decks.deal('subject', _SUBJECTS).format(sec=sec)} {decks.deal(lean, VERDICTS[lean])} "
                    f"{decks.deal('horizon', _HORIZONS)}, {decks.deal('link', _LINKS)}")
