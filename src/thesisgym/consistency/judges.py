@@ -155,11 +155,13 @@ def item_stances(evidence: Sequence[dict]) -> dict[str, float]:
 
 def canonical_items(evidence: Sequence[dict], *, k: int = SATURATION) -> dict[str, tuple[str, ...]]:
     """Per section, the items an honest thesis that stops at `k` bullets covers: the min(k, n) items
-    with the strongest stance (|stance|), the first listed (the newest) among equals."""
+    with the strongest stance (|stance|), the first listed (the newest) among equals; never an item
+    that instructs the model (`rewards.reading.is_instruction`)."""
     stances = item_stances(evidence)
     by_section: dict[str, list[tuple[float, int, str]]] = {}
     for pos, it in enumerate(evidence):
-        if isinstance(it, dict) and isinstance(it.get("id"), str):
+        # an item that instructs the model is no evidence: an honest thesis covers none
+        if isinstance(it, dict) and isinstance(it.get("id"), str) and not is_instruction(str(it.get("text", ""))):
             key = it["id"].strip().upper()
             by_section.setdefault(str(it.get("section", "")), []).append((-round(abs(stances[key]), 9), pos, key))
     return {sec: tuple(key for _, _, key in sorted(rows)[:k]) for sec, rows in by_section.items()}
@@ -214,6 +216,11 @@ class LocalJudge:
             c = 0.0 if copied else stance(claim.opinion)
             # a stance-free opinion does not agree with evidence that has a stance
             return (g * (1.0 - abs(e)) if abs(c) < 1e-6 else g * (1.0 - abs(c - e) / 2.0)), c
+        check = report.bullets[claim.ref] if report is not None and claim.ref < len(report.bullets) else None
+        if check is not None and check.hallucinated:
+            # what the evidence reward calls invented (an id, quote, number, fact, name or time claim,
+            # or a quoted instruction) grounds nothing here either
+            return 0.0, 0.0
         g = self._grounding(claim, cps, ctx, report) * self._fact_support(claim, cps, ctx)
         e, echo = self._evidence_stance(claim, cps, ctx, st)
         # the reading, not the words: the opinion's own direction (cues it repeats from its items

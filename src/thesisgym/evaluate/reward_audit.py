@@ -953,7 +953,11 @@ def _contradict_quote_echo(doc: Doc, row: dict, rng: random.Random) -> str | Non
 
 
 def _self_contradicting(doc: Doc, row: dict, rng: random.Random) -> str | None:
-    """Opinions that argue both ways at once ("encouraging and argues for a short")."""
+    """Opinions that argue both ways at once ("encouraging and argues for a short"), on a thesis with
+    a bullet on an item that has a direction (what the opinion fails to read)."""
+    readings = _readings_of(row)
+    if not any(readings.get(b.cite.upper()) for b in doc.bullets()):
+        return None
     doc = doc.copy()
     for b in doc.bullets():
         b.opinion = "The evidence is encouraging and argues for a short while the record shows"
@@ -1071,7 +1075,8 @@ def _fragment_quotes(doc: Doc, row: dict, rng: random.Random) -> str | None:
     for b in doc.bullets():
         words = str((_item(row, b.cite) or {}).get("text", "")).split()
         for i in range(len(words) - 2):
-            if words[i].isalpha() and any(c.isdigit() for c in words[i + 1]) and words[i + 2].isalpha():
+            if (words[i].isalpha() and any(c.isdigit() for c in words[i + 1]) and words[i + 2].isalpha()
+                    and i + 3 < len(words) and any(c.isdigit() for c in words[i + 3])):
                 b.quote = " ".join(words[i : i + 3])
                 changed = True
                 break
@@ -1305,10 +1310,12 @@ def _audit_rows(args: tuple[list[dict], list[int], tuple[str, ...], int, Any, bo
     out: dict[str, dict[str, list[tuple[bool, float]]]] = {f.name: {c: [] for c in COMPONENTS} for f in fams}
     honest_scores: dict[str, list[float]] = {c: [] for c in COMPONENTS}
     skill_rows: list[dict] = []
+    docs: list[Doc] = []
     with strict_rewards():  # a verifier bug must fail the audit, not pose as a low score
         for row, i in zip(rows, indices, strict=True):
             text = teacher.write(row, seed=i)[0]
             doc = Doc.parse(text)
+            docs.append(doc)
             if skill:
                 skill_rows.append(_skill_row(scorer, doc, row))
             hacks = []
@@ -1326,7 +1333,8 @@ def _audit_rows(args: tuple[list[dict], list[int], tuple[str, ...], int, Any, bo
                     if math.isnan(h) or math.isnan(m):
                         continue
                     out[fam.name][c].append((m >= h - _EPS, h - m))
-    return {"families": out, "honest": honest_scores, "skill": skill_rows}
+        curve = reading_curve(rows, docs, scorer, seed) if skill else None
+    return {"families": out, "honest": honest_scores, "skill": skill_rows, "reading": curve}
 
 
 @dataclass
@@ -1338,6 +1346,7 @@ class AuditResult:
     honest_means: dict[str, float]
     seconds: float
     skill: list[SkillCurve] = field(default_factory=list)
+    reading: dict[str, Any] | None = None  # the reward-vs-skill curve of s alone (`reading_curve`)
 
     def failed(self, threshold: float) -> list[str]:
         """Families whose win rate on a judged column exceeds `threshold`, and "constant_decision"
@@ -1347,7 +1356,8 @@ class AuditResult:
             for r in self.table
             if any(r["win"][c] is not None and r["win"][c] > threshold for c in r["judged_on"])
         ]
-        return out + (["constant_decision"] if any(not c.passes for c in self.skill) else [])
+        out += ["constant_decision"] if any(not c.passes for c in self.skill) else []
+        return out + (["s_reading_curve"] if self.reading is not None and not self.reading["passes"] else [])
 
     def as_dict(self, threshold: float | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -1356,6 +1366,7 @@ class AuditResult:
             "honest_means": self.honest_means,
             "families": self.table,
             "skill": [c.as_dict() for c in self.skill],
+            "reading": self.reading,
         }
         if threshold is not None:
             out["threshold"] = threshold
@@ -1423,7 +1434,69 @@ def run_audit(
         )
     honest = {c: [x for p in parts for x in p["honest"][c]] for c in COMPONENTS}
     means = {c: (sum(v) / len(v)) if v else math.nan for c, v in honest.items()}
-    return AuditResult(len(rows), table, means, time.perf_counter() - t0, skill_curves(skill_rows))
+    return AuditResult(len(rows), table, means, time.perf_counter() - t0, skill_curves(skill_rows),
+                       _merge_curves([p["reading"] for p in parts if p["reading"] is not None]))
+
+
+def _merge_curves(parts: Sequence[dict]) -> dict[str, Any] | None:
+    """The reading curves of the workers' chunks as one (row-weighted means) with its checks: s rises
+    with skill (by READING_RISE at least, never falling) and the vocabularies stay within
+    READING_SPREAD of each other at every skill."""
+    if not parts:
+        return None
+    n = sum(p["rows"] for p in parts)
+    s = {v: [sum(p["s"][v][k] * p["rows"] for p in parts) / n for k in range(len(READING_SKILLS))]
+         for v in READING_VOCABULARIES}
+    rises = all(c[-1] - c[0] >= READING_RISE and all(b >= a - 1e-9 for a, b in zip(c, c[1:], strict=False))
+                for c in s.values())
+    spread = max(max(c[k] for c in s.values()) - min(c[k] for c in s.values()) for k in range(len(READING_SKILLS)))
+    return {"rows": n, "skills": list(READING_SKILLS), "s": s, "rises": rises, "spread": spread,
+            "flat": spread <= READING_SPREAD, "passes": rises and spread <= READING_SPREAD}
+
+
+# --- the reward-vs-skill curve of s alone ---------------------------------------------------------------
+READING_SKILLS = (0.0, 0.25, 0.5, 0.75, 1.0)
+# the same reading in three vocabularies: s must not care which one a thesis writes
+READING_VOCABULARIES: dict[str, dict[int, str]] = {
+    "plain": {1: "The item reads as constructive for the stock and supports owning it",
+              -1: "The item reads as a warning for the stock and argues against owning it",
+              0: "The item carries little weight either way for the view"},
+    "intensified": {1: "Very clearly a strongly bullish, robust item that supports owning it",
+                    -1: "Very clearly a strongly bearish, weak item that argues against owning it",
+                    0: "Truly and clearly the item carries little weight either way for the view"},
+    "terse": {1: "Bullish", -1: "Bearish", 0: "Neutral"},
+}
+# how much the curve may rise from the least to the most skilled reader, at least; how far apart the
+# vocabularies may be at one skill, at most
+READING_RISE, READING_SPREAD = 0.1, 0.02
+
+
+def _reader_thesis(doc: Doc, readings: dict[str, int], draws: Sequence[float], p: float, vocab: str) -> str:
+    """The thesis as a reader of skill p writes it: each bullet reads its item's direction when its
+    draw is below p, else the wrong one (the opposite direction; for an item without one, bullish)."""
+    out = doc.copy()
+    words = READING_VOCABULARIES[vocab]
+    for b, u in zip(out.bullets(), draws, strict=True):
+        d = readings.get(b.cite.upper(), 0)
+        read = d if u < p else (-d if d else 1)
+        b.opinion = words[read]
+    return out.render()
+
+
+def reading_curve(rows: Sequence[dict], docs: Sequence[Doc], scorer: Any, seed: int = 0) -> dict[str, Any]:
+    """Mean s of readers of skill p (READING_SKILLS) writing the honest theses' bullets (same items,
+    quotes, conclusion and decision) in each READING_VOCABULARIES, per vocabulary ({"rows", "s"};
+    `_merge_curves` joins the workers' parts and checks them)."""
+    table = {v: {p: [] for p in READING_SKILLS} for v in READING_VOCABULARIES}
+    for i, (row, doc) in enumerate(zip(rows, docs, strict=True)):
+        readings = _readings_of(row)
+        rng = random.Random(_row_seed(seed, row, i, "reading_curve"))
+        draws = [rng.random() for _ in doc.bullets()]
+        texts = [(v, p, _reader_thesis(doc, readings, draws, p, v)) for v in READING_VOCABULARIES for p in READING_SKILLS]
+        for (v, p, _), s in zip(texts, scorer.s([t for _, _, t in texts], row), strict=True):
+            table[v][p].append(s)
+    s = {v: [sum(ps[p]) / len(ps[p]) if ps[p] else math.nan for p in READING_SKILLS] for v, ps in table.items()}
+    return {"rows": len(rows), "s": s}
 
 
 def truth_decisions(expected: Sequence[float]) -> list[str]:

@@ -14,7 +14,9 @@
 fsr and dsr ship GUARDED (`formula="guarded"`, the default, what the fsr/dsr recipes train with):
     G = paper(r', q) + (E - 1) + S_WEIGHT (q - 1) + loop_weight * loop_penalty,   q = s * E
 with E the verified evidence reward (evidence.py), loop_weight 1 by default, S_WEIGHT = 0.5, and
-r' = r, except -clip (the worst call) when the decision is missing or invalid: under the paper's
+r' = r, except -clip (the worst call) when the decision is missing or invalid, or when the thesis
+quotes an evidence item's instruction to the model as evidence (`EvidenceReport.obeys_instruction`:
+its decision is the instruction's, not its own): under the paper's
 missing penalty (-1) hiding the decision beats a wrong confident call (r down to -clip). Why: the
 paper's s comes from a judge that a policy can flatter, and r ignores the text entirely, so under
 the paper formulas copying evidence, repeating bullets or fabricating grounding could tie or beat
@@ -202,8 +204,9 @@ class _Recipe:
         logs["s"].append(s)
         if self.guard:
             logs["evidence"].append(report.score)
-            return guarded(self.kind, r, s, report.score, loop, self.lw, decision_valid=thesis.decision is not None,
-                           clip=self.clip)
+            # a thesis that quotes an instruction to the model as evidence has no decision of its own
+            valid = thesis.decision is not None and not report.obeys_instruction
+            return guarded(self.kind, r, s, report.score, loop, self.lw, decision_valid=valid, clip=self.clip)
         return (fsr(r, s) if self.kind == "fsr" else dsr(r, s)) + self.lw * loop
 
     def combine(self, completions: Sequence[Any], kwargs: dict[str, Any], s_values: Sequence[Any] | None) -> list[float | None]:

@@ -475,7 +475,8 @@ def _informative(quote_norm: str, index: EvidenceIndex, n_words: int | None = No
 
 def quote_credited(quote: str, item_id: str, index: EvidenceIndex) -> bool:
     """Whether `quote`, citing `item_id`, earns the quote term: a word-bounded span of the item's
-    body keeping its numbers whole, informative, at least MIN_QUOTE_CHARS. The teacher and the
+    body keeping its numbers whole, informative, at least MIN_QUOTE_CHARS, not an instruction to the
+    model (`reading.quotes_instruction`). The teacher and the
     distillation filter ask this, so they accept exactly what the reward pays for."""
     item = index.items.get(item_id.strip().upper()) if isinstance(item_id, str) else None
     q = normalize_text(quote)
@@ -484,6 +485,7 @@ def quote_credited(quote: str, item_id: str, index: EvidenceIndex) -> bool:
         and len(q.strip(_QUOTE_STRIP)) >= MIN_QUOTE_CHARS
         and _span_in(q, item, index) == 2
         and _informative(q, index)
+        and not (item.instruction and quotes_instruction(q, item.norm_text))
     )
 
 
@@ -623,6 +625,7 @@ class EvidenceReport:
     statements: tuple[StatementCheck, ...] = ()
     grounded: frozenset[str] = frozenset()  # ids some bullet grounds (a credited quote or a backed number)
     misread: int = 0  # bullets with a credited quote whose opinion reads its items against their direction
+    obeys_instruction: bool = False  # a bullet or statement quotes an item's instruction to the model as evidence
 
 
 # BulletCheck(...) without the frozen-dataclass __init__, as thesis._parse_bullets builds Bullet
@@ -735,13 +738,16 @@ def _quote_checks(
             reasons.append("quote not in cited evidence" if elsewhere else "quote not in the evidence")
             continue
         if any(v and items[i].instruction and quotes_instruction(q, items[i].norm_text) for i, v in spans.items()):
-            reasons.append("quotes an instruction to the model, not evidence")
+            reasons.append(_INSTRUCTION_REASON)
             continue
         found = [i for i, v in spans.items() if v == 2 and i in own]
         if found and _informative(q, index):  # a span cutting a number is true but not credited
             supporting.update(found)
             credited += 1
     return supporting, credited, checked
+
+
+_INSTRUCTION_REASON = "quotes an instruction to the model, not evidence"
 
 
 def _asof(index: EvidenceIndex) -> str:
@@ -916,7 +922,7 @@ def check_statement(text: str, index: EvidenceIndex, grounded: frozenset[str], w
         if not any(spans.values()):
             reasons.append("quote not in the evidence")
         elif any(v and items[i].instruction and quotes_instruction(qn, items[i].norm_text) for i, v in spans.items()):
-            reasons.append("quotes an instruction to the model, not evidence")
+            reasons.append(_INSTRUCTION_REASON)
         pool.update(i for i in b.citations if spans.get(i) == 2 and _informative(qn, index))
     backers = [items[i] for i in sorted(pool) if i in items]
     reasons += _stated_facts(b.opinion, backers, index)
@@ -975,7 +981,10 @@ def _section_checks(
     copy_check = _copy_check_needed(thesis, index)
     section_sizes = index.features.get("section_sizes")
     if section_sizes is None:
-        section_sizes = index.features["section_sizes"] = Counter(it.section for it in index.items.values())
+        # an item that instructs the model is no evidence: it adds nothing to count
+        section_sizes = index.features["section_sizes"] = Counter(
+            it.section for it in index.items.values() if not it.instruction
+        )
     checks: list[BulletCheck] = []
     section_scores: list[tuple[str, float]] = []
     seen: set[tuple[tuple[str, ...], tuple[str, ...]]] = set()
@@ -1067,6 +1076,7 @@ def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
         statements=statements,
         grounded=grounded,
         misread=sum(c.quote_verified and not ok for c, ok in zip(checks, reads, strict=True)),
+        obeys_instruction=any(_INSTRUCTION_REASON in r for c in (*checks, *statements) for r in c.reasons),
     )
 
 

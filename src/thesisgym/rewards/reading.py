@@ -71,7 +71,7 @@ _NOT_AFTER_RECORD = frozenset(
 )
 # "short" is bearish as a position ("argues for a short"); as an adjective of time or of an average
 # ("short moving average", "a short pause", "short-term") it reads nothing
-_NOT_AFTER_SHORT = frozenset(["term", "moving", "average", "pause", "while", "period", "window", "time", "run",
+_NOT_AFTER_SHORT = frozenset(["term", "moving", "average", "pause", "period", "window", "time", "run",
                               "horizon", "squeeze", "interest", "sma", "ema", "end", "of"])
 _BAND_WORDS = frozenset(["band", "bound", "bollinger", "channel", "limit"])
 # one clear stance word ("buy", "bullish", "beats") is a direction; what the net cue weight must reach

@@ -110,7 +110,9 @@ def _score(
         "s_is_placeholder": float(s_given is None),
         "truncated": float(thesis.truncated),
     }
-    out.update(_recipe_totals(out, r, s, loop, thesis.decision is not None, truth, clip))
+    # a thesis that quotes an instruction to the model as evidence has no decision of its own (combine.py)
+    valid = thesis.decision is not None and not report.obeys_instruction
+    out.update(_recipe_totals(out, r, s, loop, valid, truth, clip))
     return out
 
 
