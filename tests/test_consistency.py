@@ -774,7 +774,7 @@ def test_v4_edit_never_beats_the_honest_thesis(kind, family):
     """Per class: the honest thesis against the same thesis with the edit, on synthetic and real rows.
     A family aimed at the judge loses on s and on both judged recipes (fsr, dsr); one aimed at the
     evidence loses on the evidence reward too."""
-    from thesisgym.evaluate.reward_audit import FAMILIES, Doc, _Scorer, _row_seed
+    from thesisgym.evaluate.reward_audit import FAMILIES, Doc, _row_seed, _Scorer
     from thesisgym.teachers import TemplateTeacher
 
     fam = next(f for f in FAMILIES if f.name == family)
