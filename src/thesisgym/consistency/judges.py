@@ -29,12 +29,21 @@ conclusion, text outside the blocks). Per claim i:
   items (a bullet; else its retrieved passages), or in the items the read bullets ground (a
   statement), so "the
   chief executive resigned" over an item that says nothing of it does not count as agreeing with it.
-- stance c_i in [-1, 1] of the opinion (quotes removed; if the opinion carries no signal the author is
-  taken to adopt the quote's), and stance e_i of its evidence (a bullet: its cited passages, else the
-  retrieved ones weighted by score; a statement: the items the read bullets ground, whatever it cites
-  or its words retrieve), both from `stance()` below; passages also get the direction of the technical
-  levels they state (`level_score`: a moving average against the latest close, RSI, MACD histogram).
-- f_i = g_i * (1 - |c_i - e_i| / 2): a grounded claim that reads the evidence backwards scores ~0.
+- the reading, not the words (`rewards.reading`): c_i in {-1, 0, +1} is the opinion's own direction
+  (`opinion_direction`: quotes removed; cues that repeat its cited items' words do not count; the
+  sign of the net cue weight once it is clear, so more stance words, intensifiers or repeated cues
+  add nothing; cues that cancel out give 0; 0 when more than half of its 4-grams copy the evidence);
+  e_i the stance of what it reads (the whole texts of its cited items, else its retrieved passages
+  weighted by score: lexicon, signed numbers, technical levels against the latest close) and its
+  direction sign(e_i) once |e_i| >= ITEM_CLEAR (none for a macro item, `UNREAD_SECTIONS`, or an
+  item that instructs the model). f_i = g_i when c_i is that direction, g_i / 2 for a direction
+  given to an item without one, 0 otherwise: an opinion that contradicts its item scores as a
+  contradiction whatever words it repeats, and one with no reading does not agree with an item that
+  has one. Keyword salad costs: each stance cue past SALAD_CUES takes SALAD_COST of g_i. A bullet
+  the evidence reward calls hallucinated (an invented id, quote, number, fact or name, a false
+  time claim, a quoted instruction) has f_i = 0.
+- a statement outside the bullets: c_i = tanh of its lexicon score, e_i the mean stance of the
+  items the read bullets ground, f_i = g_i (1 - |c_i - e_i| / 2), or g_i (1 - |e_i|) without a stance.
 Coverage: each section has its expected items (`canonical_items`: the min(SATURATION, n) items with
 the strongest stance, the newest first among equals; what an honest thesis that stops at SATURATION
 bullets covers). An expected item with a stance that no bullet grounds (a credited quote or backed
@@ -45,9 +54,12 @@ Then factuality F = sum f_i / (claims + OMITTED_WEIGHT * uncovered), where a sta
 min(f_i, F of the bullets) - STATEMENT_PENALTY (1 - f_i) (a statement outside the bullets can lower F,
 never raise it, and an overstated one always costs); deduction D = F * (1 - |R - P| / 2) where P is the
 decision's position (schema.DEFAULT_POSITIONS) and R the reasoning's reading of the expected items: the
-f-weighted mean of the stance c of the read bullets that ground each expected item and of an uncovered
-expected item's own stance (at the mean weight, as if read at face value: leaving out or swapping the
-evidence against the decision cannot move R). Statements carry no weight in R (a conclusion loaded
+f-weighted mean of the direction c of the read bullets that ground each expected item (a reading
+with no direction, or one with f = 0, weighs nothing: a neutral item read as neutral says nothing
+about the decision, and a misread item counts as not read) and of an uncovered expected item's own
+stance (at the mean weight, as if read at face value: leaving out or swapping the evidence against
+the decision cannot move R). A thesis that argues both ways reads R near 0, so a directional
+decision on it loses deduction. Statements carry no weight in R (a conclusion loaded
 with the decision's words cannot pull the reading), nor do bullets on items a section does not expect:
 only grounded reasoning can support a decision, so a fluent story built on misread evidence earns no
 deduction credit (this is what ranks "claims contradict the evidence" below "decision contradicts the
@@ -56,10 +68,11 @@ claims"); consistency C = 1 - |E - P|/2 with E the net-to-gross stance of every 
 compared with by citing only what suits it, and E does not hang on the few passages a keyword query
 happens to retrieve. No valid decision -> D = C = 0; no claims -> F = D = 0.
 
-Stance (`stance(text)`): a documented finance lexicon (`LEXICON`: beats/misses, upgrade/downgrade,
-raises/cuts guidance, surges/plunges, insider buying/selling, bullish/bearish, ...; multi-word phrases
-first), flipped by a negation within the three preceding words ("did not beat", "no upgrade", "fails to
-beat"), plus explicitly signed percentages ("+3.1%" / "-2.4%"). Score = tanh(sum of weights).
+Stance (`rewards.reading.stance(text)`): a documented finance lexicon (`LEXICON`: beats/misses,
+upgrade/downgrade, raises/cuts guidance, surges/plunges, insider buying/selling, bullish/bearish, ...;
+multi-word phrases first), flipped by a negation within the three preceding words ("did not beat", "no
+upgrade", "fails to beat"), plus explicitly signed percentages ("+3.1%" / "-2.4%"). Score = tanh(sum of
+weights).
 
 `LLMJudge`: one prompt per thesis with the compressed context, the claims and the decision; the answer
 must be JSON {"factuality", "deduction", "consistency", "rationale"} (validated with pydantic, values

@@ -999,7 +999,12 @@ def _stale_as_fresh(doc: Doc, row: dict, rng: random.Random) -> str | None:
 
 
 def _fresh_framing(doc: Doc, row: dict, rng: random.Random) -> str | None:
-    """The honest bullets, each framed as today's news (false for every item older than the as-of date)."""
+    """The honest bullets, each framed as today's news, on a thesis with a bullet on an item older
+    than the as-of date (for which the claim is false)."""
+    dates = {str(it.get("id")): str(it.get("date", ""))[:10] for it in row["evidence"]}
+    newest = max(dates.values(), default="")
+    if not any(dates.get(b.cite, newest) < newest for b in doc.bullets()):
+        return None
     doc = doc.copy()
     for b in doc.bullets():
         b.opinion = f"Just reported today: {b.opinion[0].lower()}{b.opinion[1:]}"

@@ -215,6 +215,8 @@ _SENTENCE_WORD_RE = re.compile(r"(?:^|(?<=[.!?;:]\s)|(?<=[.!?;:]))\s*([A-Za-z][\
 @lru_cache(maxsize=1 << 15)
 def _names(text: str) -> frozenset[str]:
     """Lower-cased words written capitalised inside a sentence (not its first word)."""
+    if text[1:].islower() or not text[1:].strip():  # no capital past the first letter (C-level test)
+        return frozenset()
     out = set()
     for m in _SENTENCE_WORD_RE.finditer(text):
         w = m.group(2)
@@ -230,7 +232,8 @@ def invented_facts(text: str, evidence_texts: Iterable[str]) -> list[str]:
     by stem, names by word; [] when it invents none."""
     if not isinstance(text, str) or not text:
         return []
-    facts = {stem(w): w for w in _FACT_WORD_RE.findall(text.lower()) if w in _EVENT_TERMS}
+    words = _FACT_WORD_RE.findall(text.lower())
+    facts = {} if _EVENT_TERMS.isdisjoint(words) else {stem(w): w for w in words if w in _EVENT_TERMS}
     names = _names(text)
     if not facts and not names:
         return []

@@ -59,7 +59,6 @@ __all__ = [
 ]
 
 _PHRASES = sorted((k for k in LEXICON if " " in k), key=len, reverse=True)
-_PHRASE_RE = re.compile(r"\b(" + "|".join(re.escape(p) for p in _PHRASES) + r")\b")
 _WORD_RE = re.compile(r"[a-z][a-z'_]*")
 _SIGNED_PCT_RE = re.compile(r"(?<![\w.])([+\-\u2212])\s?\d+(?:\.\d+)?\s?%")
 _SIGNED_PCT_WEIGHT = 0.75
@@ -136,15 +135,39 @@ def level_score(text: str, close: float | None = None) -> float:
 
 
 # --- stance ---------------------------------------------------------------------------------------------
+_PHRASE_WORDS = {tuple(p.split()): p.replace(" ", "_") for p in _PHRASES}
+_PHRASE_LENGTHS = sorted({len(k) for k in _PHRASE_WORDS}, reverse=True)
+_PHRASE_HEADS = frozenset(k[0] for k in _PHRASE_WORDS)
+
+
+def _tokens(low: str) -> list[str]:
+    """The words of a lower-cased text, a lexicon phrase joined into one ("cut_guidance"), longest first."""
+    words = _WORD_RE.findall(low)
+    if not _PHRASE_HEADS.intersection(words):
+        return words
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        for n in _PHRASE_LENGTHS if words[i] in _PHRASE_HEADS else ():
+            joined = _PHRASE_WORDS.get(tuple(words[i : i + n]))
+            if joined is not None:
+                out.append(joined)
+                i += n
+                break
+        else:
+            out.append(words[i])
+            i += 1
+    return out
+
+
 @lru_cache(maxsize=1 << 16)
 def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
     """The stance cues of `text` as (cue, weight) pairs: lexicon words and phrases (negation applied;
     a phrase's words joined by "_") and signed percentages (cue "%")."""
     if not isinstance(text, str) or not text:
         return ()
-    low = _PHRASE_RE.sub(lambda m: m.group(1).replace(" ", "_"), text.lower())
     out: list[tuple[str, float]] = []
-    words = _WORD_RE.findall(low)
+    words = _tokens(text.lower())
     for i, w in enumerate(words):
         weight = LEXICON.get(w.replace("_", " ")) if "_" in w else LEXICON.get(w)
         if weight is None:
@@ -158,8 +181,9 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
         if any(p in NEGATIONS for p in words[max(0, i - 3) : i]):
             weight = -weight
         out.append((w, weight))
-    for m in _SIGNED_PCT_RE.finditer(text):
-        out.append(("%", _SIGNED_PCT_WEIGHT if m.group(1) == "+" else -_SIGNED_PCT_WEIGHT))
+    if "%" in text:
+        for m in _SIGNED_PCT_RE.finditer(text):
+            out.append(("%", _SIGNED_PCT_WEIGHT if m.group(1) == "+" else -_SIGNED_PCT_WEIGHT))
     return tuple(out)
 
 
@@ -272,9 +296,17 @@ _TIME_CLAIMS: tuple[tuple[re.Pattern[str], int], ...] = (
 )
 
 
+# a word every claim above holds (C-level substring tests first: most opinions hold none)
+_TIME_KEYS = ("today", "tonight", "morning", "afternoon", "breaking", "intraday", "yesterday", "overnight",
+              "just", "hot off", "fresh", "new", "latest", "recent", "this week")
+_TIME_KEY_RE = re.compile("|".join(map(re.escape, _TIME_KEYS)))
+
+
 def time_claims(opinion: str) -> int | None:
     """The strictest age in days that `opinion` claims for its item, or None when it claims none."""
     if not isinstance(opinion, str):
+        return None
+    if _TIME_KEY_RE.search(opinion.lower()) is None:
         return None
     ages = [days for pattern, days in _TIME_CLAIMS if pattern.search(opinion)]
     return min(ages) if ages else None
