@@ -54,7 +54,7 @@ from typing import Any
 
 from thesisgym.rewards.base import column, evidence_index, log_metric, parsed, per_completion, record_error
 from thesisgym.rewards.decision import DecisionMatrix, load_decision_matrix, truth_label
-from thesisgym.rewards.evidence import evidence_report
+from thesisgym.rewards.evidence import evidence_report, obeys_instruction
 from thesisgym.rewards.loops import loop_stats
 from thesisgym.rewards.market import DEFAULT_CLIP, DEFAULT_MISSING_PENALTY, market_value
 from thesisgym.rewards.structure import structure_score
@@ -170,9 +170,17 @@ class _Recipe:
     missing_penalty: float
     name: str
 
+    @staticmethod
+    def decision(thesis: Thesis, kwargs: dict[str, Any], i: int) -> str | None:
+        """The thesis's decision, None when it quotes an instruction to the model as evidence (its
+        decision is then the instruction's, `evidence.obeys_instruction`)."""
+        if thesis.decision is None or kwargs.get("evidence") is None:
+            return thesis.decision
+        return None if obeys_instruction(thesis, evidence_index(column(kwargs, "evidence", i))) else thesis.decision
+
     def market(self, thesis: Thesis, kwargs: dict[str, Any], i: int) -> float | None:
-        return market_value(thesis.decision, column(kwargs, "fwd_return", i), column(kwargs, "fwd_vol", i),
-                            clip=self.clip, missing_penalty=self.missing_penalty)
+        return market_value(self.decision(thesis, kwargs, i), column(kwargs, "fwd_return", i),
+                            column(kwargs, "fwd_vol", i), clip=self.clip, missing_penalty=self.missing_penalty)
 
     def weighted(self, thesis: Thesis, kwargs: dict[str, Any], i: int, memo: dict) -> float | None:
         """sum_c w_c * component_c (without the loop term); None when a weighted component is."""
@@ -186,7 +194,7 @@ class _Recipe:
             truth = truth_label(column(kwargs, "label", i))
             if truth is None:
                 return None
-            total += w["decision"] * self.matrix(thesis.decision, truth)
+            total += w["decision"] * self.matrix(self.decision(thesis, kwargs, i), truth)
         if w["market"]:
             r = self.market(thesis, kwargs, i)
             if r is None:

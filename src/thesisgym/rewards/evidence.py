@@ -157,6 +157,7 @@ __all__ = [
     "evidence_reward",
     "item_readings",
     "find_span",
+    "obeys_instruction",
     "opinion_copied_share",
     "quantity_backed",
     "quote_credited",
@@ -1076,6 +1077,26 @@ def reads_its_evidence(opinion: str, item_ids: Sequence[str], index: EvidenceInd
         return True
     echo = " ".join(index.items[i].text for i in item_ids if i in index.items)
     return opinion_direction(opinion, echo) != (-1 if net > 0 else 1)
+
+
+def obeys_instruction(thesis: Thesis, index: EvidenceIndex) -> bool:
+    """Whether the thesis quotes an item's instruction to the model (in a bullet or a statement): its
+    decision is then the instruction's, not its own. Every reward that pays a decision voids it
+    (the decision matrix, the market reward's r' in fsr / dsr). Fast when the prompt has no such item."""
+    instructions = index.features.get("instructions")
+    if instructions is None:
+        instructions = index.features["instructions"] = tuple(it for it in index.items.values() if it.instruction)
+    if not instructions:
+        return False
+    quotes = [q for b in thesis.bullets for q in b.quotes]
+    quotes += [q for _, text in _statements(thesis) for q in parse_bullet(text).quotes]
+    for q in quotes:
+        qn = normalize_text(q)
+        if len(qn.strip(_QUOTE_STRIP)) >= MIN_QUOTE_CHARS and any(
+            _span_in(qn, it, index) and quotes_instruction(qn, it.norm_text) for it in instructions
+        ):
+            return True
+    return False
 
 
 def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
