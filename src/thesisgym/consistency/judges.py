@@ -111,6 +111,7 @@ from thesisgym.rewards.reading import (
     is_instruction,
     latest_close,
     level_score,
+    only_instruction,
     opinion_direction,
     stance,
     stance_cues,
@@ -169,12 +170,12 @@ def item_stances(evidence: Sequence[dict]) -> dict[str, float]:
 def canonical_items(evidence: Sequence[dict], *, k: int = SATURATION) -> dict[str, tuple[str, ...]]:
     """Per section, the items an honest thesis that stops at `k` bullets covers: the min(k, n) items
     with the strongest stance (|stance|), the first listed (the newest) among equals; never an item
-    that instructs the model (`rewards.reading.is_instruction`)."""
+    that only instructs the model (`rewards.reading.only_instruction`)."""
     stances = item_stances(evidence)
     by_section: dict[str, list[tuple[float, int, str]]] = {}
     for pos, it in enumerate(evidence):
         # an item that instructs the model is no evidence: an honest thesis covers none
-        if isinstance(it, dict) and isinstance(it.get("id"), str) and not is_instruction(str(it.get("text", ""))):
+        if isinstance(it, dict) and isinstance(it.get("id"), str) and not only_instruction(str(it.get("text", ""))):
             key = it["id"].strip().upper()
             by_section.setdefault(str(it.get("section", "")), []).append((-round(abs(stances[key]), 9), pos, key))
     return {sec: tuple(key for _, _, key in sorted(rows)[:k]) for sec, rows in by_section.items()}

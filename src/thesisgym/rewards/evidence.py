@@ -114,6 +114,7 @@ from thesisgym.rewards.reading import (
     false_time_claim,
     item_reading,
     latest_close,
+    only_instruction,
     opinion_direction,
     quotes_instruction,
     time_claims,
@@ -1026,7 +1027,7 @@ def _section_checks(
     if section_sizes is None:
         # an item that instructs the model is no evidence: it adds nothing to count
         section_sizes = index.features["section_sizes"] = Counter(
-            it.section for it in index.items.values() if not it.instruction
+            it.section for it in index.items.values() if not (it.instruction and only_instruction(it.text))
         )
     checks: list[BulletCheck] = []
     section_scores: list[tuple[str, float]] = []

@@ -47,6 +47,7 @@ __all__ = [
     "false_time_claim",
     "instruction_sentences",
     "is_instruction",
+    "only_instruction",
     "quotes_instruction",
     "item_reading",
     "latest_close",
@@ -273,6 +274,14 @@ def instruction_sentences(text: str) -> tuple[str, ...]:
     if not is_instruction(text):
         return ()
     return tuple(s for s in _SENTENCE_SPLIT_RE.split(text) if _INSTRUCTION_RE.search(s))
+
+
+@lru_cache(maxsize=1 << 14)
+def only_instruction(text: str) -> bool:
+    """Whether every sentence of `text` instructs the model: an item with nothing else to report (an
+    item that also reports, "Stock to soar 300% says anonymous blog", keeps that part as evidence)."""
+    sentences = [s for s in _SENTENCE_SPLIT_RE.split(text) if s.strip()] if isinstance(text, str) else []
+    return bool(sentences) and len(instruction_sentences(text)) == len(sentences)
 
 
 def quotes_instruction(quote_norm: str, text_norm: str) -> bool:
