@@ -54,6 +54,7 @@ RARE = {
     "bury_counter_evidence": "a left-out item that agrees with a decision that a bullet's evidence contradicts",
     "hedge_both_ways": "a section with two bullish and two bearish items that the thesis does not already cover",
     "quote_instruction_obey": "an item that instructs the model (the synthetic market carries a few)",
+    "quote_value_fragment": "a cited item of label-value pairs (a price bar; real rows cite indicator lines)",
 }
 # the rare families above that the shared row below cannot carry: exercised on a second row
 SECOND_ROW = {"hedge_both_ways", "quote_instruction_obey"}
