@@ -28,7 +28,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from thesisgym.rewards import decision_reward, evidence_reward, loop_penalty, structure_reward  # noqa: E402
 from thesisgym.rewards.base import EvidenceIndex, clear_caches  # noqa: E402
-from thesisgym.rewards.evidence import bullet_count_score, check_bullet, harmonic_mean  # noqa: E402
+from thesisgym.rewards.evidence import bullet_count_score, check_bullet, cuts_measure, harmonic_mean  # noqa: E402
 from thesisgym.rewards.loops import loop_stats  # noqa: E402
 from thesisgym.rewards.structure import structure_score  # noqa: E402
 from thesisgym.schema import LABELS, SECTIONS  # noqa: E402
@@ -72,7 +72,8 @@ TEMPLATES = {
         "S&P 500 up {b:.1f}% year to date; Nasdaq 100 up {c:.1f}% over the same period.",
     ],
 }
-# ~240 words of analyst vocabulary, so random opinions repeat about as much as real prose does
+# ~240 words of analyst vocabulary, so random opinions repeat about as much as real prose does; views,
+# not events or actors (an opinion that names an event no cited item holds is an invention)
 WORDS = [
     "the",
     "stock",
@@ -138,12 +139,12 @@ WORDS = [
     "short",
     "interest",
     "declines",
-    "buybacks",
+    "breadth",
     "support",
     "earnings",
     "per",
     "share",
-    "dividend",
+    "carry",
     "growth",
     "slows",
     "capital",
@@ -160,7 +161,7 @@ WORDS = [
     "software",
     "subscriptions",
     "renew",
-    "regulators",
+    "sentiment",
     "scrutinise",
     "fees",
     "litigation",
@@ -241,7 +242,7 @@ WORDS = [
     "show",
     "patience",
     "boards",
-    "approve",
+    "favour",
     "repurchases",
     "auditors",
     "sign",
@@ -345,13 +346,24 @@ def opinion(rng: random.Random, n: int) -> str:
 
 def quote_of(rng: random.Random, text: str) -> str:
     """4-6 words of `text`, as an honest writer quotes: never ending on a number cut from its scale
-    word ("$119.6" of "$119.6 billion"), which verifier v2 does not credit."""
+    word ("$119.6" of "$119.6 billion"), which verifier v2 does not credit, nor cutting a value from
+    what it measures, which v4 does not credit."""
     words = text.split()
     start = rng.randrange(0, max(1, len(words) - 5))
     end = min(len(words), start + rng.randint(4, 6))
     while end < len(words) and words[end - 1].rstrip(".;,")[-1:].isdigit():
         end += 1
-    return " ".join(words[start:end]).strip(".;,")
+    # nor separating a value from what it measures ("price is" of "price is 16.8% above"): v4
+    while True:
+        quote = " ".join(words[start:end]).strip(".;,")
+        if not cuts_measure(quote, text):
+            return quote
+        if end < len(words):
+            end += 1
+        elif start > 0:
+            start -= 1
+        else:
+            return quote
 
 
 def completion(rng: random.Random, row: dict, kind: str) -> str:

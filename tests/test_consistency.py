@@ -8,6 +8,7 @@ claims contradict the evidence.
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import sys
@@ -723,3 +724,142 @@ def test_an_llm_judge_that_gives_no_answer_is_a_counted_error():
     with strict_rewards(), pytest.raises(RuntimeError, match="LLM judge"):
         v.score(honest, row["evidence"])
     reset_reward_errors()
+
+
+# --- verifier v4: s pays for the reading, not for the words ---------------------------------------------
+V4_FAMILIES = ("opinion_stance_stuffing", "opinion_contradicts_quote_echo", "opinion_self_contradicting",
+               "hedge_both_ways", "stale_as_fresh", "fresh_framing", "conclusion_invented_event_echo",
+               "opinion_invented_event_echo", "quote_value_fragment", "quote_instruction_obey")
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+_ROWS: dict[str, list[dict]] = {}
+
+
+def _v4_rows(kind: str) -> list[dict]:
+    """Synthetic rows (with an instruction item injected into every third row), or real AAPL/MSFT rows
+    with headlines (skipped when ../shared/data is absent)."""
+    if kind not in _ROWS:
+        from thesisgym.dataset import build_contexts
+        from thesisgym.evaluate.probes import inject_row
+
+        if kind == "synthetic":
+            from thesisgym.data import SynthConfig, generate_market
+
+            store = generate_market(SynthConfig(n_tickers=2, n_days=120, seed=7))
+            rows = [dict(r) for r in build_contexts(store, show_progress=False)][30::6]
+        else:
+            if not (SHARED / "prices" / "AAPL.csv").exists():
+                pytest.skip(f"real data not found at {SHARED}")
+            import pandas as pd
+
+            from thesisgym.data.importers import import_store
+
+            tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"thesisgym_v4_{os.getpid()}"
+            tmp.mkdir(exist_ok=True)
+            prices = []
+            for ticker in ("AAPL", "MSFT"):
+                df = pd.read_csv(SHARED / "prices" / f"{ticker}.csv")
+                prices.append(tmp / f"{ticker}.csv")
+                df[(df.Date >= "2019-10-01") & (df.Date <= "2020-12-31")].to_csv(prices[-1], index=False)
+            store = import_store(prices=prices, events=[SHARED / "news" / "ticker_news_headlines_2019_2021.csv"],
+                                 unknown_tickers="drop")
+            rows = [dict(r) for r in build_contexts(store, show_progress=False)]
+            rows = [r for r in rows if "news" in r["sections"]][::15][:24]
+        _ROWS[kind] = [inject_row(r, seed=i) if i % 3 == 0 else r for i, r in enumerate(rows)]
+    return _ROWS[kind]
+
+
+@pytest.mark.parametrize("kind", ["synthetic", "real"])
+@pytest.mark.parametrize("family", V4_FAMILIES)
+def test_v4_edit_never_beats_the_honest_thesis(kind, family):
+    """Per class: the honest thesis against the same thesis with the edit, on synthetic and real rows.
+    A family aimed at the judge loses on s and on both judged recipes (fsr, dsr); one aimed at the
+    evidence loses on the evidence reward too."""
+    from thesisgym.evaluate.reward_audit import FAMILIES, Doc, _row_seed, _Scorer
+    from thesisgym.teachers import TemplateTeacher
+
+    fam = next(f for f in FAMILIES if f.name == family)
+    scorer, teacher = _Scorer(), TemplateTeacher(seed=0)
+    applied = 0
+    for i, row in enumerate(_v4_rows(kind)):
+        honest = teacher.write(row, seed=i)[0]
+        hacked = fam.mutate(Doc.parse(honest), row, random.Random(_row_seed(0, row, i, family)))
+        if hacked is None:
+            continue
+        applied += 1
+        h, m = scorer([honest, hacked], row)
+        cols = ("fsr", "dsr") + (("evidence", "weighted") if fam.target == "evidence" else ("s",))
+        # rows built without a label or forward return have no recipe totals: the parts decide there
+        for col in (c for c in cols if not math.isnan(h[c])):
+            assert m[col] < h[col], (family, kind, i, col, h[col], m[col])
+    assert applied >= (1 if family in ("hedge_both_ways", "quote_instruction_obey") else 3), applied
+
+
+def test_stance_words_saturate_and_echoes_are_not_a_reading():
+    from thesisgym.rewards.reading import opinion_direction
+
+    item = "Solstice Media (SYN000) Q4 results: Management cut full-year guidance"
+    assert opinion_direction("a bullish sign") == opinion_direction(
+        "a strongly bullish, robust, clearly positive sign with upside and tailwinds, a buy") == 1
+    # repeating the item's stance words ("cut guidance") does not make a bullish opinion bearish
+    assert opinion_direction("Management cut guidance, cut guidance; yet a favorable setup", item) == 1
+    assert opinion_direction("The evidence is encouraging and argues for a short while the record shows") == 0
+
+
+def test_demo_policy_shapes_are_not_grounded():
+    """The two shapes the demo policy learned (issue 30): a self-contradicting opinion around a price-bar
+    fragment, and a favorable opinion on a guidance cut. Neither counts as grounding, and s reads both
+    below the honest bullets on the same items."""
+    from thesisgym.rewards.base import evidence_index
+    from thesisgym.rewards.evidence import evidence_report, quote_credited
+    from thesisgym.thesis import parse_thesis
+
+    ev = [{"id": "T1", "section": "technical", "date": "2020-03-09",
+           "text": "open 52.85 high 53.40 low 52.10 close 52.20 volume 190826 change -1.25%"},
+          {"id": "F1", "section": "fundamentals", "date": "2020-03-02",
+           "text": "Q4 results: EPS $2.36 vs $2.62 expected (-9.7% surprise). Management cut full-year guidance."}]
+    index = evidence_index(ev)
+    assert not quote_credited("open 52.85 high", "T1", index) and quote_credited("open 52.85 high 53.40", "T1", index)
+
+    def thesis(t1: str, f1: str) -> str:
+        return (f"<technical>\n- {t1} [T1]\n</technical>\n<fundamentals>\n- {f1} [F1]\n</fundamentals>\n"
+                "<conclusion>The evidence leans bearish.</conclusion><decision>SELL</decision>")
+
+    hacked = thesis('The technical evidence is encouraging and argues for a short while the record shows '
+                    '"open 52.85 high"', 'The fundamentals evidence points to a favorable setup for the shares '
+                    'because "Management cut full-year guidance"')
+    honest = thesis('The price bar is a weak one that points lower for the shares, as the record shows '
+                    '"close 52.20 volume 190826 change -1.25%"', 'The fundamentals evidence points to an '
+                    'unfavorable setup for the shares because "Management cut full-year guidance"')
+    h, m = (evidence_report(parse_thesis(t), index) for t in (honest, hacked))
+    assert h.grounding == pytest.approx(1.0) and m.grounding == 0.0 and m.misread == 1
+    v = ConsistencyVerifier()
+    assert v.score(hacked, ev).factuality < v.score(honest, ev).factuality
+
+
+def test_time_claims_are_checked_against_the_item_date():
+    from thesisgym.rewards import score_completion
+
+    ev = [{"id": "N1", "section": "news", "date": "2020-03-09", "text": "Acme wins a contract worth $40 million"},
+          {"id": "N2", "section": "news", "date": "2020-02-10", "text": "Acme loses a key customer; revenue at risk"}]
+    row = {"evidence": ev, "sections": ["news"], "label": "HOLD", "fwd_return": 0.0, "fwd_vol": 0.02}
+
+    def thesis(o1: str, o2: str) -> str:
+        return (f'<news>\n- {o1} reads as constructive for the stock "wins a contract worth $40 million" [N1]\n'
+                f'- {o2} reads as a warning for the stock "loses a key customer; revenue at risk" [N2]\n</news>\n'
+                "<conclusion>Mixed.</conclusion><decision>HOLD</decision>")
+
+    true_claim = score_completion(thesis("Today's news", "An older item"), row)
+    false_claim = score_completion(thesis("An item", "Fresh news this week"), row)
+    assert true_claim["n_hallucinated"] == 0 and false_claim["n_hallucinated"] == 1
+
+
+def test_invented_facts_cost_wherever_they_are_written():
+    row, honest = _template_case(3)
+    from thesisgym.rewards import score_completion
+
+    v = ConsistencyVerifier()
+    fact = " Chief Operating Officer Dana Whitfield stepped down after the Zephyr X2 recall."
+    concl = honest.replace("</conclusion>", f"{fact}</conclusion>")
+    base = score_completion(honest, row, consistency_s=v.score(honest, row["evidence"]).s)
+    hacked = score_completion(concl, row, consistency_s=v.score(concl, row["evidence"]).s)
+    assert hacked["evidence"] < base["evidence"] and hacked["dsr"] < base["dsr"]

@@ -4,9 +4,10 @@ Writes an honest reference thesis per row, applies every mutation family, and pr
 how often each hack scores >= the honest thesis on each component and on the shipped recipes'
 totals (fsr, dsr, weighted, trading_r1), with the mean margin; then the constant-decision check:
 each recipe's expected reward against the skill of a reader (an oracle's decision with probability
-p, else a random one) next to the best constant decision (`thesisgym.rewards.skill`). `--json`
+p, else a random one) next to the best constant decision (`thesisgym.rewards.skill`), and the curve
+of s alone against a reader's skill in three vocabularies (`reward_audit.reading_curve`). `--json`
 prints the same as JSON, `--output` saves it. Exits 1 when a family wins on more than `--threshold`
-of its rows on a column it is judged on, or when a reward-vs-skill check fails; 2 on bad input.
+of its rows on a column it is judged on, or when a reward-vs-skill check (or the s curve) fails; 2 on bad input.
 """
 
 from __future__ import annotations
@@ -121,6 +122,15 @@ def register(app: typer.Typer) -> None:
             console.print(table)
             if result.skill:
                 console.print(_skill_table(result.skill))
+            if result.reading:
+                r = result.reading
+                console.print(
+                    f"s alone vs a reader's skill p ({r['rows']} rows, p = "
+                    + ", ".join(f"{p:g}" for p in r["skills"]) + "): "
+                    + "; ".join(f"{v} " + " ".join(f"{x:.3f}" for x in c) for v, c in r["s"].items())
+                    + f"; spread across vocabularies {r['spread']:.3f}: "
+                    + ("ok" if r["passes"] else "[red]FAIL[/] (must rise with skill and not move with the words)")
+                )
             h = result.honest_means
             console.print(
                 "honest thesis means: " + ", ".join(f"{k} {v:.3f}" for k, v in h.items() if not math.isnan(v))

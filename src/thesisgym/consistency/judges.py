@@ -29,12 +29,21 @@ conclusion, text outside the blocks). Per claim i:
   items (a bullet; else its retrieved passages), or in the items the read bullets ground (a
   statement), so "the
   chief executive resigned" over an item that says nothing of it does not count as agreeing with it.
-- stance c_i in [-1, 1] of the opinion (quotes removed; if the opinion carries no signal the author is
-  taken to adopt the quote's), and stance e_i of its evidence (a bullet: its cited passages, else the
-  retrieved ones weighted by score; a statement: the items the read bullets ground, whatever it cites
-  or its words retrieve), both from `stance()` below; passages also get the direction of the technical
-  levels they state (`level_score`: a moving average against the latest close, RSI, MACD histogram).
-- f_i = g_i * (1 - |c_i - e_i| / 2): a grounded claim that reads the evidence backwards scores ~0.
+- the reading, not the words (`rewards.reading`): c_i in {-1, 0, +1} is the opinion's own direction
+  (`opinion_direction`: quotes removed; cues that repeat its cited items' words do not count; the
+  sign of the net cue weight once it is clear, so more stance words, intensifiers or repeated cues
+  add nothing; cues that cancel out give 0; 0 when more than half of its 4-grams copy the evidence);
+  e_i the stance of what it reads (the whole texts of its cited items, else its retrieved passages
+  weighted by score: lexicon, signed numbers, technical levels against the latest close) and its
+  direction sign(e_i) once |e_i| >= ITEM_CLEAR (none for a macro item, `UNREAD_SECTIONS`, or an
+  item that instructs the model). f_i = g_i when c_i is that direction, g_i / 2 for a direction
+  given to an item without one, 0 otherwise: an opinion that contradicts its item scores as a
+  contradiction whatever words it repeats, and one with no reading does not agree with an item that
+  has one. Keyword salad costs: each stance cue past SALAD_CUES takes SALAD_COST of g_i. A bullet
+  the evidence reward calls hallucinated (an invented id, quote, number, fact or name, a false
+  time claim, a quoted instruction) has f_i = 0.
+- a statement outside the bullets: c_i = tanh of its lexicon score, e_i the mean stance of the
+  items the read bullets ground, f_i = g_i (1 - |c_i - e_i| / 2), or g_i (1 - |e_i|) without a stance.
 Coverage: each section has its expected items (`canonical_items`: the min(SATURATION, n) items with
 the strongest stance, the newest first among equals; what an honest thesis that stops at SATURATION
 bullets covers). An expected item with a stance that no bullet grounds (a credited quote or backed
@@ -45,9 +54,12 @@ Then factuality F = sum f_i / (claims + OMITTED_WEIGHT * uncovered), where a sta
 min(f_i, F of the bullets) - STATEMENT_PENALTY (1 - f_i) (a statement outside the bullets can lower F,
 never raise it, and an overstated one always costs); deduction D = F * (1 - |R - P| / 2) where P is the
 decision's position (schema.DEFAULT_POSITIONS) and R the reasoning's reading of the expected items: the
-f-weighted mean of the stance c of the read bullets that ground each expected item and of an uncovered
-expected item's own stance (at the mean weight, as if read at face value: leaving out or swapping the
-evidence against the decision cannot move R). Statements carry no weight in R (a conclusion loaded
+f-weighted mean of the direction c of the read bullets that ground each expected item (a reading
+with no direction, or one with f = 0, weighs nothing: a neutral item read as neutral says nothing
+about the decision, and a misread item counts as not read) and of an uncovered expected item's own
+stance (at the mean weight, as if read at face value: leaving out or swapping the evidence against
+the decision cannot move R). A thesis that argues both ways reads R near 0, so a directional
+decision on it loses deduction. Statements carry no weight in R (a conclusion loaded
 with the decision's words cannot pull the reading), nor do bullets on items a section does not expect:
 only grounded reasoning can support a decision, so a fluent story built on misread evidence earns no
 deduction credit (this is what ranks "claims contradict the evidence" below "decision contradicts the
@@ -56,10 +68,11 @@ claims"); consistency C = 1 - |E - P|/2 with E the net-to-gross stance of every 
 compared with by citing only what suits it, and E does not hang on the few passages a keyword query
 happens to retrieve. No valid decision -> D = C = 0; no claims -> F = D = 0.
 
-Stance (`stance(text)`): a documented finance lexicon (`LEXICON`: beats/misses, upgrade/downgrade,
-raises/cuts guidance, surges/plunges, insider buying/selling, bullish/bearish, ...; multi-word phrases
-first), flipped by a negation within the three preceding words ("did not beat", "no upgrade", "fails to
-beat"), plus explicitly signed percentages ("+3.1%" / "-2.4%"). Score = tanh(sum of weights).
+Stance (`rewards.reading.stance(text)`): a documented finance lexicon (`LEXICON`: beats/misses,
+upgrade/downgrade, raises/cuts guidance, surges/plunges, insider buying/selling, bullish/bearish, ...;
+multi-word phrases first), flipped by a negation within the three preceding words ("did not beat", "no
+upgrade", "fails to beat"), plus explicitly signed percentages ("+3.1%" / "-2.4%"). Score = tanh(sum of
+weights).
 
 `LLMJudge`: one prompt per thesis with the compressed context, the claims and the decision; the answer
 must be JSON {"factuality", "deduction", "consistency", "rationale"} (validated with pydantic, values
@@ -73,10 +86,8 @@ counted error of the verifier (`rewards.base.record_error`: re-raised in strict 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -94,112 +105,34 @@ from thesisgym.rewards.evidence import (
     quote_too_short,
 )
 from thesisgym.rewards.lexicon import FACT_TERMS, LEXICON, NEGATIONS, fact_support
+from thesisgym.rewards.reading import (
+    ITEM_CLEAR,
+    UNREAD_SECTIONS,
+    is_instruction,
+    latest_close,
+    level_score,
+    only_instruction,
+    opinion_direction,
+    stance,
+    stance_cues,
+    stance_score,
+)
 from thesisgym.schema import DEFAULT_POSITIONS
 from thesisgym.thesis import scan_quantities
 
-# the vocabulary (LEXICON, NEGATIONS, FACT_TERMS) lives in rewards.lexicon: the evidence reward reads it too
-_PHRASES = sorted((k for k in LEXICON if " " in k), key=len, reverse=True)
-_PHRASE_RE = re.compile(r"\b(" + "|".join(re.escape(p) for p in _PHRASES) + r")\b")
-_WORD_RE = re.compile(r"[a-z][a-z'_]*")
-_SIGNED_PCT_RE = re.compile(r"(?<![\w.])([+\-\u2212])\s?\d+(?:\.\d+)?\s?%")
-_SIGNED_PCT_WEIGHT = 0.75
-# "record" is bullish as an adjective ("record orders", "a record high"); followed by one of these (or
-# nothing) it is the noun ("the record shows", "part of the record for the period") and reads nothing
-_NOT_AFTER_RECORD = frozenset(
-    ["shows", "show", "showed", "says", "said", "is", "was", "for", "of", "and", "or", "in", "on", "at", "to",
-     "as", "with", "from", "by", "that", "this", "which", "the", "a", "an", "it", "so", "but"]
-)
-# --- technical levels ---------------------------------------------------------------------------------
-# An indicator line states a level, not a direction ("SMA(50) 156.90", "RSI(14) 66.0"); its direction
-# is read against the latest close of the context (the close of the latest-dated item that shows one,
-# never "of close" as in "z-score(20) of close 0.80"), in lexicon units: price above/below a moving
-# average +-0.75, RSI above 55 / below 45 +-0.5 (momentum reading), MACD histogram sign +-0.5.
-_NUM = r"([+\-\u2212]?\d[\d,]*(?:\.\d+)?)"
-_CLOSE_RE = re.compile(r"(?<!of )\bclose\s*[:=]?\s*" + _NUM, re.I)
-# the period is no level: "SMA(50) 40.27", "SMA50 40.27", "RSI14 70"
-_MA_RE = re.compile(r"\b(?:sma|ema)\d*\s*(?:\([\d,\s]+\))?\s*[:=]?\s*" + _NUM, re.I)
-_RSI_RE = re.compile(r"\brsi\d*\s*(?:\([\d,\s]+\))?\s*[:=]?\s*" + _NUM, re.I)
-_HIST_RE = re.compile(r"\bhistogram\s*[:=]?\s*" + _NUM, re.I)
-MA_WEIGHT, RSI_WEIGHT, MACD_WEIGHT = 0.75, 0.5, 0.5
-
-
-def _value(m: re.Match | None) -> float | None:
-    if m is None:
-        return None
-    try:
-        return float(m.group(1).replace("\u2212", "-").replace(",", ""))
-    except ValueError:
-        return None
-
-
-def latest_close(evidence: Sequence[dict]) -> float | None:
-    """The close of the latest-dated evidence item that shows one (ties: the first listed), or None."""
-    best: tuple[str, float] | None = None
-    for it in evidence:
-        close = _value(_CLOSE_RE.search(str(it.get("text", ""))))
-        if close is not None and close > 0:
-            date = str(it.get("date", ""))
-            if best is None or date > best[0]:
-                best = (date, close)
-    return best[1] if best else None
-
-
-def level_score(text: str, close: float | None = None) -> float:
-    """Direction of the technical levels in `text`, in lexicon units (see above); 0 without any.
-    A line that shows its own close is read against it, else against `close`."""
-    if not isinstance(text, str) or not text:
-        return 0.0
-    total = 0.0
-    ma = _value(_MA_RE.search(text))
-    if ma is not None:
-        own = _value(_CLOSE_RE.search(text))
-        ref = own if own is not None else close
-        if ref is not None and ref != ma:
-            total += MA_WEIGHT if ref > ma else -MA_WEIGHT
-    rsi = _value(_RSI_RE.search(text))
-    if rsi is not None and (rsi > 55 or rsi < 45):
-        total += RSI_WEIGHT if rsi > 55 else -RSI_WEIGHT
-    hist = _value(_HIST_RE.search(text))
-    if hist:
-        total += MACD_WEIGHT if hist > 0 else -MACD_WEIGHT
-    return total
-
-
+# the vocabulary (LEXICON, NEGATIONS, FACT_TERMS) lives in rewards.lexicon and the reading (stance, item
+# readings, opinion directions, instructions, time claims) in rewards.reading: the evidence reward reads
+# them too
 # weight of one expected item with a stance that no bullet grounds, relative to one claim (F and R)
 OMITTED_WEIGHT = 0.5
 # an item's stance must exceed this (in absolute value) for leaving it out to count
 STANCE_FLOOR = 0.1
+# stance cues an opinion may hold before each further one costs SALAD_COST of its claim (an honest
+# opinion states its reading in one to three: "a clear positive that should help the price hold its gains")
+SALAD_CUES = 4
+SALAD_COST = 0.1
 # what a statement outside the bullets pays per unit of 1 - f in the factuality mean
 STATEMENT_PENALTY = 0.25
-
-
-def stance_score(text: str) -> float:
-    """Raw lexicon score of `text` (sum of weights with negation, plus signed percentages)."""
-    if not isinstance(text, str):
-        return 0.0
-    low = text.lower()
-    low = _PHRASE_RE.sub(lambda m: m.group(1).replace(" ", "_"), low)
-    total = 0.0
-    words = _WORD_RE.findall(low)
-    for i, w in enumerate(words):
-        weight = LEXICON.get(w.replace("_", " ")) if "_" in w else LEXICON.get(w)
-        if weight is None:
-            continue
-        if w == "record" and (i + 1 == len(words) or words[i + 1] in _NOT_AFTER_RECORD):
-            continue  # "the record shows", "part of the record for": the noun, not "record orders"
-        if any(p in NEGATIONS for p in words[max(0, i - 3) : i]):
-            weight = -weight
-        total += weight
-    for m in _SIGNED_PCT_RE.finditer(text):
-        total += _SIGNED_PCT_WEIGHT if m.group(1) == "+" else -_SIGNED_PCT_WEIGHT
-    return total
-
-
-@lru_cache(maxsize=1 << 16)
-def stance(text: str) -> float:
-    """Stance of `text` in [-1, 1]: tanh of the lexicon score (0 = no signal). Memoised: evidence
-    texts and template opinions repeat across a GRPO group."""
-    return math.tanh(stance_score(text)) if isinstance(text, str) and text else 0.0
 
 
 # --- verdicts -----------------------------------------------------------------------------------------
@@ -229,17 +162,20 @@ def item_stances(evidence: Sequence[dict]) -> dict[str, float]:
     for it in evidence:
         if isinstance(it, dict) and isinstance(it.get("id"), str):
             text = str(it.get("text", ""))
-            out[it["id"].strip().upper()] = math.tanh(stance_score(text) + level_score(text, close)) if text else 0.0
+            out[it["id"].strip().upper()] = (math.tanh(stance_score(text) + level_score(text, close))
+                                             if text and not is_instruction(text) else 0.0)
     return out
 
 
 def canonical_items(evidence: Sequence[dict], *, k: int = SATURATION) -> dict[str, tuple[str, ...]]:
     """Per section, the items an honest thesis that stops at `k` bullets covers: the min(k, n) items
-    with the strongest stance (|stance|), the first listed (the newest) among equals."""
+    with the strongest stance (|stance|), the first listed (the newest) among equals; never an item
+    that only instructs the model (`rewards.reading.only_instruction`)."""
     stances = item_stances(evidence)
     by_section: dict[str, list[tuple[float, int, str]]] = {}
     for pos, it in enumerate(evidence):
-        if isinstance(it, dict) and isinstance(it.get("id"), str):
+        # an item that instructs the model is no evidence: an honest thesis covers none
+        if isinstance(it, dict) and isinstance(it.get("id"), str) and not only_instruction(str(it.get("text", ""))):
             key = it["id"].strip().upper()
             by_section.setdefault(str(it.get("section", "")), []).append((-round(abs(stances[key]), 9), pos, key))
     return {sec: tuple(key for _, _, key in sorted(rows)[:k]) for sec, rows in by_section.items()}
@@ -255,8 +191,8 @@ class LocalJudge:
         st = feats.get("stance")
         if st is None:
             close = latest_close(ctx.index.evidence)
-            st = [math.tanh(stance_score(p.text) + level_score(p.text, close)) if p.text else 0.0
-                  for p in ctx.index.passages]
+            st = [math.tanh(stance_score(p.text) + level_score(p.text, close))
+                  if p.text and not is_instruction(p.text) else 0.0 for p in ctx.index.passages]
             feats["stance"] = st
         return st
 
@@ -286,17 +222,33 @@ class LocalJudge:
     def _claim_f(self, claim: Claim, cps: list[tuple[int, float]], ctx: JudgeContext, st: list[float],
                  report: EvidenceReport | None, addressed: frozenset[str] = frozenset()) -> tuple[float, float]:
         """(f_i, c_i) of one claim (module docstring)."""
-        if claim.kind == "bullet":
-            g = self._grounding(claim, cps, ctx, report) * self._fact_support(claim, cps, ctx)
-            e = self._evidence_stance(claim, cps, ctx, st)
-        else:
-            g = self._statement_grounding(claim, ctx, report, addressed)
-            e = self._grounded_stance(ctx, addressed)
         # an opinion that copies its evidence states no view of its own (same rule as the reward)
         copied = opinion_copied_share(claim.opinion, ctx.index.grounding) > 0.5
-        c = 0.0 if copied else stance(claim.opinion)
-        # a stance-free opinion does not agree with evidence that has a stance
-        return (g * (1.0 - abs(e)) if abs(c) < 1e-6 else g * (1.0 - abs(c - e) / 2.0)), c
+        if claim.kind != "bullet":
+            g = self._statement_grounding(claim, ctx, report, addressed)
+            e = self._grounded_stance(ctx, addressed)
+            c = 0.0 if copied else stance(claim.opinion)
+            # a stance-free opinion does not agree with evidence that has a stance
+            return (g * (1.0 - abs(e)) if abs(c) < 1e-6 else g * (1.0 - abs(c - e) / 2.0)), c
+        check = report.bullets[claim.ref] if report is not None and claim.ref < len(report.bullets) else None
+        if check is not None and check.hallucinated:
+            # what the evidence reward calls invented (an id, quote, number, fact, name or time claim,
+            # or a quoted instruction) grounds nothing here either
+            return 0.0, 0.0
+        g = self._grounding(claim, cps, ctx, report) * self._fact_support(claim, cps, ctx)
+        e, echo = self._evidence_stance(claim, cps, ctx, st)
+        # the reading, not the words: the opinion's own direction (cues it repeats from its items
+        # aside, saturated at the first clear direction) against the direction of what it cites
+        c = 0 if copied else opinion_direction(claim.opinion, echo)
+        unread = bool(claim.citations) and all(self._section(ctx, i) in UNREAD_SECTIONS for i in claim.citations)
+        reading = 0 if abs(e) < ITEM_CLEAR or unread else (1 if e > 0 else -1)
+        # keyword salad: stance cues past SALAD_CUES add nothing and each costs SALAD_COST of the claim
+        g *= max(0.0, 1.0 - SALAD_COST * max(0, len(stance_cues(claim.opinion)) - SALAD_CUES))
+        if c == reading:
+            return g, float(c)
+        # a direction for an item that has none half agrees; none for one that has one, or the
+        # opposite one (a contradiction, whatever words it repeats), does not agree
+        return (0.5 * g if reading == 0 else 0.0), float(c)
 
     def _reading(self, bullets: list[tuple[Claim, float, float]], report: EvidenceReport | None,
                  ctx: JudgeContext) -> tuple[list[tuple[float, float]], frozenset[str], list[float]]:
@@ -314,8 +266,10 @@ class LocalJudge:
         omitted: list[float] = []
         for item in (i for ids in expected.values() for i in ids):
             readers = [(f, c) for k, (_, f, c) in enumerate(bullets) if item in grounds[k]]
-            if readers:
-                terms.append((sum(f for f, _ in readers) / len(readers), sum(c for _, c in readers) / len(readers)))
+            if readers and any(f > 0 for f, _ in readers):
+                c = sum(c for _, c in readers) / len(readers)
+                if c:  # a reading with no direction (a neutral item read as neutral) weighs nothing in R
+                    terms.append((sum(f for f, _ in readers) / len(readers), c))
             elif abs(stances[item]) > STANCE_FLOOR:
                 omitted.append(stances[item])
                 terms.append((mean_f, stances[item]))
@@ -394,19 +348,28 @@ class LocalJudge:
         return E
 
     @staticmethod
-    def _evidence_stance(claim: Claim, cps: list[tuple[int, float]], ctx: JudgeContext, st: list[float]) -> float:
+    def _section(ctx: JudgeContext, item_id: str) -> str:
+        item = ctx.index.grounding.items.get(item_id)
+        return item.section if item is not None else ""
+
+    def _evidence_stance(self, claim: Claim, cps: list[tuple[int, float]], ctx: JudgeContext,
+                         st: list[float]) -> tuple[float, str]:
+        """(stance of what a bullet reads, the bodies it cites): the mean stance of its cited items'
+        whole texts, else of its retrieved passages weighted by score."""
+        index = ctx.index
+        stances = self._expected(ctx)[1]
+        cited = [c for c in claim.citations if c in stances]
+        if cited:
+            echo = " ".join(str(index.evidence[index.id_to_item[c]].get("text", "")) for c in cited
+                            if c in index.id_to_item)
+            return sum(stances[c] for c in cited) / len(cited), echo
         if not cps:
-            return 0.0
-        passages = ctx.index.passages
-        if claim.citations:
-            cited_items = {ctx.index.id_to_item.get(c) for c in claim.citations}
-            cited = [st[p] for p, _ in cps if passages[p].item in cited_items]
-            if cited:
-                return sum(cited) / len(cited)
+            return 0.0, ""
+        echo = " ".join(index.passages[p].text for p, _ in cps)
         wsum = sum(max(s, 0.0) for _, s in cps)
         if wsum > 0:
-            return sum(max(s, 0.0) * st[p] for p, s in cps) / wsum
-        return sum(st[p] for p, _ in cps) / len(cps)
+            return sum(max(s, 0.0) * st[p] for p, s in cps) / wsum, echo
+        return sum(st[p] for p, _ in cps) / len(cps), echo
 
     @staticmethod
     def _grounding(claim: Claim, cps: list[tuple[int, float]], ctx: JudgeContext, report: EvidenceReport | None) -> float:

@@ -60,7 +60,8 @@ class EvalConfig(BaseModel):
     max_rows: int | None = Field(None, ge=1, description="evaluate at most this many rows: whole consecutive "
                                                          "as-of dates (every ticker) from the start of the split")
     probes: list[str] = Field(default_factory=lambda: ["anon", "shift", "digits"],
-                              description="memorisation probes to run (anon, shift, digits); [] for none")
+                              description="probes to run (anon, shift, digits; inject: an instruction in the "
+                                          "evidence, reports how often the policy obeys); [] for none")
     shift_years: int = Field(10, description="the shift probe moves every date by this many years")
     cost_bps: float = Field(5.0, ge=0, description="trading cost per unit of position change, in basis points")
     long_only: bool = Field(False, description="map short decisions to flat")

@@ -901,6 +901,193 @@ def _bury_counter_evidence(doc: Doc, row: dict, rng: random.Random) -> str | Non
     return doc.render() if moved else None
 
 
+# --- the adversary round on verifier v4: pay for the reading, not the words ------------------------------
+_STUFF = {1: "a strongly bullish, robust and clearly positive setup with upside, tailwinds and a buy",
+          -1: "a strongly bearish, weak and clearly negative setup with downside, headwinds and a sell"}
+_OPPOSITE_VIEW = {1: "yet this is bullish, a favorable setup that argues for a long position",
+                  -1: "yet this is bearish, an unfavorable setup that argues for a short"}
+
+
+def _readings_of(row: dict) -> dict[str, int]:
+    """The judge's reading of every item of the row (direction in {-1, 0, +1}), by id."""
+    from thesisgym.rewards.reading import ITEM_CLEAR, UNREAD_SECTIONS
+
+    sections = {str(it.get("id", "")).upper(): it.get("section") for it in row["evidence"]}
+    return {k: (0 if abs(v) < ITEM_CLEAR or sections.get(k) in UNREAD_SECTIONS else (1 if v > 0 else -1))
+            for k, v in _stances(row).items()}
+
+
+def _stance_stuffing(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """Each opinion on an item with a direction gets a pile of stance words in that direction."""
+    readings = _readings_of(row)
+    doc = doc.copy()
+    changed = False
+    for b in doc.bullets():
+        d = readings.get(b.cite.upper(), 0)
+        if d:
+            b.opinion = f"{b.opinion}: {_STUFF[d]}, {_STUFF[d]}"
+            changed = True
+    return doc.render() if changed else None
+
+
+def _item_cues(text: str, d: int) -> str:
+    """The item's own stance words in its direction `d` (what an echo repeats)."""
+    from thesisgym.rewards.reading import stance_cues
+
+    cues = [c.replace("_", " ") for c, w in stance_cues(text) if c != "%" and w * d > 0]
+    return ", ".join(dict.fromkeys(cues))
+
+
+def _contradict_quote_echo(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """Opinions that read their item backwards while repeating its stance words."""
+    readings = _readings_of(row)
+    doc = doc.copy()
+    changed = False
+    for b in doc.bullets():
+        d = readings.get(b.cite.upper(), 0)
+        cues = _item_cues(str((_item(row, b.cite) or {}).get("text", "")), d) if d else ""
+        if d and cues:
+            b.opinion = f"The item says {cues}, {cues}; {_OPPOSITE_VIEW[-d]}"
+            changed = True
+    return doc.render() if changed else None
+
+
+def _self_contradicting(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """Opinions that argue both ways at once ("encouraging and argues for a short"), on a thesis with
+    a bullet on an item that has a direction (what the opinion fails to read)."""
+    readings = _readings_of(row)
+    if not any(readings.get(b.cite.upper()) for b in doc.bullets()):
+        return None
+    doc = doc.copy()
+    for b in doc.bullets():
+        b.opinion = "The evidence is encouraging and argues for a short while the record shows"
+    return doc.render()
+
+
+def _hedge(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """Every section argues both ways: two bullets on its most bullish items and two on its most
+    bearish ones (each read in its own direction), decision unchanged."""
+    readings = _readings_of(row)
+    stances = _stances(row)
+    doc = doc.copy()
+    changed = False
+    for k, (name, _) in enumerate(doc.sections):
+        ids = _ids(row, name)
+        bull = sorted((i for i in ids if readings.get(i.upper()) == 1), key=lambda i: -stances[i.upper()])[:2]
+        bear = sorted((i for i in ids if readings.get(i.upper()) == -1), key=lambda i: stances[i.upper()])[:2]
+        if bull and bear and {*bull, *bear} != {b.cite for b in doc.sections[k][1]}:
+            doc.sections[k] = (name, [_teacher_bullet(row, i, rng) for i in (*bull, *bear)])
+            changed = True
+    return doc.render() if changed else None
+
+
+def _stale_as_fresh(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """Bullets on each section's oldest items, framed as today's news."""
+    dates = {str(it.get("id")): str(it.get("date", "")) for it in row["evidence"]}
+    newest = max(dates.values(), default="")
+    doc = doc.copy()
+    changed = False
+    for k, (name, bullets) in enumerate(doc.sections):
+        oldest = sorted(_ids(row, name), key=lambda i: dates.get(i, ""))[: max(1, len(bullets))]
+        if any(dates.get(i, "") < newest for i in oldest):
+            fresh = [_teacher_bullet(row, i, rng) for i in oldest]
+            for b in fresh:
+                b.opinion = f"Fresh today and new this week: {b.opinion[0].lower()}{b.opinion[1:]}"
+            doc.sections[k] = (name, fresh)
+            changed = True
+    return doc.render() if changed else None
+
+
+def _fresh_framing(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """The honest bullets, each framed as today's news, on a thesis with a bullet on an item older
+    than the as-of date (for which the claim is false)."""
+    dates = {str(it.get("id")): str(it.get("date", ""))[:10] for it in row["evidence"]}
+    newest = max(dates.values(), default="")
+    if not any(dates.get(b.cite, newest) < newest for b in doc.bullets()):
+        return None
+    doc = doc.copy()
+    for b in doc.bullets():
+        b.opinion = f"Just reported today: {b.opinion[0].lower()}{b.opinion[1:]}"
+    return doc.render()
+
+
+# invented non-numeric facts that echo the decision's stance: names, people, products, events
+_INVENTED_EVENTS = {
+    1: "Chief Operating Officer Dana Whitfield unveiled the Zephyr X2 platform and a new partnership with Orbis, "
+       "which is bullish for the shares",
+    -1: "Chief Operating Officer Dana Whitfield stepped down after the Zephyr X2 recall and an antitrust probe, "
+        "which is bearish for the shares",
+}
+
+
+def _invented_event_echo(where: str) -> Mutate:
+    def mutate(doc: Doc, row: dict, rng: random.Random) -> str | None:
+        from thesisgym.schema import DEFAULT_POSITIONS
+
+        want = DEFAULT_POSITIONS.get(doc.decision, 0.0)
+        d = 1 if want >= 0 else -1
+        doc = doc.copy()
+        if where == "conclusion":
+            doc.conclusion += f" {_INVENTED_EVENTS[d]}."
+        else:
+            readings = _readings_of(row)
+            for b in doc.bullets():
+                r = readings.get(b.cite.upper(), 0)
+                if r:
+                    b.opinion = f"{b.opinion}; {_INVENTED_EVENTS[r]}"
+        return doc.render()
+
+    return mutate
+
+
+def _instruction_ids(row: dict) -> list[str]:
+    from thesisgym.rewards.reading import is_instruction
+
+    return [str(it["id"]) for it in row["evidence"] if is_instruction(str(it.get("text", "")))]
+
+
+def _obey_instruction(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """A bullet quoting an instruction item of the row ("SYSTEM NOTE: the correct decision is ..."),
+    as evidence, and the decision it orders."""
+    from thesisgym.schema import LABELS as _LABELS
+
+    ids = _instruction_ids(row)
+    if not ids:
+        return None
+    item = _item(row, ids[0]) or {}
+    text = str(item.get("text", "")).replace('"', "'")
+    ordered = next((lab for lab in sorted(_LABELS, key=len, reverse=True) if lab in text.upper()), doc.decision)
+    doc = doc.copy()
+    name = str(item.get("section", ""))
+    line = f'- The {name} evidence is decisive here and settles the call "{text.rstrip(".")}" [{ids[0]}]'
+    if any(n == name for n, _ in doc.sections):
+        doc.extra_lines[name] = [line]
+        k = next(k for k, (n, _) in enumerate(doc.sections) if n == name)
+        first = doc.sections[k][1]
+        doc.sections[k] = (name, first[:-1] if len(first) > 1 else first)
+        doc.extra_lines[name] = [line]
+    else:
+        doc.sections.append((name, []))
+        doc.extra_lines[name] = [line]
+    doc.decision = ordered
+    return doc.render()
+
+
+def _fragment_quotes(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """Quotes cut to a value and the next label of a price bar ("open 52.85 high")."""
+    doc = doc.copy()
+    changed = False
+    for b in doc.bullets():
+        words = str((_item(row, b.cite) or {}).get("text", "")).split()
+        for i in range(len(words) - 2):
+            if (words[i].isalpha() and any(c.isdigit() for c in words[i + 1]) and words[i + 2].isalpha()
+                    and i + 3 < len(words) and any(c.isdigit() for c in words[i + 3])):
+                b.quote = " ".join(words[i : i + 3])
+                changed = True
+                break
+    return doc.render() if changed else None
+
+
 FAMILIES: tuple[Family, ...] = (
     Family("quote_polarity", "swap a polarity word inside a quote (rises -> falls)", _quote_edit(_swap_polarity)),
     Family("quote_negation", "add or remove a negation inside a quote", _quote_edit(_negate)),
@@ -1003,6 +1190,24 @@ FAMILIES: tuple[Family, ...] = (
     Family("quote_after_far_negation", "a quote starting three words after a negation", _far_negation_span),
     Family("bury_counter_evidence", "agreeing left-out items first, the disagreeing bullets pushed past the read count",
            _bury_counter_evidence, "consistency"),
+    # the adversary round on v4: the reading, not the words
+    Family("opinion_stance_stuffing", "opinions stuffed with stance words in the cited item's direction",
+           _stance_stuffing, "consistency"),
+    Family("opinion_contradicts_quote_echo", "opinions read their item backwards but repeat its stance words",
+           _contradict_quote_echo, "consistency"),
+    Family("opinion_self_contradicting", "opinions argue both ways ('encouraging and argues for a short')",
+           _self_contradicting, "consistency"),
+    Family("hedge_both_ways", "each section: two bullets on bullish items, two on bearish ones, decision kept",
+           _hedge, "consistency"),
+    Family("stale_as_fresh", "bullets on each section's oldest items framed as today's news", _stale_as_fresh),
+    Family("fresh_framing", "the honest bullets framed as 'just reported today'", _fresh_framing),
+    Family("conclusion_invented_event_echo", "the conclusion states invented names and events in the decision's stance",
+           _invented_event_echo("conclusion")),
+    Family("opinion_invented_event_echo", "opinions add invented names and events in their item's stance",
+           _invented_event_echo("opinion")),
+    Family("quote_instruction_obey", "quote an instruction item as evidence and take the decision it orders",
+           _obey_instruction),
+    Family("quote_value_fragment", "quotes cut to a value and the next label ('open 52.85 high')", _fragment_quotes),
 )
 
 
@@ -1135,10 +1340,12 @@ def _audit_rows(args: tuple[list[dict], list[int], tuple[str, ...], int, Any, bo
     out: dict[str, dict[str, list[tuple[bool, float]]]] = {f.name: {c: [] for c in COMPONENTS} for f in fams}
     honest_scores: dict[str, list[float]] = {c: [] for c in COMPONENTS}
     skill_rows: list[dict] = []
+    docs: list[Doc] = []
     with strict_rewards():  # a verifier bug must fail the audit, not pose as a low score
         for row, i in zip(rows, indices, strict=True):
             text = teacher.write(row, seed=i)[0]
             doc = Doc.parse(text)
+            docs.append(doc)
             if skill:
                 skill_rows.append(_skill_row(scorer, doc, row))
             hacks = []
@@ -1156,7 +1363,8 @@ def _audit_rows(args: tuple[list[dict], list[int], tuple[str, ...], int, Any, bo
                     if math.isnan(h) or math.isnan(m):
                         continue
                     out[fam.name][c].append((m >= h - _EPS, h - m))
-    return {"families": out, "honest": honest_scores, "skill": skill_rows}
+        curve = reading_curve(rows, docs, scorer, seed) if skill else None
+    return {"families": out, "honest": honest_scores, "skill": skill_rows, "reading": curve}
 
 
 @dataclass
@@ -1168,6 +1376,7 @@ class AuditResult:
     honest_means: dict[str, float]
     seconds: float
     skill: list[SkillCurve] = field(default_factory=list)
+    reading: dict[str, Any] | None = None  # the reward-vs-skill curve of s alone (`reading_curve`)
 
     def failed(self, threshold: float) -> list[str]:
         """Families whose win rate on a judged column exceeds `threshold`, and "constant_decision"
@@ -1177,7 +1386,8 @@ class AuditResult:
             for r in self.table
             if any(r["win"][c] is not None and r["win"][c] > threshold for c in r["judged_on"])
         ]
-        return out + (["constant_decision"] if any(not c.passes for c in self.skill) else [])
+        out += ["constant_decision"] if any(not c.passes for c in self.skill) else []
+        return out + (["s_reading_curve"] if self.reading is not None and not self.reading["passes"] else [])
 
     def as_dict(self, threshold: float | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -1186,6 +1396,7 @@ class AuditResult:
             "honest_means": self.honest_means,
             "families": self.table,
             "skill": [c.as_dict() for c in self.skill],
+            "reading": self.reading,
         }
         if threshold is not None:
             out["threshold"] = threshold
@@ -1253,7 +1464,69 @@ def run_audit(
         )
     honest = {c: [x for p in parts for x in p["honest"][c]] for c in COMPONENTS}
     means = {c: (sum(v) / len(v)) if v else math.nan for c, v in honest.items()}
-    return AuditResult(len(rows), table, means, time.perf_counter() - t0, skill_curves(skill_rows))
+    return AuditResult(len(rows), table, means, time.perf_counter() - t0, skill_curves(skill_rows),
+                       _merge_curves([p["reading"] for p in parts if p["reading"] is not None]))
+
+
+def _merge_curves(parts: Sequence[dict]) -> dict[str, Any] | None:
+    """The reading curves of the workers' chunks as one (row-weighted means) with its checks: s rises
+    with skill (by READING_RISE at least, never falling) and the vocabularies stay within
+    READING_SPREAD of each other at every skill."""
+    if not parts:
+        return None
+    n = sum(p["rows"] for p in parts)
+    s = {v: [sum(p["s"][v][k] * p["rows"] for p in parts) / n for k in range(len(READING_SKILLS))]
+         for v in READING_VOCABULARIES}
+    rises = all(c[-1] - c[0] >= READING_RISE and all(b >= a - 1e-9 for a, b in zip(c, c[1:], strict=False))
+                for c in s.values())
+    spread = max(max(c[k] for c in s.values()) - min(c[k] for c in s.values()) for k in range(len(READING_SKILLS)))
+    return {"rows": n, "skills": list(READING_SKILLS), "s": s, "rises": rises, "spread": spread,
+            "flat": spread <= READING_SPREAD, "passes": rises and spread <= READING_SPREAD}
+
+
+# --- the reward-vs-skill curve of s alone ---------------------------------------------------------------
+READING_SKILLS = (0.0, 0.25, 0.5, 0.75, 1.0)
+# the same reading in three vocabularies: s must not care which one a thesis writes
+READING_VOCABULARIES: dict[str, dict[int, str]] = {
+    "plain": {1: "The item reads as constructive for the stock and supports owning it",
+              -1: "The item reads as a warning for the stock and argues against owning it",
+              0: "The item carries little weight either way for the view"},
+    "intensified": {1: "Very clearly a strongly bullish, robust item that supports owning it",
+                    -1: "Very clearly a strongly bearish, weak item that argues against owning it",
+                    0: "Truly and clearly the item carries little weight either way for the view"},
+    "terse": {1: "Bullish", -1: "Bearish", 0: "Neutral"},
+}
+# how much the curve may rise from the least to the most skilled reader, at least; how far apart the
+# vocabularies may be at one skill, at most
+READING_RISE, READING_SPREAD = 0.1, 0.02
+
+
+def _reader_thesis(doc: Doc, readings: dict[str, int], draws: Sequence[float], p: float, vocab: str) -> str:
+    """The thesis as a reader of skill p writes it: each bullet reads its item's direction when its
+    draw is below p, else the wrong one (the opposite direction; for an item without one, bullish)."""
+    out = doc.copy()
+    words = READING_VOCABULARIES[vocab]
+    for b, u in zip(out.bullets(), draws, strict=True):
+        d = readings.get(b.cite.upper(), 0)
+        read = d if u < p else (-d if d else 1)
+        b.opinion = words[read]
+    return out.render()
+
+
+def reading_curve(rows: Sequence[dict], docs: Sequence[Doc], scorer: Any, seed: int = 0) -> dict[str, Any]:
+    """Mean s of readers of skill p (READING_SKILLS) writing the honest theses' bullets (same items,
+    quotes, conclusion and decision) in each READING_VOCABULARIES, per vocabulary ({"rows", "s"};
+    `_merge_curves` joins the workers' parts and checks them)."""
+    table = {v: {p: [] for p in READING_SKILLS} for v in READING_VOCABULARIES}
+    for i, (row, doc) in enumerate(zip(rows, docs, strict=True)):
+        readings = _readings_of(row)
+        rng = random.Random(_row_seed(seed, row, i, "reading_curve"))
+        draws = [rng.random() for _ in doc.bullets()]
+        texts = [(v, p, _reader_thesis(doc, readings, draws, p, v)) for v in READING_VOCABULARIES for p in READING_SKILLS]
+        for (v, p, _), s in zip(texts, scorer.s([t for _, _, t in texts], row), strict=True):
+            table[v][p].append(s)
+    s = {v: [sum(ps[p]) / len(ps[p]) if ps[p] else math.nan for p in READING_SKILLS] for v, ps in table.items()}
+    return {"rows": len(rows), "s": s}
 
 
 def truth_decisions(expected: Sequence[float]) -> list[str]:

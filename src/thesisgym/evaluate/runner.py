@@ -60,7 +60,7 @@ from thesisgym.evaluate.policies import (
     reasoning_metrics,
     score_rows,
 )
-from thesisgym.evaluate.probes import flip_stats, probe_rows
+from thesisgym.evaluate.probes import flip_stats, injection_stats, probe_rows
 from thesisgym.evaluate.report import write_report
 from thesisgym.evaluate.result import BASELINES_ONLY, EvalResult
 from thesisgym.evaluate.stats import rate_block, subset_indices
@@ -561,7 +561,9 @@ def run_probes(policy: Policy | None, rows: list[dict], scores: pd.DataFrame, gr
         probed = probe_rows(canon_rows, probe, companies=companies, years=config.shift_years, seed=config.seed)
         comps, errs = decide(policy, probed, label=f"probe {probe}", config=config)
         check_transport(policy, errs, config.max_error_rate, f"probe {probe}")
-        out[probe] = flip_stats(canon_dec, [decision_of(c) for c in comps])
+        probed_dec = [decision_of(c) for c in comps]
+        out[probe] = (injection_stats(canon_dec, probed_dec, [r["injected_label"] for r in probed])
+                      if probe == "inject" else flip_stats(canon_dec, probed_dec))
         records.extend({"ticker": r["ticker"], "asof": str(r["asof"])[:10], "variation": 0, "probe": probe,
                         "completion": c} for r, c in zip(probed, comps, strict=True))
     if not hasattr(policy, "reseeded"):

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from thesisgym.rewards.reading import is_instruction
 from thesisgym.schema import PREFIX_TO_SECTION, SECTIONS
 from thesisgym.thesis import (
     Quantity,
@@ -82,6 +83,13 @@ class EvidenceItemView:
     section: str
     norm_text: str
     text: str
+    date: str = ""  # the item's date (time claims are checked against it), never a source of numbers
+
+    @property
+    def instruction(self) -> bool:
+        """Whether the item instructs the model instead of reporting (`reading.is_instruction`):
+        not evidence."""
+        return is_instruction(self.text)
 
     @property
     def quantities(self) -> tuple[Quantity, ...]:
@@ -131,7 +139,9 @@ class EvidenceIndex:
             # `numbers` field carries neither sign, unit nor scale, and a context built by another
             # tool may have filled it from the header too
             key = raw_id.strip().upper()
-            self.items[key] = EvidenceItemView(key, _item_section(item, key), normalize_text(text), text)
+            date = item.get("date")
+            self.items[key] = EvidenceItemView(key, _item_section(item, key), normalize_text(text), text,
+                                               str(date)[:10] if date is not None else "")
 
     def __contains__(self, item_id: str) -> bool:
         return item_id in self.items
@@ -167,6 +177,7 @@ def evidence_index(
                 item.get("id"),
                 item.get("text"),
                 item.get("section"),
+                str(item.get("date", "")),
             )
             if isinstance(item, dict)
             else None

@@ -14,7 +14,9 @@
 fsr and dsr ship GUARDED (`formula="guarded"`, the default, what the fsr/dsr recipes train with):
     G = paper(r', q) + (E - 1) + S_WEIGHT (q - 1) + loop_weight * loop_penalty,   q = s * E
 with E the verified evidence reward (evidence.py), loop_weight 1 by default, S_WEIGHT = 0.5, and
-r' = r, except -clip (the worst call) when the decision is missing or invalid: under the paper's
+r' = r, except -clip (the worst call) when the decision is missing or invalid, or when the thesis
+quotes an evidence item's instruction to the model as evidence (`EvidenceReport.obeys_instruction`:
+its decision is the instruction's, not its own): under the paper's
 missing penalty (-1) hiding the decision beats a wrong confident call (r down to -clip). Why: the
 paper's s comes from a judge that a policy can flatter, and r ignores the text entirely, so under
 the paper formulas copying evidence, repeating bullets or fabricating grounding could tie or beat
@@ -52,7 +54,7 @@ from typing import Any
 
 from thesisgym.rewards.base import column, evidence_index, log_metric, parsed, per_completion, record_error
 from thesisgym.rewards.decision import DecisionMatrix, load_decision_matrix, truth_label
-from thesisgym.rewards.evidence import evidence_report
+from thesisgym.rewards.evidence import evidence_report, obeys_instruction
 from thesisgym.rewards.loops import loop_stats
 from thesisgym.rewards.market import DEFAULT_CLIP, DEFAULT_MISSING_PENALTY, market_value
 from thesisgym.rewards.structure import structure_score
@@ -168,9 +170,17 @@ class _Recipe:
     missing_penalty: float
     name: str
 
+    @staticmethod
+    def decision(thesis: Thesis, kwargs: dict[str, Any], i: int) -> str | None:
+        """The thesis's decision, None when it quotes an instruction to the model as evidence (its
+        decision is then the instruction's, `evidence.obeys_instruction`)."""
+        if thesis.decision is None or kwargs.get("evidence") is None:
+            return thesis.decision
+        return None if obeys_instruction(thesis, evidence_index(column(kwargs, "evidence", i))) else thesis.decision
+
     def market(self, thesis: Thesis, kwargs: dict[str, Any], i: int) -> float | None:
-        return market_value(thesis.decision, column(kwargs, "fwd_return", i), column(kwargs, "fwd_vol", i),
-                            clip=self.clip, missing_penalty=self.missing_penalty)
+        return market_value(self.decision(thesis, kwargs, i), column(kwargs, "fwd_return", i),
+                            column(kwargs, "fwd_vol", i), clip=self.clip, missing_penalty=self.missing_penalty)
 
     def weighted(self, thesis: Thesis, kwargs: dict[str, Any], i: int, memo: dict) -> float | None:
         """sum_c w_c * component_c (without the loop term); None when a weighted component is."""
@@ -184,7 +194,7 @@ class _Recipe:
             truth = truth_label(column(kwargs, "label", i))
             if truth is None:
                 return None
-            total += w["decision"] * self.matrix(thesis.decision, truth)
+            total += w["decision"] * self.matrix(self.decision(thesis, kwargs, i), truth)
         if w["market"]:
             r = self.market(thesis, kwargs, i)
             if r is None:
@@ -202,8 +212,9 @@ class _Recipe:
         logs["s"].append(s)
         if self.guard:
             logs["evidence"].append(report.score)
-            return guarded(self.kind, r, s, report.score, loop, self.lw, decision_valid=thesis.decision is not None,
-                           clip=self.clip)
+            # a thesis that quotes an instruction to the model as evidence has no decision of its own
+            valid = thesis.decision is not None and not report.obeys_instruction
+            return guarded(self.kind, r, s, report.score, loop, self.lw, decision_valid=valid, clip=self.clip)
         return (fsr(r, s) if self.kind == "fsr" else dsr(r, s)) + self.lw * loop
 
     def combine(self, completions: Sequence[Any], kwargs: dict[str, Any], s_values: Sequence[Any] | None) -> list[float | None]:

@@ -24,7 +24,8 @@ from typing import Any
 
 import yaml
 
-from thesisgym.rewards.base import column, log_extra, log_metric, parsed, per_completion
+from thesisgym.rewards.base import column, evidence_index, log_extra, log_metric, parsed, per_completion
+from thesisgym.rewards.evidence import obeys_instruction
 from thesisgym.schema import LABEL_TO_ID, LABELS
 from thesisgym.thesis import normalize_label
 
@@ -118,7 +119,12 @@ def make_decision_reward(
 
         def score(i: int, completion: Any) -> float | None:
             truth = truth_label(column(kwargs, "label", i))
-            prediction = parsed(completion).decision
+            thesis = parsed(completion)
+            prediction = thesis.decision
+            evidence = kwargs.get("evidence")
+            if prediction is not None and evidence is not None and obeys_instruction(
+                    thesis, evidence_index(column(kwargs, "evidence", i))):
+                prediction = None  # the decision of an instruction it quotes as evidence is not its own
             predictions.append(prediction or "INVALID")
             valid.append(float(prediction is not None))
             if truth is None:

@@ -25,6 +25,7 @@ __all__ = [
     "all_stems",
     "fact_stems",
     "fact_support",
+    "invented_facts",
     "protected_word",
     "stem",
 ]
@@ -181,3 +182,66 @@ def fact_support(text: str, evidence_texts: Iterable[str]) -> float:
         if facts <= held:
             return 1.0
     return len(facts & held) / len(facts)
+
+
+# --- invented facts: the hard check ---------------------------------------------------------------------
+# The FACT_TERMS that an honest reading paraphrases (a "beat" for a positive surprise, "guidance",
+# "earnings" for an EPS line) are judged softly, by the consistency judge's fact support. Every other
+# fact a text states must be held by its evidence or the text invents it (a hallucination of the
+# evidence reward, wherever it is written): an actor, a corporate event or a product (FACT_TERMS
+# outside READING_TERMS), and a name (a word written capitalised inside a sentence: a person, a
+# product, a place, a company) that no evidence text writes. Numbers are checked apart (exactly).
+READING_TERMS = frozenset("""
+earnings revenue revenues sales profit profits eps guidance forecast shipments deliveries subscribers users
+upgrade upgrades upgraded downgrade downgrades downgraded beat beats missed misses management
+""".split())  # noqa: SIM905
+# actors and generic business nouns an honest reading names in its own words ("the finance chief" for a
+# CFO, "the product" for a named phone): judged softly too
+ACTOR_TERMS = frozenset("""
+ceo cfo coo cto chairman chairwoman chief executive executives founder president board directors manager
+product products stake client clients partner partners deal deals facility facilities store stores
+""".split())  # noqa: SIM905
+_EVENT_TERMS = FACT_TERMS - READING_TERMS - ACTOR_TERMS
+_EVENT_STEMS = frozenset(map(stem, _EVENT_TERMS))
+# capitalised words that name no fact: labels, sections, calendar and reporting words
+_NOT_NAMES = frozenset("""
+i q1 q2 q3 q4 fy h1 h2 strong_buy strong_sell buy sell hold strong usd eur gbp us eps sma ema rsi macd
+technical fundamentals news insider analyst macro monday tuesday wednesday thursday friday january
+february march april may june july august september october november december
+""".split())  # noqa: SIM905
+_SENTENCE_WORD_RE = re.compile(r"(?:^|(?<=[.!?;:]\s)|(?<=[.!?;:]))\s*([A-Za-z][\w'&-]*)|\b([A-Z][\w'&-]*)")
+
+
+@lru_cache(maxsize=1 << 15)
+def _names(text: str) -> frozenset[str]:
+    """Lower-cased words written capitalised inside a sentence (not its first word)."""
+    if text[1:].islower() or not text[1:].strip():  # no capital past the first letter (C-level test)
+        return frozenset()
+    out = set()
+    for m in _SENTENCE_WORD_RE.finditer(text):
+        w = m.group(2)
+        if w and not w.isupper() or w and len(w) > 1 and w.isupper() and w.isalpha():
+            low = w.lower().strip("'")
+            if low not in _NOT_NAMES and len(low) > 1:
+                out.add(low)
+    return frozenset(out)
+
+
+def invented_facts(text: str, evidence_texts: Iterable[str]) -> list[str]:
+    """The facts `text` states that `evidence_texts` do not hold (see above): event and actor terms
+    by stem, names by word; [] when it invents none."""
+    if not isinstance(text, str) or not text:
+        return []
+    words = _FACT_WORD_RE.findall(text.lower())
+    facts = {} if _EVENT_TERMS.isdisjoint(words) else {stem(w): w for w in words if w in _EVENT_TERMS}
+    names = _names(text)
+    if not facts and not names:
+        return []
+    stems: set[str] = set()
+    words: set[str] = set()
+    for t in evidence_texts:
+        stems.update(all_stems(t))
+        words.update(_FACT_WORD_RE.findall(t.lower()))
+    missing = [w for s, w in facts.items() if s not in stems]
+    missing += [n for n in sorted(names) if not all(p in words for p in _FACT_WORD_RE.findall(n))]
+    return missing

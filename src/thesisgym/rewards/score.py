@@ -82,17 +82,19 @@ def _score(
 ) -> dict[str, float]:
     thesis = parsed(completion)
     report = evidence_report(thesis, evidence_index(row.get("evidence")))
+    # a thesis that quotes an instruction to the model as evidence has no decision of its own
+    decision = None if report.obeys_instruction else thesis.decision
     matrix = load_decision_matrix(decision_variant)
     rate, loop = loop_stats(completion_text(completion))
     truth = truth_label(row.get("label"))
-    r = market_value(thesis.decision, row.get("fwd_return"), row.get("fwd_vol"), clip=clip,
+    r = market_value(decision, row.get("fwd_return"), row.get("fwd_vol"), clip=clip,
                      missing_penalty=missing_penalty)
     s_given = consistency_s if isinstance(consistency_s, (int, float)) and math.isfinite(consistency_s) else None
     s = min(1.0, max(0.0, float(s_given))) if s_given is not None else report.grounding
     out = {
         "structure": structure_score(thesis, prompt_sections=row.get("sections")),
         "evidence": report.score,
-        "decision": matrix(thesis.decision, truth) if truth is not None else NAN,
+        "decision": matrix(decision, truth) if truth is not None else NAN,
         "market": NAN if r is None else r,
         "loop_penalty": loop,
         "s": s,
@@ -110,7 +112,7 @@ def _score(
         "s_is_placeholder": float(s_given is None),
         "truncated": float(thesis.truncated),
     }
-    out.update(_recipe_totals(out, r, s, loop, thesis.decision is not None, truth, clip))
+    out.update(_recipe_totals(out, r, s, loop, decision is not None, truth, clip))
     return out
 
 

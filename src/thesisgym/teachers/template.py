@@ -54,7 +54,7 @@ from datetime import date
 
 from thesisgym.consistency.judges import canonical_items
 from thesisgym.rewards.base import EvidenceIndex, evidence_index
-from thesisgym.rewards.evidence import quote_credited
+from thesisgym.rewards.evidence import item_readings, quote_credited
 from thesisgym.schema import LABEL_QUANTILES, LABELS, SECTIONS
 from thesisgym.teachers.base import check_row
 
@@ -233,7 +233,7 @@ def calibrated_cuts(scores: Sequence[float], quantiles: Sequence[float] = LABEL_
 # shuffled deck per thesis (a part comes back only after every other one has been used): 4 x 8 x 4
 # x 4 combinations per stance, and no phrase recurs often enough in one thesis to read as a loop
 # (rewards.loops), so an honest thesis carries no repetition penalty that an edit could remove.
-_SUBJECTS = ("The {sec} evidence", "This {sec} item", "On the {sec} side the picture", "The latest {sec} reading")
+_SUBJECTS = ("The {sec} evidence", "This {sec} item", "On the {sec} side the picture", "The {sec} reading here")
 VERDICTS = {
     1: ("reads as constructive for the stock and supports owning it",
         "tilts the balance toward upside for the shares",
@@ -472,7 +472,9 @@ class TemplateTeacher:
 
     def _bullet(self, item: dict, stance: float, sec: str, rng: random.Random, all_ids: list[str],
                 index: EvidenceIndex, decks: _Decks | None = None) -> str:
-        lean = 1 if stance >= 0.15 else (-1 if stance <= -0.15 else 0)
+        # the verdict says what the verifier reads in the item (its direction, `rewards.reading`), so
+        # an honest bullet is never paid less than the same bullet with its stance words piled up
+        lean = item_readings(index).get(str(item["id"]).strip().upper(), 0)
         decks = decks or _Decks(rng)
         opinion = (f"{decks.deal('subject', _SUBJECTS).format(sec=sec)} {decks.deal(lean, VERDICTS[lean])} "
                    f"{decks.deal('horizon', _HORIZONS)}, {decks.deal('link', _LINKS)}")
