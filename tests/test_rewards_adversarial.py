@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from test_rewards_fixtures import (
@@ -158,7 +156,8 @@ def test_looping_output_is_penalised():
 
 
 @pytest.mark.parametrize("size", [0, 1_000_000])
-def test_empty_and_megabyte_completions_are_fast_and_minimal(size):
+def test_empty_and_megabyte_completions_score_minimally(size):
+    # speed is bench/bench_rewards.py's job; the default suite holds no wall-clock limits
     text = ('<technical>- "up 2.3% on the day" [T1] 12.5% word ' * (size // 45 + 1))[:size]
     fns = [
         structure_reward,
@@ -171,9 +170,7 @@ def test_empty_and_megabyte_completions_are_fast_and_minimal(size):
     ]
     row = make_row()
     cols = {k: [v] for k, v in row.items() if k != "prompt"}
-    start = time.perf_counter()
     values = [fn(prompts=[row["prompt"]], completions=[text], **cols)[0] for fn in fns]
-    assert time.perf_counter() - start < 3.0
     assert values[0] <= 0.35 and values[1] <= 0.31 and values[2] == -1.5 and values[3] == -1.0
     assert all(v == v for v in values)
 
