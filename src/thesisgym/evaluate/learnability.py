@@ -178,18 +178,14 @@ def fit_reader(train: Sequence[Mapping[str, Any]], val: Sequence[Mapping[str, An
                       math.nan)
     val = [r for r in (val or []) if r.get("label") in LABELS]
     xv = feature_frame(val, list(x.columns)).to_numpy() if val else None
-    best: tuple[float, Any, float] | None = None
+    fits: list[tuple[float, float, Any]] = []  # (val log-loss, C, model); the first C wins a tie
     for c in C_GRID if val else (0.1,):
         model = make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=2000, random_state=seed))
         model.fit(x.to_numpy(), y)
-        loss = 0.0
-        if val:
-            p = model.predict_proba(xv)
-            loss = log_loss([r["label"] for r in val], p, labels=model.classes_)
-        if best is None or loss < best[0]:
-            best = (loss, model, c)
-    assert best is not None
-    return Reader(best[1], list(x.columns), best[2])
+        loss = log_loss([r["label"] for r in val], model.predict_proba(xv), labels=model.classes_) if val else 0.0
+        fits.append((loss, c, model))
+    loss, c, model = min(fits, key=lambda f: f[0])
+    return Reader(model, list(x.columns), c)
 
 
 # --- the check -------------------------------------------------------------------------------------
