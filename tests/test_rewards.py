@@ -522,3 +522,15 @@ def test_evidence_index_memo_is_keyed_on_everything_the_index_reads():
     first = evidence_index(a)
     clear_caches()
     assert evidence_index(a) is not first
+
+
+def test_the_cached_evidence_index_keeps_every_field_it_reads():
+    """The content-keyed index cache rebuilds items from its key: the date (time claims) must be in it."""
+    from thesisgym.rewards.base import evidence_index
+
+    ev = [{"id": "N1", "text": "Acme beats estimates by 5%", "section": "news", "date": "2024-03-01"},
+          {"id": "N2", "text": "Acme beats estimates by 5%", "section": "news"}]
+    index = evidence_index(ev)
+    assert index.items["N1"].date == "2024-03-01" and index.items["N2"].date == ""
+    moved = evidence_index([{**ev[0], "date": "2024-02-01"}, ev[1]])
+    assert moved.items["N1"].date == "2024-02-01"  # another date is another key, not a cache hit
