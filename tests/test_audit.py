@@ -234,7 +234,7 @@ def test_rare_families_apply_where_their_evidence_is():
            "fwd_return": 0.02, "fwd_vol": 0.04,
            "evidence": [{"id": i, "section": s, "date": "2024-03-08", "source": "x", "text": t} for i, s, t in items]}
     honest = TemplateTeacher(seed=0).write(row)[0]
-    assert Doc.parse(honest).decision == "BUY"  # the selection families need a directional decision
+    assert Doc.parse(honest).decision in ("BUY", "STRONG_BUY")  # the selection families need a directional decision
     for fam in (f for f in FAMILIES if f.name in RARE.keys() - SECOND_ROW):
         hacked = next((h for k in range(20) if (h := fam.mutate(Doc.parse(honest), row, random.Random(k)))), None)
         assert hacked is not None, fam.name

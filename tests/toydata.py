@@ -149,7 +149,7 @@ def copy_task_rows(n: int, *, items: int = 3, quote_words: int = 4, seed: int = 
     """Rows of the smallest grounding task: quote the first words of the cited news item.
 
     Each row has `items` news items of random words with one percentage; the completion cites one
-    item and quotes its first `quote_words` words, so a policy scores only by copying from the
+    item and quotes its first `quote_words` words (the percentage among them), so a policy scores only by copying from the
     prompt (the words are random, nothing can be memorised). A regression guard for the copy
     ability of a small model and its tokenizer; conversational prompt/completion plus the columns
     the verifier reads (evidence, sections, label).
@@ -162,7 +162,8 @@ def copy_task_rows(n: int, *, items: int = 3, quote_words: int = 4, seed: int = 
         evidence = []
         for k in range(items):
             words = [rng.choice(_COPY_WORDS) for _ in range(quote_words + 1)]
-            words.insert(rng.randint(1, quote_words), f"{rng.randint(1, 99)}.{rng.randint(0, 9)}%")
+            # inside the quoted words: a quote must keep its value (the verifier's meaningful unit)
+            words.insert(rng.randint(1, max(1, quote_words - 1)), f"{rng.randint(1, 99)}.{rng.randint(0, 9)}%")
             evidence.append({"id": f"N{k + 1}", "section": "news", "date": f"2024-02-{10 + k:02d}", "source": "wire",
                              "text": " ".join(words), "numbers": []})
         user = "## news\n" + "\n".join(f"[{e['id']}] {e['date']} | {e['source']} | {e['text']}" for e in evidence)

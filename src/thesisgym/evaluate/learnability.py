@@ -105,6 +105,13 @@ def row_features(row: Mapping[str, Any]) -> dict[str, float]:
     out["target_move"] = float(np.mean(moves)) if moves else math.nan
     for name, pat in COUNTS.items():
         out[name] = float(sum(bool(re.search(pat, t)) for t in texts))
+    # the template teacher's evidence rule (recency- and size-weighted stance), per section and overall:
+    # a reader at least as good as that fixed rule, still read from the evidence alone
+    from thesisgym.teachers.template import evidence_score
+
+    for sec in SECTIONS:
+        out[f"{sec}_weighted"] = evidence_score(items, [sec], asof=asof or None)
+    out["weighted_overall"] = evidence_score(items, list(SECTIONS), asof=asof or None)
     return out
 
 
