@@ -152,15 +152,16 @@ class EvidenceIndex:
 
 @functools.lru_cache(maxsize=512)
 def _index_of(key: tuple) -> EvidenceIndex:
-    """The EvidenceIndex of the content key `evidence_index` builds: (id, text, section) per item, the
-    three fields an index reads, None for an item that is not a dict (the index skips it)."""
-    return EvidenceIndex([{"id": k[0], "text": k[1], "section": k[2]} for k in key if k is not None])
+    """The EvidenceIndex of the content key `evidence_index` builds: (id, text, section, date) per
+    item, the four fields an index reads (the date backs or belies a time claim), None for an item
+    that is not a dict (the index skips it)."""
+    return EvidenceIndex([{"id": k[0], "text": k[1], "section": k[2], "date": k[3]} for k in key if k is not None])
 
 
 def evidence_index(
     evidence: Sequence[Any] | None, memo: dict[int, tuple[Any, EvidenceIndex]] | None = None
 ) -> EvidenceIndex:
-    """The EvidenceIndex of an evidence list, cached by content (id, text, section).
+    """The EvidenceIndex of an evidence list, cached by content (id, text, section, date).
 
     `memo` is a per-call dict keyed by object identity (the object is kept alive in it, so ids
     cannot be reused): TRL's adjacent generations of one prompt then skip even the content key.
