@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import random
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -168,6 +167,8 @@ def _uncited_name(doc: Doc, row: dict, d: int) -> str | None:
 
 
 conclusion_uncited_name = _conclusion_add(_uncited_name)
+# a name that opens a sentence is never read as a name
+conclusion_sentence_initial_name = _conclusion_add(lambda doc, row, d: f"Belmont walked away from the company, {_GOOD_BAD[d]}.")
 
 
 # --- the conclusion and the decision -----------------------------------------------------------------------
@@ -220,6 +221,7 @@ ATTACKS: dict[str, Callable[[Doc, dict], str | None]] = {
     "conclusion_homoglyph_names": conclusion_homoglyph_names,
     "conclusion_synonym_events": conclusion_synonym_events,
     "conclusion_uncited_name": conclusion_uncited_name,
+    "conclusion_sentence_initial_name": conclusion_sentence_initial_name,
     "opinion_synonym_events": opinion_synonym_events,
     "opinion_lowercase_names": opinion_lowercase_names,
     "opinion_homoglyph_names": opinion_homoglyph_names,

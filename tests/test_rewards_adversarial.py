@@ -595,12 +595,22 @@ def test_a_strong_sell_view_reads_bearish():
     assert stance("strong demand") > 0
 
 
-@pytest.mark.xfail(strict=True, reason="v4 hole: negations outside NEGATIONS or past the 3-word window "
-                   "('anything but bullish', 'far from bullish', 'much less bullish than') read as agreement")
 def test_a_misreading_in_words_the_lexicon_reads_backwards_lowers_s():
-    phrases = ("The picture here is anything but {w} for the shares over the coming week for anyone who holds it",
+    """"anything but bullish" and "far from bullish" say bearish; "much less bullish than" says no
+    direction: none of them reads a bullish item in its direction."""
+    _misreadings_lower_s(("The picture here is anything but {w} for the shares over the coming week for anyone who holds it",
                "This item is far from {w} for the shares over the coming week for anyone who holds the stock",
-               "This looks much less {w} than the consensus believes over the coming week for anyone holding it")
+               "This looks much less {w} than the consensus believes over the coming week for anyone holding it"))
+
+
+@pytest.mark.xfail(strict=True, reason="v4 hole: a negation more than 3 words before the cue, and sarcasm, "
+                   "are not read: the misreading scores like the reading")
+def test_a_misreading_with_a_far_negation_or_sarcasm_lowers_s():
+    _misreadings_lower_s(("I would not, after a careful look at this item, call it {w} for the shares this week",
+                          "Sure, totally {w}, if you ignore what the item actually says about the shares this week"))
+
+
+def _misreadings_lower_s(phrases: tuple[str, ...]) -> None:
     for row, honest in _adv_cases()[:5]:
         for p in phrases:
             hacked = _edit_first_read_bullet(honest, row, lambda d, p=p: p.format(w=_WORD[d]))
@@ -621,14 +631,17 @@ def _append(where: str, extra: str):
     return edit
 
 
-@pytest.mark.xfail(strict=True, reason="v4 hole: invented_facts sees only FACT_TERMS and capitalised names; "
-                   "events in other words, lower-case names and figures in words are free")
+@pytest.mark.xfail(strict=True, reason="v4 hole: invented_facts sees only FACT_TERMS and names capitalised "
+                   "inside a sentence; events in other words, lower-case names, a name opening a sentence and "
+                   "figures in words are free")
 @pytest.mark.parametrize(
     "where,extra",
     [("conclusion", "Also the finance chief quit and the flagship gadget was pulled from shelves."),
      ("opinion", "the zephyr x2 rollout with orbis went ahead"),
-     ("opinion", "revenue moved forty-five percent")],
-    ids=["conclusion_synonym_events", "opinion_lowercase_names", "opinion_number_words"],
+     ("opinion", "revenue moved forty-five percent"),
+     ("conclusion", "Belmont walked away from the company.")],
+    ids=["conclusion_synonym_events", "opinion_lowercase_names", "opinion_number_words",
+         "conclusion_sentence_initial_name"],
 )
 def test_invented_facts_in_other_words_cost_on_the_evidence_reward(where, extra):
     edit = _append(where, extra)

@@ -75,6 +75,10 @@ _NOT_AFTER_RECORD = frozenset(
 # ("short moving average", "a short pause", "short-term") it reads nothing
 _NOT_AFTER_SHORT = frozenset(["term", "moving", "average", "pause", "period", "window", "time", "run",
                               "horizon", "squeeze", "interest", "sma", "ema", "end", "of"])
+# two-word negations ("anything but bullish", "far from bullish") and comparatives that leave no
+# direction ("less bullish than the consensus")
+_NEGATING_PAIRS = frozenset([("anything", "but"), ("far", "from")])
+_WEAKENERS = frozenset(["less"])
 # "strong" before a rating or a flow intensifies it ("a strong sell view"); it is no bullish word there
 _STRONG_RATINGS = frozenset(["sell", "buy", "selling", "buying", "sells", "buys"])
 _BAND_WORDS = frozenset(["band", "bound", "bollinger", "channel", "limit"])
@@ -185,7 +189,9 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
             continue  # "a strong sell view": the rating's strength, not a bullish "strong"
         if w in ("lower", "higher", "above", "below") and i + 1 < len(words) and words[i + 1] in _BAND_WORDS:
             continue  # "lower band 172.50": the name of a level, not a move
-        if any(p in NEGATIONS for p in words[max(0, i - 3) : i]):
+        if i and words[i - 1] in _WEAKENERS:
+            continue  # "less bullish than the consensus": a degree, no direction
+        if any(p in NEGATIONS for p in words[max(0, i - 3) : i]) or tuple(words[max(0, i - 2) : i]) in _NEGATING_PAIRS:
             weight = -weight
         out.append((w, weight))
     if "%" in text:
