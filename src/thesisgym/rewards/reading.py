@@ -5,7 +5,8 @@ judge (`consistency.judges`) read texts with the same functions, so they cannot 
 an opinion says or what an item says:
 
 - `stance_score(text)`: the finance lexicon (`lexicon.LEXICON`, multi-word phrases first) with a
-  negation within the three preceding words flipping a cue, plus explicitly signed percentages
+  negation within the three preceding words ("not", or "anything but" / "far from") flipping a cue,
+  "less" before a cue removing it, plus explicitly signed percentages
   ("change -0.25%", "-9.7% surprise"). `stance` = tanh of it, in [-1, 1].
 - `level_score(text, close)`: the direction of technical levels (a moving average against the
   latest close, RSI above 55 / below 45, the MACD histogram's sign).
@@ -28,6 +29,8 @@ an opinion says or what an item says:
   item new ("today", "this morning", "this week", "just reported", "fresh", "latest", "breaking") must
   cite an item of that age relative to the as-of date (`asof`: the newest date of the prompt's
   evidence, which is dated point in time). A false claim costs like an invented fact.
+- `fold(text)`: the text as a reader sees it (look-alike letters, zero-width and full-width
+  characters mapped to plain Latin) before a check reads it.
 """
 
 from __future__ import annotations
