@@ -494,3 +494,169 @@ def test_an_ellipsis_with_a_long_gap_or_a_short_segment_is_true_but_not_credited
     near = " ".join(words[:4]) + " ... " + " ".join(words[7:11])
     assert quote_credited(near, "N1", index)  # a 3-word gap of filler: an honest shortening
     assert quote_found("board ... usual", "N1", index) and not quote_credited("board ... usual", "N1", index)
+
+
+# --- v4 red-team (bench/adversary_v4.py): edits of the template teacher's honest thesis ------------------
+_ADV: dict[str, object] = {}
+_WORD = {1: "bullish", -1: "bearish"}
+
+
+def _adv_cases() -> list[tuple[dict, str]]:
+    """(row, honest template thesis) on synthetic market rows (2 tickers x 120 days, seed 7)."""
+    if "cases" not in _ADV:
+        from thesisgym.data import SynthConfig, generate_market
+        from thesisgym.dataset import build_contexts
+        from thesisgym.teachers import TemplateTeacher
+
+        store = generate_market(SynthConfig(n_tickers=2, n_days=120, seed=7))
+        rows = [dict(r) for r in build_contexts(store, show_progress=False)][30::8][:10]
+        teacher = TemplateTeacher(seed=0)
+        _ADV["cases"] = [(r, teacher.write(r, seed=i)[0]) for i, r in enumerate(rows)]
+    return _ADV["cases"]  # type: ignore[return-value]
+
+
+def _adv_scores(texts: list[str], row: dict) -> list[dict[str, float]]:
+    from thesisgym.evaluate.reward_audit import _Scorer
+
+    if "scorer" not in _ADV:
+        _ADV["scorer"] = _Scorer()
+    return _ADV["scorer"](texts, row)  # type: ignore[operator]
+
+
+def _edit_first_read_bullet(text: str, row: dict, make) -> str | None:
+    """The honest thesis with the opinion of its first bullet on an item with a direction rewritten
+    by make(d) (d: the item's direction)."""
+    from thesisgym.evaluate.reward_audit import Doc, _readings_of
+
+    doc, readings = Doc.parse(text), _readings_of(row)
+    for b in doc.bullets():
+        d = readings.get(b.cite.upper(), 0)
+        if d:
+            b.opinion = make(d)
+            return doc.render()
+    return None
+
+
+def _fresh_prefixed(text: str, row: dict, prefix: str) -> str | None:
+    from thesisgym.evaluate.reward_audit import Doc
+
+    dates = {str(it.get("id")): str(it.get("date", ""))[:10] for it in row["evidence"]}
+    newest = max(dates.values())
+    doc = Doc.parse(text)
+    if not any(dates.get(b.cite, newest) < newest for b in doc.bullets()):
+        return None
+    for b in doc.bullets():
+        b.opinion = f"{prefix} {b.opinion[0].lower()}{b.opinion[1:]}"
+    return doc.render()
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    ["Just reported today:", "Just reported t\u043eday:", "Just reported to\u200bday:",
+     "Just reported \uff34\uff4f\uff44\uff41\uff59:", "Hot-off-the-press and just-released:",
+     "Newly released in the last few hours:"],
+    ids=["plain", "cyrillic_o", "zero_width", "full_width", "hyphenated", "paraphrase"],
+)
+def test_a_false_time_claim_costs_however_it_is_spelt(prefix):
+    """Through the cached evidence index (which kept no dates before), with look-alike letters,
+    zero-width spaces, full-width letters, hyphenated compounds and paraphrases: an old item called
+    today's news is a hallucination in the evidence reward and lowers s."""
+    applied = 0
+    for row, honest in _adv_cases():
+        hacked = _fresh_prefixed(honest, row, prefix)
+        if hacked is None:
+            continue
+        applied += 1
+        h, m = _adv_scores([honest, hacked], row)
+        assert m["evidence"] < h["evidence"] - 0.5 and m["s"] < h["s"], (prefix, h["evidence"], m["evidence"])
+    assert applied >= 3
+
+
+def test_evidence_index_keeps_the_dates_that_time_claims_are_checked_against():
+    ev = [{"id": "N1", "section": "news", "date": "2024-01-02", "text": "Acme wins a contract"}]
+    assert evidence_index(ev).items["N1"].date == "2024-01-02"
+
+
+def test_invented_names_spelt_with_look_alike_capitals_are_invented():
+    """"\u0396ephyr" (Greek capital Zeta) is the name "Zephyr" to a reader: it is checked as one."""
+    from thesisgym.evaluate.reward_audit import Doc
+
+    for row, honest in _adv_cases()[:4]:
+        doc = Doc.parse(honest)
+        doc.conclusion += " The \u0396ephyr rollout went to \u039frbis and \u0414ana \u0412elmont."
+        h, m = _adv_scores([honest, doc.render()], row)
+        assert m["evidence"] < h["evidence"] - 0.3
+
+
+def test_a_strong_sell_view_reads_bearish():
+    from thesisgym.rewards.reading import stance
+
+    assert stance("the balance of evidence supports a strong sell view") < 0 < stance("a strong buy view")
+    assert stance("strong demand") > 0
+
+
+def test_a_misreading_in_words_the_lexicon_reads_backwards_lowers_s():
+    """"anything but bullish" and "far from bullish" say bearish; "much less bullish than" says no
+    direction: none of them reads a bullish item in its direction."""
+    _misreadings_lower_s(("The picture here is anything but {w} for the shares over the coming week for anyone who holds it",
+               "This item is far from {w} for the shares over the coming week for anyone who holds the stock",
+               "This looks much less {w} than the consensus believes over the coming week for anyone holding it"))
+
+
+@pytest.mark.xfail(strict=True, reason="v4 hole: a negation more than 3 words before the cue, and sarcasm, "
+                   "are not read: the misreading scores like the reading")
+def test_a_misreading_with_a_far_negation_or_sarcasm_lowers_s():
+    _misreadings_lower_s(("I would not, after a careful look at this item, call it {w} for the shares this week",
+                          "Sure, totally {w}, if you ignore what the item actually says about the shares this week"))
+
+
+def _misreadings_lower_s(phrases: tuple[str, ...]) -> None:
+    for row, honest in _adv_cases()[:5]:
+        for p in phrases:
+            hacked = _edit_first_read_bullet(honest, row, lambda d, p=p: p.format(w=_WORD[d]))
+            h, m = _adv_scores([honest, hacked], row)
+            assert m["s"] < h["s"], (p, h["s"], m["s"])
+
+
+def _append(where: str, extra: str):
+    from thesisgym.evaluate.reward_audit import Doc
+
+    def edit(text: str) -> str:
+        doc = Doc.parse(text)
+        if where == "conclusion":
+            doc.conclusion += " " + extra
+        else:
+            doc.bullets()[0].opinion += "; " + extra
+        return doc.render()
+    return edit
+
+
+@pytest.mark.xfail(strict=True, reason="v4 hole: invented_facts sees only FACT_TERMS and names capitalised "
+                   "inside a sentence; events in other words, lower-case names, a name opening a sentence and "
+                   "figures in words are free")
+@pytest.mark.parametrize(
+    "where,extra",
+    [("conclusion", "Also the finance chief quit and the flagship gadget was pulled from shelves."),
+     ("opinion", "the zephyr x2 rollout with orbis went ahead"),
+     ("opinion", "revenue moved forty-five percent"),
+     ("conclusion", "Belmont walked away from the company.")],
+    ids=["conclusion_synonym_events", "opinion_lowercase_names", "opinion_number_words",
+         "conclusion_sentence_initial_name"],
+)
+def test_invented_facts_in_other_words_cost_on_the_evidence_reward(where, extra):
+    edit = _append(where, extra)
+    for row, honest in _adv_cases()[:4]:
+        h, m = _adv_scores([honest, edit(honest)], row)
+        assert m["evidence"] < h["evidence"], (where, extra)
+
+
+@pytest.mark.xfail(strict=True, reason="v4 hole: a statement's stance is tanh of its word sum against the mean "
+                   "grounded stance, so saying nothing (f = g (1 - |e|)) beats saying which side wins")
+def test_a_stance_free_conclusion_never_beats_the_honest_one_on_s():
+    from thesisgym.evaluate.reward_audit import Doc
+
+    for row, honest in _adv_cases():
+        doc = Doc.parse(honest)
+        doc.conclusion = "Weighing the sections above gives the decision below for a holding period of about a week."
+        h, m = _adv_scores([honest, doc.render()], row)
+        assert m["s"] <= h["s"], (h["s"], m["s"])

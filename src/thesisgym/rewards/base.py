@@ -152,8 +152,9 @@ class EvidenceIndex:
 
 @functools.lru_cache(maxsize=512)
 def _index_of(key: tuple) -> EvidenceIndex:
-    """The EvidenceIndex of the content key `evidence_index` builds: (id, text, section, date) per item,
-    the four fields an index reads, None for an item that is not a dict (the index skips it)."""
+    """The EvidenceIndex of the content key `evidence_index` builds: (id, text, section, date) per
+    item, the four fields an index reads (the date backs or belies a time claim), None for an item
+    that is not a dict (the index skips it)."""
     return EvidenceIndex([{"id": k[0], "text": k[1], "section": k[2], "date": k[3]} for k in key if k is not None])
 
 

@@ -112,6 +112,7 @@ from thesisgym.rewards.lexicon import LEXICON, NEGATIONS, invented_facts, protec
 from thesisgym.rewards.reading import (
     as_of,
     false_time_claim,
+    fold,
     item_reading,
     latest_close,
     only_instruction,
@@ -807,8 +808,9 @@ def _stated_facts(text: str, known: Sequence[EvidenceItemView], index: EvidenceI
     relies on (`known`): a fact or a name none of them holds (`lexicon.invented_facts`), or a time
     claim ("today", "this week", "fresh", ...) that their dates belie (`reading.false_time_claim`)."""
     out = []
-    texts = [it.text for it in known]
-    missing = invented_facts(text, texts)
+    texts = [fold(it.text) for it in known]
+    # a name or event word spelt with look-alike characters ("\u0396ephyr") is the word a reader reads
+    missing = invented_facts(fold(text), texts)
     if missing:
         out.append("states facts its evidence does not hold: " + ", ".join(missing[:4]))
     if time_claims(text) is not None and false_time_claim(text, [it.date for it in known], _asof(index)):
@@ -900,7 +902,7 @@ def _plain_opinion(opinion: str) -> bool:
     """Whether an opinion states no fact, name or time claim (the fast path's shape); memoised."""
     hit = _plain_cache.get(opinion)
     if hit is None:
-        hit = not invented_facts(opinion, ()) and time_claims(opinion) is None
+        hit = not invented_facts(fold(opinion), ()) and time_claims(opinion) is None
         if len(_plain_cache) > 65_536:
             _plain_cache.clear()
         _plain_cache[opinion] = hit

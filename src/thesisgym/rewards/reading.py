@@ -5,7 +5,8 @@ judge (`consistency.judges`) read texts with the same functions, so they cannot 
 an opinion says or what an item says:
 
 - `stance_score(text)`: the finance lexicon (`lexicon.LEXICON`, multi-word phrases first) with a
-  negation within the three preceding words flipping a cue, plus explicitly signed percentages
+  negation within the three preceding words ("not", or "anything but" / "far from") flipping a cue,
+  "less" before a cue removing it, plus explicitly signed percentages
   ("change -0.25%", "-9.7% surprise"). `stance` = tanh of it, in [-1, 1].
 - `level_score(text, close)`: the direction of technical levels (a moving average against the
   latest close, RSI above 55 / below 45, the MACD histogram's sign).
@@ -28,6 +29,8 @@ an opinion says or what an item says:
   item new ("today", "this morning", "this week", "just reported", "fresh", "latest", "breaking") must
   cite an item of that age relative to the as-of date (`asof`: the newest date of the prompt's
   evidence, which is dated point in time). A false claim costs like an invented fact.
+- `fold(text)`: the text as a reader sees it (look-alike letters, zero-width and full-width
+  characters mapped to plain Latin) before a check reads it.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
@@ -45,6 +49,7 @@ __all__ = [
     "ITEM_CLEAR",
     "UNREAD_SECTIONS",
     "false_time_claim",
+    "fold",
     "instruction_sentences",
     "is_instruction",
     "only_instruction",
@@ -73,6 +78,12 @@ _NOT_AFTER_RECORD = frozenset(
 # ("short moving average", "a short pause", "short-term") it reads nothing
 _NOT_AFTER_SHORT = frozenset(["term", "moving", "average", "pause", "period", "window", "time", "run",
                               "horizon", "squeeze", "interest", "sma", "ema", "end", "of"])
+# two-word negations ("anything but bullish", "far from bullish") and comparatives that leave no
+# direction ("less bullish than the consensus")
+_NEGATING_PAIRS = frozenset([("anything", "but"), ("far", "from")])
+_WEAKENERS = frozenset(["less"])
+# "strong" before a rating or a flow intensifies it ("a strong sell view"); it is no bullish word there
+_STRONG_RATINGS = frozenset(["sell", "buy", "selling", "buying", "sells", "buys"])
 _BAND_WORDS = frozenset(["band", "bound", "bollinger", "channel", "limit"])
 # one clear stance word ("buy", "bullish", "beats") is a direction; what the net cue weight must reach
 CLEAR = 0.5
@@ -177,9 +188,13 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
             continue  # "the record shows", "part of the record for": the noun, not "record orders"
         if w == "short" and i + 1 < len(words) and words[i + 1] in _NOT_AFTER_SHORT:
             continue
+        if w == "strong" and i + 1 < len(words) and words[i + 1] in _STRONG_RATINGS:
+            continue  # "a strong sell view": the rating's strength, not a bullish "strong"
         if w in ("lower", "higher", "above", "below") and i + 1 < len(words) and words[i + 1] in _BAND_WORDS:
             continue  # "lower band 172.50": the name of a level, not a move
-        if any(p in NEGATIONS for p in words[max(0, i - 3) : i]):
+        if i and words[i - 1] in _WEAKENERS:
+            continue  # "less bullish than the consensus": a degree, no direction
+        if any(p in NEGATIONS for p in words[max(0, i - 3) : i]) or tuple(words[max(0, i - 2) : i]) in _NEGATING_PAIRS:
             weight = -weight
         out.append((w, weight))
     if "%" in text:
@@ -295,19 +310,50 @@ def quotes_instruction(quote_norm: str, text_norm: str) -> bool:
                            or _INSTRUCTION_RE.search(quote_norm) is not None)
 
 
+# --- look-alike characters ---------------------------------------------------------------------------------
+# A checked word can be written so that a pattern does not see it: a zero-width space inside
+# ("to\u200bday"), full-width letters ("\uff34oday"), a Cyrillic or Greek letter that looks Latin
+# ("t\u043eday", "\u0396ephyr"), a typographic hyphen. `fold` maps such text to the plain Latin text a
+# reader sees before a check reads it: NFKC, format characters (category Cf) dropped, look-alike
+# letters mapped to Latin, dashes to "-". ASCII text is returned as is (a C-level test).
+_CONFUSABLES = str.maketrans(
+    "\u0430\u0435\u043e\u0440\u0441\u0443\u0445\u0456\u0458\u0455\u04bb\u0501\u051b\u051d"
+    "\u0410\u0412\u0415\u041a\u041c\u041d\u041e\u0420\u0421\u0422\u0425\u0406\u0408\u0405\u0414"
+    "\u03bf\u03b1\u03bd\u03c1\u03b9\u03ba"
+    "\u0391\u0392\u0395\u0396\u0397\u0399\u039a\u039c\u039d\u039f\u03a1\u03a4\u03a5\u03a7"
+    "\u2010\u2011\u2012\u2013\u2014\u2212",
+    "aeopcyxijshdqw"
+    "ABEKMHOPCTXIJSD"
+    "oavpik"
+    "ABEZHIKMNOPTYX"
+    "------",
+)
+
+
+@lru_cache(maxsize=1 << 14)
+def fold(text: str) -> str:
+    """`text` as a reader sees it, in plain Latin characters (see above)."""
+    if not isinstance(text, str) or text.isascii():
+        return text
+    text = unicodedata.normalize("NFKC", text)
+    return "".join(ch for ch in text if unicodedata.category(ch) != "Cf").translate(_CONFUSABLES)
+
+
 # --- time claims ---------------------------------------------------------------------------------------
 # claim -> the most days an item may be older than the as-of date for the claim to hold
 _TIME_CLAIMS: tuple[tuple[re.Pattern[str], int], ...] = (
     (re.compile(r"\b(?:today|today's|tonight|this morning|this afternoon|breaking|intraday)\b", re.I), 0),
     (re.compile(r"\b(?:yesterday|overnight)\b", re.I), 3),
-    (re.compile(r"\b(?:just (?:out|in|now|released|reported|announced|published|came|landed|hit)|just \w+ed|hot off)\b", re.I), 3),
+    (re.compile(r"\b(?:(?:hours|minutes|moments) ago|in the (?:last|past) (?:few )?(?:hours|minutes))\b", re.I), 0),
+    (re.compile(r"\b(?:just (?:out|in|now|released|reported|announced|published|came|landed|hit)|just \w+ed|hot off"
+                r"|newly \w+ed|newly (?:out|in|minted))\b", re.I), 3),
     (re.compile(r"\b(?:fresh|freshly|brand[- ]new|newest|latest|most recent|this week|this week's)\b", re.I), 7),
 )
 
 
 # a word every claim above holds (C-level substring tests first: most opinions hold none)
 _TIME_KEYS = ("today", "tonight", "morning", "afternoon", "breaking", "intraday", "yesterday", "overnight",
-              "just", "hot off", "fresh", "new", "latest", "recent", "this week")
+              "just", "hot off", "fresh", "new", "latest", "recent", "this week", "ago", "last", "past")
 _TIME_KEY_RE = re.compile("|".join(map(re.escape, _TIME_KEYS)))
 
 
@@ -315,6 +361,9 @@ def time_claims(opinion: str) -> int | None:
     """The strictest age in days that `opinion` claims for its item, or None when it claims none."""
     if not isinstance(opinion, str):
         return None
+    # what a reader reads: look-alike characters folded, hyphenated compounds ("hot-off-the-press",
+    # "just-released") as words
+    opinion = fold(opinion).replace("-", " ")
     if _TIME_KEY_RE.search(opinion.lower()) is None:
         return None
     ages = [days for pattern, days in _TIME_CLAIMS if pattern.search(opinion)]
