@@ -90,6 +90,7 @@ such bullet drags its section and the thesis down hard, which is the intent. Ran
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -232,19 +233,14 @@ _EDGE_MODALS = frozenset(["may", "might", "could", "would", "should", "will", "c
 
 
 _TOKEN_RE = re.compile(r"\S+")
-_cut_cache: dict[str, frozenset[int]] = {}
 
 
+@functools.lru_cache(maxsize=65_536)
 def _cut_starts(hay: str) -> frozenset[int]:
     """Offsets in `hay` where a span would leave a qualifier of its sentence just outside: word
     starts right after a negation (up to three words back, the lexicon's negation window) or a modal
     (one word back), without a sentence end in between ("won't | be enough"). Memoised by text."""
-    hit = _cut_cache.get(hay)
-    if hit is None:
-        hit = _cut_cache[hay] = _find_cut_starts(hay)
-        if len(_cut_cache) > 65_536:
-            _cut_cache.clear()
-    return hit
+    return _find_cut_starts(hay)
 
 
 _QUALIFIER_RE = re.compile(
@@ -703,27 +699,13 @@ def _make_check(
     return check
 
 
-_verified_checks: dict[str, dict[int, BulletCheck]] = {}
-register_cache(_verified_checks.clear)
-register_cache(_cut_cache.clear)
-
-
+@functools.lru_cache(maxsize=16_384)  # ids repeat across prompts (T1, N2, ...): a few hundred in practice
 def _verified_check(word_count: int, item_id: str) -> BulletCheck:
     """The check of a bullet with one verified quote from its one cited id and no claim numbers:
     it depends on the word count and the id alone, and BulletCheck is immutable, so one
     shared instance per (word count, id) serves every such bullet (most honest bullets)."""
-    by_words = _verified_checks.get(item_id)
-    if by_words is None:
-        if len(_verified_checks) >= 16_384:  # ids repeat across prompts (T1, N2, ...): a few hundred in practice
-            _verified_checks.clear()
-        by_words = _verified_checks[item_id] = {}
-    check = by_words.get(word_count)
-    if check is None:
-        r_opinion = _opinion_score(word_count, True, True)
-        check = by_words[word_count] = _make_check(
-            _bullet_score(r_opinion, True, 1.0), False, (), 1.0, True, r_opinion, (item_id,)
-        )
-    return check
+    r_opinion = _opinion_score(word_count, True, True)
+    return _make_check(_bullet_score(r_opinion, True, 1.0), False, (), 1.0, True, r_opinion, (item_id,))
 
 
 def _bullet_score(r_opinion: float, quote_verified: bool, p: float) -> float:
@@ -889,24 +871,18 @@ def check_bullet(
             qn = q.lower()
             f = qn.strip(_QUOTE_STRIP)
             if len(f) >= MIN_QUOTE_CHARS and "..." not in f and _fast_credited(f, qn, item.norm_text, index):
-                by_words = _verified_checks.get(item.id)
-                check = by_words.get(words) if by_words is not None else None
-                return check if check is not None else _verified_check(words, item.id)
+                return _verified_check(words, item.id)
     return _full_check(bullet, index, section, words)
 
 
-_plain_cache: dict[str, bool] = {}
-
-
+@functools.lru_cache(maxsize=65_536)
 def _plain_opinion(opinion: str) -> bool:
     """Whether an opinion states no fact, name or time claim (the fast path's shape); memoised."""
-    hit = _plain_cache.get(opinion)
-    if hit is None:
-        hit = not invented_facts(fold(opinion), ()) and time_claims(opinion) is None
-        if len(_plain_cache) > 65_536:
-            _plain_cache.clear()
-        _plain_cache[opinion] = hit
-    return hit
+    return not invented_facts(fold(opinion), ()) and time_claims(opinion) is None
+
+
+for _memoised in (_cut_starts, _verified_check, _plain_opinion):  # clear_caches forgets them too
+    register_cache(_memoised.cache_clear)
 
 
 def _fast_credited(f: str, qn: str, hay: str, index: EvidenceIndex) -> bool:
@@ -930,10 +906,7 @@ def _fast_credited(f: str, qn: str, hay: str, index: EvidenceIndex) -> bool:
     if _cuts_measure(hay, start, end):
         return False
     if start > 0:
-        cuts = _cut_cache.get(hay)
-        if cuts is None:
-            cuts = _cut_starts(hay)
-        if start in cuts:
+        if start in _cut_starts(hay):
             return False
     n_content = len(set(_CONTENT_RE.findall(f)) - STOPWORDS)
     return (
