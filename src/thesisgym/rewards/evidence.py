@@ -905,9 +905,8 @@ def _fast_credited(f: str, qn: str, hay: str, index: EvidenceIndex) -> bool:
         return False
     if _cuts_measure(hay, start, end):
         return False
-    if start > 0:
-        if start in _cut_starts(hay):
-            return False
+    if start > 0 and start in _cut_starts(hay):
+        return False
     n_content = len(set(_CONTENT_RE.findall(f)) - STOPWORDS)
     return (
         n_content >= 2 * MIN_CONTENT_WORDS
