@@ -144,7 +144,7 @@ def test_shapes_calendar_and_meta(market_a):
     assert s.tickers == [f"SYN{i:03d}" for i in range(20)]
     assert len(s.bars) == 20 * 500 and len(s.truth) == 20 * 500
     dates = s.dates
-    assert len(dates) == 500 and dates[0] == pd.Timestamp("2020-01-02") and (dates.dayofweek < 5).all()
+    assert len(dates) == 500 and dates[0] == pd.Timestamp("2020-01-02") and (dates.day_of_week < 5).all()
     assert s.truth[["ticker", "date"]].equals(s.bars[["ticker", "date"]])
     assert set(s.truth["regime"]) <= {"bull", "sideways", "bear"} and s.truth["regime"].nunique() >= 2
     assert s.meta["market"] == "A" and s.meta["config"]["seed"] == 1
@@ -161,7 +161,7 @@ def test_events_are_timestamped_realistically_and_carry_numbers(market_a):
     minutes = local.dt.hour * 60 + local.dt.minute
     assert (minutes > 16 * 60).mean() > 0.1  # after the close: the cutoff rule matters
     assert (minutes < 9 * 60 + 30).mean() > 0.1  # pre-market
-    assert (local.dt.dayofweek < 5).all()
+    assert (local.dt.day_of_week < 5).all()
     assert (ev.loc[ev["kind"] == "macro", "ticker"] == "").all()
     assert (ev.loc[ev["kind"] != "macro", "ticker"] != "").all()
     assert ev["title"].str.contains(r"\d").all()
