@@ -4,7 +4,7 @@
   ledger the verifier checks quotes against;
 - `MarketToolEnv`, `tool_env_factory`, `with_tool_evidence`, `tool_usage_reward` (tools.env): the TRL
   GRPOTrainer environment and the rewards that verify against a rollout's own tool results;
-- `audit_tool` (tools.audit): call any tool function at a set of cutoffs and flag look-ahead.
+- `audit_tool` (tools.lookahead): call any tool function at a set of cutoffs and flag look-ahead.
 """
 
 from thesisgym.tools.env import MarketToolEnv, tool_env_factory, tool_usage_reward, with_tool_evidence
