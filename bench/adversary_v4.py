@@ -25,7 +25,7 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from thesisgym.evaluate.reward_audit import Doc, _item, _readings_of, _Scorer  # noqa: E402
+from thesisgym.evaluate.reward_audit import Doc, _item, _readings_of, _Scorer, fresh_prefixed  # noqa: E402
 from thesisgym.schema import DEFAULT_POSITIONS  # noqa: E402
 from thesisgym.teachers import TemplateTeacher  # noqa: E402
 
@@ -97,14 +97,7 @@ numbers_only = _per_bullet(lambda op, d, it: f"Read it as {'+' if d > 0 else '-'
 # --- time claims the checker does not see ------------------------------------------------------------------
 def _fresh(prefix: str) -> Callable[[Doc, dict], str | None]:
     def attack(doc: Doc, row: dict) -> str | None:
-        dates = {str(it.get("id")): str(it.get("date", ""))[:10] for it in row["evidence"]}
-        newest = max(dates.values(), default="")
-        if not any(dates.get(b.cite, newest) < newest for b in doc.bullets()):
-            return None
-        doc = doc.copy()
-        for b in doc.bullets():
-            b.opinion = f"{prefix} {b.opinion[0].lower()}{b.opinion[1:]}"
-        return doc.render()
+        return fresh_prefixed(doc, row, prefix)
     return attack
 
 

@@ -538,16 +538,9 @@ def _edit_first_read_bullet(text: str, row: dict, make) -> str | None:
 
 
 def _fresh_prefixed(text: str, row: dict, prefix: str) -> str | None:
-    from thesisgym.evaluate.reward_audit import Doc
+    from thesisgym.evaluate.reward_audit import Doc, fresh_prefixed
 
-    dates = {str(it.get("id")): str(it.get("date", ""))[:10] for it in row["evidence"]}
-    newest = max(dates.values())
-    doc = Doc.parse(text)
-    if not any(dates.get(b.cite, newest) < newest for b in doc.bullets()):
-        return None
-    for b in doc.bullets():
-        b.opinion = f"{prefix} {b.opinion[0].lower()}{b.opinion[1:]}"
-    return doc.render()
+    return fresh_prefixed(Doc.parse(text), row, prefix)
 
 
 @pytest.mark.parametrize(

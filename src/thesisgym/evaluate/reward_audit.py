@@ -998,17 +998,22 @@ def _stale_as_fresh(doc: Doc, row: dict, rng: random.Random) -> str | None:
     return doc.render() if changed else None
 
 
-def _fresh_framing(doc: Doc, row: dict, rng: random.Random) -> str | None:
-    """The honest bullets, each framed as today's news, on a thesis with a bullet on an item older
-    than the as-of date (for which the claim is false)."""
+def fresh_prefixed(doc: Doc, row: dict, prefix: str) -> str | None:
+    """The honest bullets, each opened with `prefix` (a time claim such as "Just reported today:"), on
+    a thesis with a bullet on an item older than the as-of date (for which the claim is false)."""
     dates = {str(it.get("id")): str(it.get("date", ""))[:10] for it in row["evidence"]}
     newest = max(dates.values(), default="")
     if not any(dates.get(b.cite, newest) < newest for b in doc.bullets()):
         return None
     doc = doc.copy()
     for b in doc.bullets():
-        b.opinion = f"Just reported today: {b.opinion[0].lower()}{b.opinion[1:]}"
+        b.opinion = f"{prefix} {b.opinion[0].lower()}{b.opinion[1:]}"
     return doc.render()
+
+
+def _fresh_framing(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """The honest bullets, each framed as today's news (`fresh_prefixed`)."""
+    return fresh_prefixed(doc, row, "Just reported today:")
 
 
 # invented non-numeric facts that echo the decision's stance: names, people, products, events
