@@ -5,7 +5,7 @@ Each attack is a function (Doc, row) -> edited text or None (does not apply to t
 scored against the honest thesis of the same row with the audit's scorer (`score_completion` with
 `s` from the local consistency verifier: what the shipped recipes use). Prints, per attack and
 column, the share of rows where the edit scores >= the honest thesis, the share where it scores
-strictly more, and the mean delta (edit - honest).
+strictly more, and the mean delta (edit - honest); the first line gives the honest thesis's own means.
 
     PYTHONPATH=src python bench/adversary_v4.py [--rows 60] [--real]
 
@@ -260,7 +260,7 @@ def real_rows(n: int) -> list[dict]:
 
 def run(rows: list[dict], attacks: dict[str, Callable[[Doc, dict], str | None]]) -> dict[str, dict]:
     scorer, teacher = _Scorer(), TemplateTeacher(seed=0)
-    out: dict[str, dict] = {name: {"rows": 0, **{c: [] for c in COLUMNS}} for name in attacks}
+    out: dict[str, dict] = {name: {"rows": 0, **{c: [] for c in COLUMNS}} for name in ["(honest, absolute)", *attacks]}
     for i, row in enumerate(rows):
         honest = teacher.write(row, seed=i)[0]
         doc = Doc.parse(honest)
@@ -268,6 +268,10 @@ def run(rows: list[dict], attacks: dict[str, Callable[[Doc, dict], str | None]])
         texts = [honest] + [t for t in edits.values() if t is not None]
         scores = scorer(texts, row)
         h, k = scores[0], 1
+        out["(honest, absolute)"]["rows"] += 1
+        for c in COLUMNS:
+            if not math.isnan(h[c]):
+                out["(honest, absolute)"][c].append(h[c])
         for name, t in edits.items():
             if t is None:
                 continue
@@ -289,6 +293,9 @@ def table(res: dict[str, dict]) -> str:
             d = r[c]
             if not d:
                 cells.append("-")
+                continue
+            if name.startswith("(honest"):
+                cells.append(f"mean {sum(d) / len(d):.3f}")
                 continue
             ge = sum(x >= -1e-9 for x in d) / len(d)
             gt = sum(x > 1e-9 for x in d) / len(d)
