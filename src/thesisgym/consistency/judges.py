@@ -42,8 +42,12 @@ conclusion, text outside the blocks). Per claim i:
   has one. Keyword salad costs: each stance cue past SALAD_CUES takes SALAD_COST of g_i. A bullet
   the evidence reward calls hallucinated (an invented id, quote, number, fact or name, a false
   time claim, a quoted instruction) has f_i = 0.
-- a statement outside the bullets: c_i = tanh of its lexicon score, e_i the mean stance of the
-  items the read bullets ground, f_i = g_i (1 - |c_i - e_i| / 2), or g_i (1 - |e_i|) without a stance.
+- a statement outside the bullets: c_i in {-1, 0, +1} is its verdict's direction (`verdict_direction`:
+  its last sentence with a direction, read as a bullet's opinion), e_i the mean stance of the items
+  the read bullets ground (macro items aside); f_i = g_i max(0, 1 - |e_i| +
+  c_i e_i): g_i when it states the direction of e_i, g_i (1 - |e_i|) when it states none, g_i (1 -
+  2 |e_i|) when it states the opposite, so saying nothing never scores above stating the grounded
+  direction.
 Coverage: each section has its expected items (`canonical_items`: the min(SATURATION, n) items with
 the strongest stance, the newest first among equals; what an honest thesis that stops at SATURATION
 bullets covers). An expected item with a stance that no bullet grounds (a credited quote or backed
@@ -116,6 +120,7 @@ from thesisgym.rewards.reading import (
     stance,
     stance_cues,
     stance_score,
+    verdict_direction,
 )
 from thesisgym.schema import DEFAULT_POSITIONS
 from thesisgym.thesis import scan_quantities
@@ -227,9 +232,12 @@ class LocalJudge:
         if claim.kind != "bullet":
             g = self._statement_grounding(claim, ctx, report, addressed)
             e = self._grounded_stance(ctx, addressed)
-            c = 0.0 if copied else stance(claim.opinion)
-            # a stance-free opinion does not agree with evidence that has a stance
-            return (g * (1.0 - abs(e)) if abs(c) < 1e-6 else g * (1.0 - abs(c - e) / 2.0)), c
+            # the statement's verdict (its last sentence with a direction, read as a bullet's opinion)
+            # against the stance of the evidence it restates: stating its direction agrees fully,
+            # saying nothing loses |e|, saying the opposite 2 |e|, so a stance-free statement never
+            # scores above one that states the grounded direction
+            c = 0 if copied else verdict_direction(claim.opinion)
+            return g * max(0.0, 1.0 - abs(e) + c * e), float(c)
         check = report.bullets[claim.ref] if report is not None and claim.ref < len(report.bullets) else None
         if check is not None and check.hallucinated:
             # what the evidence reward calls invented (an id, quote, number, fact, name or time claim,
@@ -335,7 +343,8 @@ class LocalJudge:
         """The mean stance of the items the read bullets ground: what a statement outside the
         bullets restates, whatever it cites or whatever its words retrieve."""
         stances = self._expected(ctx)[1]
-        ids = [i for i in addressed if i in stances]
+        # a macro item has no reading (UNREAD_SECTIONS): it gives the statement no direction to state
+        ids = [i for i in addressed if i in stances and self._section(ctx, i) not in UNREAD_SECTIONS]
         return sum(stances[i] for i in ids) / len(ids) if ids else 0.0
 
     @staticmethod

@@ -62,6 +62,8 @@ __all__ = [
     "stance_cues",
     "stance_score",
     "time_claims",
+    "unreadable_turn",
+    "verdict_direction",
 ]
 
 _PHRASES = sorted((k for k in LEXICON if " " in k), key=len, reverse=True)
@@ -237,13 +239,60 @@ def _echo_words(echo: str) -> frozenset[str]:
     return frozenset(_ECHO_WORD_RE.findall(echo.lower()))
 
 
+# A negation further back in a cue's clause than the three words `stance_cues` flips ("I would not,
+# after a careful look at this item, call it bullish") turns the view in a way the lexicon does not
+# read, and irony ("Sure, totally bullish, if you ignore what the item says") says the opposite of
+# its words: an opinion with either states no direction the verifier can read (0), never its cues'.
+# A clause ends at . ; : ! ? or a contrasting conjunction; a comma does not end it, nor does "that"
+# ("I would not say that it is bullish") or "and" ("I would not, and I mean it, call it bullish").
+_CLAUSE_END = frozenset(["but", "while", "whereas", "although", "though", "yet", "however"])
+_CLAUSE_SPLIT_RE = re.compile(r"[.;:!?]+")
+# negation words that negate no view: "not only ... but", "no doubt", "not least"
+_NOT_NEGATING_AFTER = frozenset(["only", "just", "merely", "least", "doubt", "question", "wonder", "surprise"])
+_IRONY_RE = re.compile(
+    r"(?:^|[.;:!?]\s*|\(\s*)(?:sure|yeah|oh|right|riiight|suuure)\s*[,!]"
+    r"|\b(?:if|as long as|provided|assuming) (?:you|one|we) (?:ignore|ignores|overlook|overlooks|disregard|forget"
+    r"|squint|believe|skip|pretend)\b|\bignoring (?:what|everything|the item|the evidence|the record)\b"
+    r"|\byeah,? right\b|\bas if\b|\bso-called\b|\bwhat could (?:possibly )?go wrong\b|\bnot!|/s\b"
+    r"|\b(?:lol|lmao)\b|\bin (?:a|some) parallel universe\b|\b(?:wink|sarcasm|ironic(?:ally)?)\b",
+    re.I,
+)
+
+
+@lru_cache(maxsize=1 << 16)
+def unreadable_turn(opinion: str) -> bool:
+    """Whether `opinion` turns a stance cue in a way the lexicon cannot read (see above): irony, or a
+    negation in a cue's clause further back than the window `stance_cues` flips."""
+    if not isinstance(opinion, str) or not opinion:
+        return False
+    if _IRONY_RE.search(opinion) is not None:
+        return True
+    low = opinion.lower()
+    if not any(n in low for n in ("no", "n't", "never", "without", "nor", "fail", "hardly", "barely", "lack",
+                                  "cannot", "denie")):
+        return False  # C-level test: most opinions hold no negation at all
+    for clause in _CLAUSE_SPLIT_RE.split(low):
+        negated = -1
+        for i, w in enumerate(_tokens(clause)):
+            if w in _CLAUSE_END:
+                negated = -1
+            elif w in NEGATIONS or w.endswith("n't"):
+                negated = i
+            elif negated >= 0 and i - negated > 3 and (LEXICON.get(w.replace("_", " ")) is not None):
+                return True
+            elif negated >= 0 and i - 1 == negated and w in _NOT_NEGATING_AFTER:
+                negated = -1
+    return False
+
+
 @lru_cache(maxsize=1 << 16)
 def opinion_direction(opinion: str, echo: str = "") -> int:
     """The analyst's direction in {-1, 0, +1} (module docstring): own cues only (a cue whose words
     all appear in `echo` is a repeated word of the item, and a signed percentage shown in `echo` too),
-    saturated at the first clear direction, 0 when it argues both ways or says nothing clear."""
+    saturated at the first clear direction, 0 when it argues both ways, says nothing clear, or turns
+    its cues in a way the lexicon cannot read (`unreadable_turn`)."""
     cues = stance_cues(opinion)
-    if not cues:
+    if not cues or unreadable_turn(opinion):
         return 0
     words = _echo_words(echo) if echo else frozenset()
     pos = neg = 0.0
@@ -256,6 +305,23 @@ def opinion_direction(opinion: str, echo: str = "") -> int:
             neg -= weight
     net = pos - neg  # both ways at once ("encouraging and argues for a short") cancel out
     return 0 if abs(net) < CLEAR else (1 if net > 0 else -1)
+
+
+_VERDICT_SPLIT_RE = re.compile(r"(?<=[.;!?])\s+")
+
+
+@lru_cache(maxsize=1 << 14)
+def verdict_direction(statement: str) -> int:
+    """The direction of a statement's verdict, in {-1, 0, +1}: that of its last sentence that has one
+    (`opinion_direction`). A conclusion weighs the sections first ("the news evidence leans bullish;
+    the technical evidence leans bearish") and says which side wins last."""
+    if not isinstance(statement, str) or not statement:
+        return 0
+    for sentence in reversed(_VERDICT_SPLIT_RE.split(statement)):
+        d = opinion_direction(sentence)
+        if d:
+            return d
+    return 0
 
 
 # --- instructions ----------------------------------------------------------------------------------------
