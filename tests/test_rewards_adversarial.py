@@ -596,11 +596,23 @@ def test_a_misreading_in_words_the_lexicon_reads_backwards_lowers_s():
                "This looks much less {w} than the consensus believes over the coming week for anyone holding it"))
 
 
-@pytest.mark.xfail(strict=True, reason="v4 hole: a negation more than 3 words before the cue, and sarcasm, "
-                   "are not read: the misreading scores like the reading")
-def test_a_misreading_with_a_far_negation_or_sarcasm_lowers_s():
+def test_a_misreading_with_a_far_negation_or_irony_lowers_s():
+    """A negation further back in the cue's clause than the 3-word window, and irony, turn the view in
+    a way the lexicon cannot read: such an opinion has no direction, never its cue's."""
     _misreadings_lower_s(("I would not, after a careful look at this item, call it {w} for the shares this week",
-                          "Sure, totally {w}, if you ignore what the item actually says about the shares this week"))
+                          "I would not say, having gone through every line of it, that this is {w} for the shares",
+                          "Sure, totally {w}, if you ignore what the item actually says about the shares this week",
+                          "Yeah right, {w} for the shares, as if the item said anything of the kind this week"))
+
+
+def test_far_negations_and_irony_leave_no_direction_but_plain_readings_keep_theirs():
+    from thesisgym.rewards.reading import opinion_direction
+
+    assert opinion_direction("I would not, after a careful look at this item, call it bullish") == 0
+    assert opinion_direction("Sure, totally bearish, if you ignore the item") == 0
+    assert opinion_direction("not bullish for the shares") == -1  # the 3-word window still flips
+    assert opinion_direction("The stock did not fall on the news, but the upgrade is bullish") == 1  # new clause
+    assert opinion_direction("Of course the beat is bullish for the shares") == 1
 
 
 def _misreadings_lower_s(phrases: tuple[str, ...]) -> None:
@@ -624,17 +636,18 @@ def _append(where: str, extra: str):
     return edit
 
 
-@pytest.mark.xfail(strict=True, reason="v4 hole: invented_facts sees only FACT_TERMS and names capitalised "
-                   "inside a sentence; events in other words, lower-case names, a name opening a sentence and "
-                   "figures in words are free")
 @pytest.mark.parametrize(
     "where,extra",
     [("conclusion", "Also the finance chief quit and the flagship gadget was pulled from shelves."),
      ("opinion", "the zephyr x2 rollout with orbis went ahead"),
      ("opinion", "revenue moved forty-five percent"),
-     ("conclusion", "Belmont walked away from the company.")],
+     ("conclusion", "Belmont walked away from the company."),
+     ("opinion", "the head of sales stepped down and the warehouse burned"),
+     ("conclusion", "Seventy-three analysts moved to sell."),
+     ("opinion", "the kx-9 rollout went ahead")],
     ids=["conclusion_synonym_events", "opinion_lowercase_names", "opinion_number_words",
-         "conclusion_sentence_initial_name"],
+         "conclusion_sentence_initial_name", "opinion_other_synonym_events", "conclusion_number_word_count",
+         "opinion_product_code"],
 )
 def test_invented_facts_in_other_words_cost_on_the_evidence_reward(where, extra):
     edit = _append(where, extra)
@@ -643,13 +656,32 @@ def test_invented_facts_in_other_words_cost_on_the_evidence_reward(where, extra)
         assert m["evidence"] < h["evidence"], (where, extra)
 
 
-@pytest.mark.xfail(strict=True, reason="v4 hole: a statement's stance is tanh of its word sum against the mean "
-                   "grounded stance, so saying nothing (f = g (1 - |e|)) beats saying which side wins")
-def test_a_stance_free_conclusion_never_beats_the_honest_one_on_s():
+def _with_conclusion(honest: str, conclusion: str) -> str:
     from thesisgym.evaluate.reward_audit import Doc
 
+    doc = Doc.parse(honest)
+    doc.conclusion = conclusion
+    return doc.render()
+
+
+def test_a_stance_free_conclusion_never_beats_stating_the_grounded_direction_on_s():
+    """Saying nothing in the conclusion never scores above saying which side the grounded evidence
+    takes (whichever that is), and it loses to the honest conclusion where that states it."""
+    free = "Weighing the sections above gives the decision below for a holding period of about a week."
+    lost = 0
     for row, honest in _adv_cases():
-        doc = Doc.parse(honest)
-        doc.conclusion = "Weighing the sections above gives the decision below for a holding period of about a week."
-        h, m = _adv_scores([honest, doc.render()], row)
-        assert m["s"] <= h["s"], (h["s"], m["s"])
+        views = [_with_conclusion(honest, f"Taken together the balance of evidence is {w} for the shares.")
+                 for w in ("bullish", "bearish")]
+        h, m, bull, bear = _adv_scores([honest, _with_conclusion(honest, free), *views], row)
+        assert m["s"] <= max(bull["s"], bear["s"]) + 1e-12, (m["s"], bull["s"], bear["s"])
+        lost += m["s"] < h["s"]
+    assert lost >= len(_adv_cases()) * 0.7
+
+
+def test_honest_prose_restating_its_items_is_not_an_invention():
+    """The unsupported-word rule reads only clauses that report an event, and words of the analysis
+    vocabulary or of the prompt's evidence: the honest gold thesis and the template teacher keep
+    their evidence score (tests/test_teachers.py checks 1.0 on its rows)."""
+    assert HONEST["n_hallucinated"] == 0
+    for row, honest in _adv_cases():
+        assert _adv_scores([honest], row)[0]["evidence"] == 1.0

@@ -109,7 +109,16 @@ from thesisgym.rewards.base import (
     per_completion,
     register_cache,
 )
-from thesisgym.rewards.lexicon import LEXICON, NEGATIONS, invented_facts, protected_word
+from thesisgym.rewards.lexicon import (
+    LEXICON,
+    NEGATIONS,
+    held,
+    invented_facts,
+    open_words,
+    protected_word,
+    spelled_figures,
+    word_pool,
+)
 from thesisgym.rewards.reading import (
     as_of,
     false_time_claim,
@@ -792,12 +801,32 @@ def _stated_facts(text: str, known: Sequence[EvidenceItemView], index: EvidenceI
     out = []
     texts = [fold(it.text) for it in known]
     # a name or event word spelt with look-alike characters ("\u0396ephyr") is the word a reader reads
-    missing = invented_facts(fold(text), texts)
+    folded = fold(text)
+    missing = invented_facts(folded, texts)
     if missing:
         out.append("states facts its evidence does not hold: " + ", ".join(missing[:4]))
+    # a report in words of its own: what happened, in words neither the analysis vocabulary nor any
+    # evidence item of the prompt holds ("the finance chief quit"), or a product code no item writes
+    unheld = [w for w in open_words(folded) if not held(w, _prompt_pool(index))]
+    if unheld:
+        out.append("reports what no evidence holds: " + ", ".join(unheld[:4]))
+    # figures in words ("forty-five percent") are quantities like figures in digits
+    spelled = spelled_figures(folded)
+    if spelled is not None:
+        shown = {(q.value, q.unit, q.scale) for q in scan_quantities(folded)}
+        out += [f"number {q.value:g} (in words) not in its evidence" for q in scan_quantities(spelled)
+                if (q.value, q.unit, q.scale) not in shown and not _quantity_supported(q, known)]
     if time_claims(text) is not None and false_time_claim(text, [it.date for it in known], _asof(index)):
         out.append("calls its evidence newer than it is")
     return out
+
+
+def _prompt_pool(index: EvidenceIndex) -> frozenset[str]:
+    """The words of every evidence item of the prompt and their stems (`lexicon.word_pool`), per index."""
+    hit = index.features.get("word_pool")
+    if hit is None:
+        hit = index.features["word_pool"] = word_pool(fold(it.text) for it in index.items.values())
+    return hit
 
 
 def _full_check(bullet: Bullet, index: EvidenceIndex, section: str | None, words: int) -> BulletCheck:
@@ -878,7 +907,9 @@ def check_bullet(
 @functools.lru_cache(maxsize=65_536)
 def _plain_opinion(opinion: str) -> bool:
     """Whether an opinion states no fact, name or time claim (the fast path's shape); memoised."""
-    return not invented_facts(fold(opinion), ()) and time_claims(opinion) is None
+    folded = fold(opinion)
+    return (not invented_facts(folded, ()) and not open_words(folded) and spelled_figures(folded) is None
+            and time_claims(opinion) is None)
 
 
 for _memoised in (_cut_starts, _verified_check, _plain_opinion):  # clear_caches forgets them too

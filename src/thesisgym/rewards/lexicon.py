@@ -25,8 +25,12 @@ __all__ = [
     "all_stems",
     "fact_stems",
     "fact_support",
+    "held",
     "invented_facts",
+    "open_words",
     "protected_word",
+    "spelled_figures",
+    "word_pool",
     "stem",
 ]
 
@@ -245,3 +249,249 @@ def invented_facts(text: str, evidence_texts: Iterable[str]) -> list[str]:
     missing = [w for s, w in facts.items() if s not in stems]
     missing += [n for n in sorted(names) if not all(p in words for p in _FACT_WORD_RE.findall(n))]
     return missing
+
+
+# --- unsupported words: invented facts in any words ---------------------------------------------------------
+# A word list of event terms cannot list every way to state an event ("the finance chief quit", "pulled
+# from shelves", "the zephyr x2 rollout with orbis went ahead", "Belmont walked away"). The rule is
+# closed the other way round: a clause that reports what happened (it holds a past-tense verb outside
+# the analysis vocabulary: a word ending in -ed or an irregular past form) may use the analysis vocabulary below (function words,
+# the lexicon, the reading, actor, hedge and negation terms, and the words analysts use to weigh
+# evidence) and the words of the prompt's evidence; any other word it states is unsupported, and the
+# text invents. A product code (letters and digits, "x2") and a name that opens a sentence are checked
+# in every clause. Words are compared with their stems (`held`: "closed" is held by "Close"), so an
+# honest restatement in the item's own words is never flagged.
+FUNCTION_WORDS = frozenset("""
+a an the this that these those there here it its it's they them their theirs he she him her his we us our
+you your i me my one ones some any all both each every either neither other another such same own
+is are was were be been being am do does did done doing have has had having will would shall should can
+could may might must of to in on at by for from with without into onto out over under about above below
+up down off through across after before during until since while as than then so if unless because though
+although yet but and or nor not no also only just still even again already ever once twice more most less
+least much many few fewer lot lots very quite rather too enough almost nearly about around roughly
+what which who whom whose when where why how whether however therefore thus hence instead otherwise
+meanwhile else per via vs versus like unlike against toward towards upon within beyond behind beside
+besides between among amid despite except along alongside throughout past next last first second third
+two three four five six seven eight nine ten half double single itself themselves
+percent percentage pct cent cents dollar dollars usd basis bps thousand million billion trillion
+""".split())  # noqa: SIM905
+ANALYSIS_WORDS = frozenset("""
+stock stocks share shares equity equities price prices priced pricing market markets trade trades traded
+trading trader traders investor investors holder holders owner owning own owned position positions
+exposure stake view views case thesis call calls reading read reads item items evidence record records
+source sources section sections line lines report reports reported reporting data figure figures number
+numbers detail details picture setup signal signals sign signs indicator indicators reading balance
+weight weigh weighs weighed weighing context backdrop story narrative tone sentiment mood outlook
+picture trend trends trending level levels range ranges band bands support resistance average averages
+moving close closed closes closing open opened session sessions day days daily week weeks weekly
+month months monthly quarter quarters quarterly year years annual period periods term horizon time
+times today recent recently latest earlier later now currently current ahead coming near nearby
+volume volumes volatility liquidity flow flows demand supply buyers sellers buying selling bid
+valuation valuations multiple multiples value values valued cheap expensive rich premium discount
+margin margins cash cost costs spending capital debt leverage balance sheet income operating
+fundamental fundamentals technical technicals news insider insiders analyst analysts macro conclusion
+decision strong_buy strong_sell hold holding holds held bullish bearish neutral mixed view
+company companies firm business businesses sector sectors industry peers peer rival rivals competitor
+competitors consumer consumers economy economic rate rates yield yields inflation policy central bank
+growth growing grown expansion pressure pressures risk risks reward rewards return returns gain gains loss
+points point pointing pointed argue argues argued arguing suggest suggests suggested suggesting show
+shows showed showing shown indicate indicates indicated imply implies implied mean means meant tell
+tells told say says said note notes noted noting see sees saw seen look looks looked looking seem seems
+seemed appear appears appeared remain remains remained stay stays stayed keep keeps kept leave leaves
+left lean leans leaned leaning tilt tilts tilted tilting favor favors favored favour favours favoured
+help helps helped hurt hurts weigh make makes made take takes took taken give gives gave given get gets
+got set sets put puts move moves moved moving matter matters mattered count counts counted carry
+carries carried add adds added adding reduce reduces reduced trim trims trimmed trimming confirm
+confirms confirmed reflect reflects reflected reflecting support supports supported supporting
+suggest offset offsets outweigh outweighs outweighed justify justifies justified warrant warrants
+change changes changed changing shift shifts shifted turn turns turned reach reaches reached hit
+stand stands stood sit sits sat trade happen happens happened continue continues continued
+expect expects expected expectation expectations estimate consensus surprise surprised surprises
+surprising beat beats missed miss guidance target targets targeted rating ratings rated reiterated
+reiterates reiterate maintained maintains maintain kept cover covering covered coverage
+clear clearly modest modestly slight slightly mild mildly moderate moderately solid firm firmly
+healthy steady stable weak strong large small big high low higher lower highest lowest main major minor
+key important notable significant meaningful little limited full fully overall broad broadly broader
+real actual likely unlikely possible clean rare routine normal usual usually typical typically
+good better best bad worse worst positive negative favorable unfavorable constructive supportive
+encouraging worrying concerning cautious caution careful carefully calm alarming extreme
+direction directional sign upside downside upward downward sideways flat higher lower rising falling
+buy sell long short neutral underweight overweight allocation allocate trimming adding cutting
+since given because thus therefore overall together taken weighing weighed combined combining net
+summary sum total totals totalled totaled part parts rest whole
+reason reasons because evidence enough much further partly mostly largely somewhat fairly
+strength strengths weakness weaknesses concern concerns issue issues question questions doubt doubts
+confidence conviction uncertainty uncertain certain sure unclear clarity noise noisy
+momentum rally rallied pullback pullbacks dip dips bounce bounced rebound rebounded recovery recovered
+run runs breakout breakdown overbought oversold upper lower mean stretched extended exhausted
+room pause consolidation consolidating consolidated tape buyers control
+profitability profitable efficiency discipline power mix conversion operations shareholders
+returning return returned funded funding service servicing load
+sentiment headline headlines backlog cycle replacement unit units respond responds
+prior previous previously since earlier last latest recent newest oldest older old new
+side sides well top bottom broker brokers aggregate aggregated finance financial financials embedded instruction
+instructions blog post posts call analysis analytical weight weights basis bases part partial partly
+""".split())  # noqa: SIM905
+_IRREGULAR_PAST = frozenset("""
+went gone quit quits left took taken came come gave given got gotten made said told ran fell rose grew
+sold bought won lost broke broken began begun brought built chose chosen drew drawn drove flew forgot
+froze hid hit held kept knew known led let met paid put rang sent set shut spent split spoke stood
+stole struck swore threw understood woke wore wrote saw seen sank shook slid sought fought caught
+taught thought felt found heard meant became become bore born dealt dug fled flung forgave forbade
+hung laid lay lent lit overtook oversaw rode rid sang slept sold sprang stuck stung swam swung tore
+undertook upheld withdrew withdrawn wound
+""".split())  # noqa: SIM905
+_CLOSED = (FUNCTION_WORDS | ANALYSIS_WORDS | frozenset(k.replace(" ", "_") for k in LEXICON)
+           | frozenset(w for k in LEXICON for w in k.split()) | NEGATIONS | HEDGES | FACT_TERMS | READING_TERMS
+           | ACTOR_TERMS | UP_WORDS | DOWN_WORDS | _NOT_NAMES)
+_OPEN_WORD_RE = re.compile(r"[a-z][a-z']*[a-z]|[a-z]*\d[a-z\d]*[a-z][a-z\d]*|[a-z]+\d[a-z\d]*")
+_CLAUSE_RE = re.compile(r"[.;:!?,()\[\]]+|\s[-\u2013\u2014]\s|\b(?:and|but|while|whereas|which|who|so)\b")
+_CODE_OK_RE = re.compile(r"(?:q[1-4]|h[12]|fy\d{2,4}|\d+(?:st|nd|rd|th|s|d|m|y|k|bn|mn|bp|bps|x|pm|am))")
+
+
+def held(word: str, pool: frozenset[str] | set[str]) -> bool:
+    """Whether `pool` (words and their stems) holds `word`: as is, by stem, or by the stem of a form
+    that ends in "e" ("closed" is held by "close", "moves" by "move")."""
+    s = stem(word)
+    return word in pool or s in pool or (s != word[:6] and s + "e" in pool)
+
+
+def word_pool(texts: Iterable[str]) -> frozenset[str]:
+    """The words of `texts` and their stems (what `held` looks a word up in)."""
+    out: set[str] = set()
+    for t in texts:
+        out.update(_pool_of(t))
+    return frozenset(out)
+
+
+@lru_cache(maxsize=1 << 14)
+def _pool_of(text: str) -> frozenset[str]:
+    words = _FACT_WORD_RE.findall(text.lower()) if isinstance(text, str) else []
+    return frozenset(words) | frozenset(map(stem, words))
+
+
+_CLOSED_POOL = frozenset(_CLOSED) | frozenset(map(stem, _CLOSED))
+
+
+@lru_cache(maxsize=1 << 15)
+def open_words(text: str) -> tuple[str, ...]:
+    """The words of `text` (lower-cased) that the analysis vocabulary does not hold, in the clauses
+    that report what happened, and product codes ("x2") in any clause (see above)."""
+    low = text.lower()
+    out: list[str] = []
+    for clause in _CLAUSE_RE.split(low):
+        words = _OPEN_WORD_RE.findall(clause.replace("-", " "))
+        # a clause reports an event when it holds a past-tense verb outside the analysis vocabulary
+        factual = any((w in _IRREGULAR_PAST or (len(w) >= 5 and w.endswith("ed"))) and not held(w, _CLOSED_POOL)
+                      for w in words)
+        for w in words:
+            if any(ch.isdigit() for ch in w):
+                if not _CODE_OK_RE.fullmatch(w):
+                    out.append(w)
+            elif factual and len(w) > 2 and not (w.endswith("ly") and len(w) > 4) and not held(w, _CLOSED_POOL):
+                out.append(w)
+    return tuple(dict.fromkeys(out))
+
+
+@lru_cache(maxsize=1 << 15)
+def first_word_names(text: str) -> frozenset[str]:
+    """Capitalised words that open a sentence and that the analysis vocabulary does not hold: a name
+    ("Belmont walked away") that `_names` does not see."""
+    out = set()
+    for m in _SENTENCE_WORD_RE.finditer(text):
+        w = m.group(1)
+        if w and w[0].isupper():
+            low = w.lower().strip("'")
+            if len(low) > 1 and not held(low, _CLOSED_POOL):
+                out.add(low)
+    return frozenset(out)
+
+
+# --- figures in words -----------------------------------------------------------------------------------------
+# "revenue moved forty-five percent" states a figure as much as "45%" does: `spelled_figures` writes
+# such figures in digits so that the quantity check (`thesis.scan_quantities`) reads them. A spelled
+# number is a figure when it is 10 or more or a unit or scale follows it ("five percent", "three
+# billion"); "one of the items" and "two sections" count nothing.
+_UNIT_WORDS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+               "sixteen seventeen eighteen nineteen")
+_UNITS = {w: i for i, w in enumerate(_UNIT_WORDS.split())}
+_TENS = {w: 10 * i for i, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()) if i > 1}  # noqa: SIM905
+_SCALES = {"hundred": 100, "thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000,
+           "trillion": 1_000_000_000_000}
+_NUMBER_WORD = "|".join(sorted([*_UNITS, *_TENS, *_SCALES, "point", "and", "a"], key=len, reverse=True))
+_SPELLED_RE = re.compile(rf"\b(?:{_NUMBER_WORD})(?:[\s-]+(?:{_NUMBER_WORD}))*\b", re.I)
+_FIGURE_UNIT_RE = re.compile(r"\s*(?:%|percent|per cent|pct|percentage points?|points?|basis points?|bps|dollars?"
+                             r"|cents?|times|x\b|fold)", re.I)
+_NUMBER_KEYS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+                "teen", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety", "hundred",
+                "thousand", "million", "billion", "trillion", "zero")
+
+
+def _spelled_value(words: list[str]) -> tuple[float, int] | None:
+    """(value, decimals) of a run of number words ("forty five", "three point two"), or None."""
+    total = current = 0.0
+    decimals = ""
+    seen = False
+    in_decimals = False
+    for w in words:
+        if w in ("and", "a"):
+            continue
+        if w == "point":
+            in_decimals = True
+            continue
+        if in_decimals and w in _SCALES:  # "three point two billion"
+            current, decimals, in_decimals = current + float("0." + (decimals or "0")), "", False
+        if in_decimals:
+            if w not in _UNITS or _UNITS[w] > 9:
+                return None
+            decimals += str(_UNITS[w])
+            continue
+        if w in _UNITS:
+            current += _UNITS[w]
+        elif w in _TENS:
+            current += _TENS[w]
+        elif w == "hundred":
+            current = (current or 1) * 100
+        elif w in _SCALES:
+            total += (current or 1) * _SCALES[w]
+            current = 0.0
+        else:
+            return None
+        seen = True
+    if not seen:
+        return None
+    value = total + current
+    return (value + (float("0." + decimals) if decimals else 0.0), len(decimals))
+
+
+@lru_cache(maxsize=1 << 14)
+def spelled_figures(text: str) -> str | None:
+    """`text` with its figures in words written in digits ("forty-five percent" -> "45 percent"), or
+    None when it spells none (see above)."""
+    if not isinstance(text, str):
+        return None
+    low = text.lower()
+    if not any(k in low for k in _NUMBER_KEYS):
+        return None  # C-level test: most texts spell no number
+    out: list[str] = []
+    pos = 0
+    changed = False
+    for m in _SPELLED_RE.finditer(text):
+        words = [w for w in re.split(r"[\s-]+", m.group(0).lower()) if w]
+        while words and words[-1] in ("and", "a", "point"):
+            words.pop()
+        parsed = _spelled_value(words)
+        if parsed is None:
+            continue
+        value, decimals = parsed
+        unit = _FIGURE_UNIT_RE.match(text, m.end()) is not None
+        if value < 10 and not unit and not any(w in _SCALES for w in words):
+            continue
+        out.append(text[pos : m.start()])
+        out.append(f"{value:.{decimals}f}" if decimals else f"{value:.0f}")
+        pos = m.end() - (len(m.group(0)) - len(m.group(0).rstrip()))
+        changed = True
+    if not changed:
+        return None
+    out.append(text[pos:])
+    return "".join(out)
