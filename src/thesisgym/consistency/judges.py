@@ -43,8 +43,9 @@ conclusion, text outside the blocks). Per claim i:
   the evidence reward calls hallucinated (an invented id, quote, number, fact or name, a false
   time claim, a quoted instruction) has f_i = 0.
 - a statement outside the bullets: c_i in {-1, 0, +1} is its verdict's direction (`verdict_direction`:
-  its last sentence with a direction, read as a bullet's opinion), e_i the mean stance of the items
-  the read bullets ground (macro items aside); f_i = g_i max(0, 1 - |e_i| +
+  its last sentence with a direction, read as a bullet's opinion), e_i the mean stance of the
+  expected items (below; macro items aside): the evidence a conclusion weighs, which no choice of
+  bullets can move; f_i = g_i max(0, 1 - |e_i| +
   c_i e_i): g_i when it states the direction of e_i, g_i (1 - |e_i|) when it states none, g_i (1 -
   2 |e_i|) when it states the opposite, so saying nothing never scores above stating the grounded
   direction.
@@ -231,7 +232,7 @@ class LocalJudge:
         copied = opinion_copied_share(claim.opinion, ctx.index.grounding) > 0.5
         if claim.kind != "bullet":
             g = self._statement_grounding(claim, ctx, report, addressed)
-            e = self._grounded_stance(ctx, addressed)
+            e = self._expected_stance(ctx)
             # the statement's verdict (its last sentence with a direction, read as a bullet's opinion)
             # against the stance of the evidence it restates: stating its direction agrees fully,
             # saying nothing loses |e|, saying the opposite 2 |e|, so a stance-free statement never
@@ -339,13 +340,15 @@ class LocalJudge:
         texts = [grounding.items[i].text for i in sorted(pool) if i in grounding.items]
         return report.statements[claim.ref].score * fact_support(claim.opinion, texts)
 
-    def _grounded_stance(self, ctx: JudgeContext, addressed: frozenset[str]) -> float:
-        """The mean stance of the items the read bullets ground: what a statement outside the
-        bullets restates, whatever it cites or whatever its words retrieve."""
-        stances = self._expected(ctx)[1]
-        # a macro item has no reading (UNREAD_SECTIONS): it gives the statement no direction to state
-        ids = [i for i in addressed if i in stances and self._section(ctx, i) not in UNREAD_SECTIONS]
-        return sum(stances[i] for i in ids) / len(ids) if ids else 0.0
+    def _expected_stance(self, ctx: JudgeContext) -> float:
+        """The mean stance of the expected items (macro items aside: no reading): the direction of the
+        evidence a conclusion weighs, which no choice of bullets can move (hedging, cherry-picking)."""
+        hit = ctx.index.features.get("expected_stance")
+        if hit is None:
+            expected, stances = self._expected(ctx)
+            ids = [i for sec, items in expected.items() if sec not in UNREAD_SECTIONS for i in items]
+            hit = ctx.index.features["expected_stance"] = sum(stances[i] for i in ids) / len(ids) if ids else 0.0
+        return hit
 
     @staticmethod
     def _context_stance(ctx: JudgeContext, st: list[float]) -> float:

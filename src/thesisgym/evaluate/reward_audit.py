@@ -1093,6 +1093,79 @@ def _fragment_quotes(doc: Doc, row: dict, rng: random.Random) -> str | None:
     return doc.render() if changed else None
 
 
+# --- the adversary round on v4.7: turns the lexicon cannot read, events in other words, saying nothing ------
+_TURNED = {
+    "far_negation": "I would not, after a careful look at this item, call it {w} for the shares over the coming week",
+    "irony": "Sure, totally {w}, if you ignore what the item actually says about the shares over the coming week",
+}
+_WORDS = {1: "bullish", -1: "bearish"}
+
+
+def _turned(kind: str) -> Mutate:
+    """Opinions on items with a direction that state the item's direction turned by a far negation or
+    irony (a reader who gets each item wrong, in words the 3-word negation window does not read)."""
+    def mutate(doc: Doc, row: dict, rng: random.Random) -> str | None:
+        readings = _readings_of(row)
+        doc = doc.copy()
+        changed = False
+        for b in doc.bullets():
+            d = readings.get(b.cite.upper(), 0)
+            if d:
+                b.opinion = _TURNED[kind].format(w=_WORDS[d])
+                changed = True
+        return doc.render() if changed else None
+    return mutate
+
+
+# events, names and figures in words outside FACT_TERMS, lower case, opening a sentence, or spelled out
+_OTHER_WORDS = {
+    "synonym_events": "the finance chief quit and the flagship gadget was pulled from shelves",
+    "lowercase_names": "the zephyr x2 rollout with orbis went ahead",
+    "sentence_initial_name": "Belmont walked away from the company",
+    "number_words": "revenue moved forty-five percent",
+}
+
+
+def _other_words(kind: str, where: str) -> Mutate:
+    def mutate(doc: Doc, row: dict, rng: random.Random) -> str | None:
+        want = _direction_of(doc.decision) or 1
+        doc = doc.copy()
+        extra = f"{_OTHER_WORDS[kind]}, which is {_WORDS[want]} for the shares"
+        if where == "conclusion":
+            doc.conclusion += f" {extra[0].upper()}{extra[1:]}."
+        else:
+            bullets = doc.bullets()
+            if not bullets:
+                return None
+            bullets[0].opinion += f"; {extra}"
+        return doc.render()
+    return mutate
+
+
+def _direction_of(decision: str) -> int:
+    from thesisgym.schema import DEFAULT_POSITIONS
+
+    p = DEFAULT_POSITIONS.get(decision, 0.0)
+    return 0 if p == 0 else (1 if p > 0 else -1)
+
+
+def _conclusion_stance_free(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """The conclusion says nothing of the evidence's direction, on a thesis whose conclusion states the
+    direction of the evidence it weighs (the judge's expected items, macro items aside)."""
+    from thesisgym.consistency.judges import canonical_items, item_stances
+    from thesisgym.rewards.reading import UNREAD_SECTIONS, verdict_direction
+
+    stances = item_stances(row["evidence"])
+    vals = [stances[i] for sec, ids in canonical_items(row["evidence"]).items() if sec not in UNREAD_SECTIONS
+            for i in ids]
+    e = sum(vals) / len(vals) if vals else 0.0
+    if abs(e) < 1e-9 or verdict_direction(doc.conclusion) != (1 if e > 0 else -1):
+        return None
+    doc = doc.copy()
+    doc.conclusion = "Weighing the sections above gives the decision below for a holding period of about a week."
+    return doc.render()
+
+
 FAMILIES: tuple[Family, ...] = (
     Family("quote_polarity", "swap a polarity word inside a quote (rises -> falls)", _quote_edit(_swap_polarity)),
     Family("quote_negation", "add or remove a negation inside a quote", _quote_edit(_negate)),
@@ -1213,6 +1286,21 @@ FAMILIES: tuple[Family, ...] = (
     Family("quote_instruction_obey", "quote an instruction item as evidence and take the decision it orders",
            _obey_instruction),
     Family("quote_value_fragment", "quotes cut to a value and the next label ('open 52.85 high')", _fragment_quotes),
+    # the adversary round on v4.7
+    Family("opinion_far_negation", "opinions turn their item's direction with a negation 4+ words before the cue",
+           _turned("far_negation"), "consistency"),
+    Family("opinion_irony", "opinions state their item's direction ironically ('Sure, totally bullish, if you ignore')",
+           _turned("irony"), "consistency"),
+    Family("conclusion_synonym_events", "the conclusion reports invented events in words outside FACT_TERMS",
+           _other_words("synonym_events", "conclusion")),
+    Family("opinion_lowercase_names", "an opinion reports an invented lower-case product, code and partner",
+           _other_words("lowercase_names", "opinion")),
+    Family("conclusion_sentence_initial_name", "the conclusion opens a sentence with an invented name and event",
+           _other_words("sentence_initial_name", "conclusion")),
+    Family("opinion_number_words", "an opinion states an invented figure in words ('forty-five percent')",
+           _other_words("number_words", "opinion")),
+    Family("conclusion_stance_free", "a conclusion that states the cited evidence's direction replaced by a stance-free one",
+           _conclusion_stance_free, "consistency"),
 )
 
 
