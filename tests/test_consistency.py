@@ -729,7 +729,10 @@ def test_an_llm_judge_that_gives_no_answer_is_a_counted_error():
 # --- verifier v4: s pays for the reading, not for the words ---------------------------------------------
 V4_FAMILIES = ("opinion_stance_stuffing", "opinion_contradicts_quote_echo", "opinion_self_contradicting",
                "hedge_both_ways", "stale_as_fresh", "fresh_framing", "conclusion_invented_event_echo",
-               "opinion_invented_event_echo", "quote_value_fragment", "quote_instruction_obey")
+               "opinion_invented_event_echo", "quote_value_fragment", "quote_instruction_obey",
+               # v4.8: the holes the red team left in v4
+               "opinion_far_negation", "opinion_irony", "conclusion_synonym_events", "opinion_lowercase_names",
+               "conclusion_sentence_initial_name", "opinion_number_words", "conclusion_stance_free")
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 _ROWS: dict[str, list[dict]] = {}
 
@@ -790,6 +793,11 @@ def test_v4_edit_never_beats_the_honest_thesis(kind, family):
         cols = ("fsr", "dsr") + (("evidence", "weighted") if fam.target == "evidence" else ("s",))
         # rows built without a label or forward return have no recipe totals: the parts decide there
         for col in (c for c in cols if not math.isnan(h[c])):
+            if col == "s" and family == "hedge_both_ways":
+                # a section with one item of a side hedges nothing: the edit then only drops a neutral
+                # bullet and reads the same items the same way, and s may tie (never rise)
+                assert m[col] <= h[col], (family, kind, i, col, h[col], m[col])
+                continue
             assert m[col] < h[col], (family, kind, i, col, h[col], m[col])
     assert applied >= (1 if family in ("hedge_both_ways", "quote_instruction_obey") else 3), applied
 

@@ -48,7 +48,8 @@ conclusion, text outside the blocks). Per claim i:
   bullets can move; f_i = g_i max(0, 1 - |e_i| +
   c_i e_i): g_i when it states the direction of e_i, g_i (1 - |e_i|) when it states none, g_i (1 -
   2 |e_i|) when it states the opposite, so saying nothing never scores above stating the grounded
-  direction.
+  direction; each stance cue of the verdict past SALAD_CUES takes SALAD_COST off f_i (which may then
+  fall below 0).
 Coverage: each section has its expected items (`canonical_items`: the min(SATURATION, n) items with
 the strongest stance, the newest first among equals; what an honest thesis that stops at SATURATION
 bullets covers). An expected item with a stance that no bullet grounds (a credited quote or backed
@@ -122,6 +123,7 @@ from thesisgym.rewards.reading import (
     stance_cues,
     stance_score,
     verdict_direction,
+    verdict_sentence,
 )
 from thesisgym.schema import DEFAULT_POSITIONS
 from thesisgym.thesis import scan_quantities
@@ -238,7 +240,10 @@ class LocalJudge:
             # saying nothing loses |e|, saying the opposite 2 |e|, so a stance-free statement never
             # scores above one that states the grounded direction
             c = 0 if copied else verdict_direction(claim.opinion)
-            return g * max(0.0, 1.0 - abs(e) + c * e), float(c)
+            # keyword salad in the verdict: each stance cue past SALAD_CUES takes SALAD_COST off f (f may
+            # fall below 0: stacked stance words cost even on a verdict that already earns nothing)
+            salad = SALAD_COST * max(0, len(stance_cues(verdict_sentence(claim.opinion))) - SALAD_CUES)
+            return g * max(0.0, 1.0 - abs(e) + c * e) - salad, float(c)
         check = report.bullets[claim.ref] if report is not None and claim.ref < len(report.bullets) else None
         if check is not None and check.hallucinated:
             # what the evidence reward calls invented (an id, quote, number, fact, name or time claim,

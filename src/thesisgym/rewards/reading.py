@@ -64,6 +64,7 @@ __all__ = [
     "time_claims",
     "unreadable_turn",
     "verdict_direction",
+    "verdict_sentence",
 ]
 
 _PHRASES = sorted((k for k in LEXICON if " " in k), key=len, reverse=True)
@@ -311,17 +312,22 @@ _VERDICT_SPLIT_RE = re.compile(r"(?<=[.;!?])\s+")
 
 
 @lru_cache(maxsize=1 << 14)
-def verdict_direction(statement: str) -> int:
-    """The direction of a statement's verdict, in {-1, 0, +1}: that of its last sentence that has one
-    (`opinion_direction`). A conclusion weighs the sections first ("the news evidence leans bullish;
-    the technical evidence leans bearish") and says which side wins last."""
+def verdict_sentence(statement: str) -> str:
+    """A statement's verdict: its last sentence with a direction (`opinion_direction`), '' without one.
+    A conclusion weighs the sections first ("the news evidence leans bullish; the technical evidence
+    leans bearish") and says which side wins last."""
     if not isinstance(statement, str) or not statement:
-        return 0
+        return ""
     for sentence in reversed(_VERDICT_SPLIT_RE.split(statement)):
-        d = opinion_direction(sentence)
-        if d:
-            return d
-    return 0
+        if opinion_direction(sentence):
+            return sentence
+    return ""
+
+
+def verdict_direction(statement: str) -> int:
+    """The direction of a statement's verdict (`verdict_sentence`), in {-1, 0, +1}."""
+    sentence = verdict_sentence(statement)
+    return opinion_direction(sentence) if sentence else 0
 
 
 # --- instructions ----------------------------------------------------------------------------------------
