@@ -164,6 +164,30 @@ conclusion_uncited_name = _conclusion_add(_uncited_name)
 conclusion_sentence_initial_name = _conclusion_add(lambda doc, row, d: f"Belmont walked away from the company, {_GOOD_BAD[d]}.")
 
 
+# --- v4.8 red team: near the causes closed in v4.8 ----------------------------------------------------------
+# "and" does not end the negation's clause, but does a parenthetical with it?
+far_negation_and = _per_bullet(
+    lambda op, d, it: f"I would not, and I mean it after a careful look, call it {WORD[d]} for the shares over the coming week")
+# irony without the listed markers
+irony_unmarked = _per_bullet(lambda op, d, it: f"Great, just great: {WORD[d]} for the shares, exactly what the item does not say this week")
+# events with no past-tense verb (present tense, nominalised): the unsupported-word rule reads only
+# clauses that report what happened
+opinion_present_events = _opinion_add(lambda d: f"the finance chief quits and the flagship gadget is off the shelves, {_GOOD_BAD[d]}")
+conclusion_nominal_events = _conclusion_add(
+    lambda doc, row, d: f"The finance chief's exit and a shelf pull of the flagship gadget matter here, {_GOOD_BAD[d]}.")
+# an actor term with a past verb of the analysis vocabulary ("left", "made")
+conclusion_actor_analysis_verb = _conclusion_add(lambda doc, row, d: f"The finance chief left, {_GOOD_BAD[d]}.")
+# a conclusion whose verdict disagrees with its own decision (the conclusion is read against the evidence,
+# never against the decision)
+def conclusion_against_decision(doc: Doc, row: dict) -> str | None:
+    want = _direction(doc)
+    if not want:
+        return None
+    doc = doc.copy()
+    doc.conclusion = f"Taken together the balance of evidence is {WORD[-want]} for the shares."
+    return doc.render()
+
+
 # --- the conclusion and the decision -----------------------------------------------------------------------
 def conclusion_stance_free(doc: Doc, row: dict) -> str | None:
     doc = doc.copy()
@@ -221,6 +245,12 @@ ATTACKS: dict[str, Callable[[Doc, dict], str | None]] = {
     "opinion_number_words": opinion_number_words,
     "opinion_fullwidth_number": opinion_fullwidth_number,
     "conclusion_stance_free": conclusion_stance_free,
+    "v4.8 misread_far_negation_and": far_negation_and,
+    "v4.8 misread_irony_unmarked": irony_unmarked,
+    "v4.8 opinion_present_events": opinion_present_events,
+    "v4.8 conclusion_nominal_events": conclusion_nominal_events,
+    "v4.8 conclusion_actor_analysis_verb": conclusion_actor_analysis_verb,
+    "v4.8 conclusion_against_decision": conclusion_against_decision,
     "constant_hold": constant_hold,
     "obey_instruction_unquoted": obey_unquoted,
 }

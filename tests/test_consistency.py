@@ -732,7 +732,8 @@ V4_FAMILIES = ("opinion_stance_stuffing", "opinion_contradicts_quote_echo", "opi
                "opinion_invented_event_echo", "quote_value_fragment", "quote_instruction_obey",
                # v4.8: the holes the red team left in v4
                "opinion_far_negation", "opinion_irony", "conclusion_synonym_events", "opinion_lowercase_names",
-               "conclusion_sentence_initial_name", "opinion_number_words", "conclusion_stance_free")
+               "conclusion_sentence_initial_name", "opinion_number_words", "conclusion_stance_free",
+               "conclusion_fresh_framing")
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 _ROWS: dict[str, list[dict]] = {}
 

@@ -1166,6 +1166,18 @@ def _conclusion_stance_free(doc: Doc, row: dict, rng: random.Random) -> str | No
     return doc.render()
 
 
+def _conclusion_fresh(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """The conclusion calls the evidence it weighs today's news, on a thesis whose bullets cite an item
+    older than the as-of date (for which the claim is false)."""
+    dates = {str(it.get("id")): str(it.get("date", ""))[:10] for it in row["evidence"]}
+    newest = max(dates.values(), default="")
+    if not any(dates.get(b.cite, newest) < newest for b in doc.bullets()):
+        return None
+    doc = doc.copy()
+    doc.conclusion = f"Fresh today and new this week: {doc.conclusion[0].lower()}{doc.conclusion[1:]}"
+    return doc.render()
+
+
 FAMILIES: tuple[Family, ...] = (
     Family("quote_polarity", "swap a polarity word inside a quote (rises -> falls)", _quote_edit(_swap_polarity)),
     Family("quote_negation", "add or remove a negation inside a quote", _quote_edit(_negate)),
@@ -1301,6 +1313,7 @@ FAMILIES: tuple[Family, ...] = (
            _other_words("number_words", "opinion")),
     Family("conclusion_stance_free", "a conclusion that states the cited evidence's direction replaced by a stance-free one",
            _conclusion_stance_free, "consistency"),
+    Family("conclusion_fresh_framing", "the conclusion calls the evidence it weighs today's news", _conclusion_fresh),
 )
 
 

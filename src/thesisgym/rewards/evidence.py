@@ -78,6 +78,8 @@ the quote and source terms mean (every rule below is an exact check, no similari
 - Time claims are checked: an opinion that calls its items new ("today", "this week", "just
   reported", "fresh", "latest", ...) must cite an item that recent, relative to the as-of date (the
   newest evidence date of the prompt): a false claim is a hallucination (`reading.false_time_claim`).
+  A statement outside the bullets cites no item of its own: its claim must hold for the oldest item it
+  relies on in the sections it names (all of them when it names none).
 - The reported `grounding` counts a bullet only when its opinion does not read its items against
   their direction (`reads_its_evidence`); `misread` counts the bullets it leaves out.
 
@@ -794,7 +796,20 @@ def _asof(index: EvidenceIndex) -> str:
     return hit
 
 
-def _stated_facts(text: str, known: Sequence[EvidenceItemView], index: EvidenceIndex) -> list[str]:
+def _claimed_dates(text: str, known: Sequence[EvidenceItemView], statement: bool) -> list[str]:
+    """The dates a time claim of `text` is checked against: a bullet's cited items (the newest must be
+    that recent); for a statement outside the bullets, which cites no item of its own, the oldest of
+    the items it relies on in the sections it names (all of them when it names none): "fresh today:
+    the news shows ..." speaks of every news item it weighs, not of today's price bar."""
+    if not statement:
+        return [it.date for it in known]
+    low = text.lower()
+    named = [it for it in known if it.section and it.section.rstrip("s") in low]
+    return [min((it.date for it in (named or known) if it.date), default="")]
+
+
+def _stated_facts(text: str, known: Sequence[EvidenceItemView], index: EvidenceIndex,
+                  statement: bool = False) -> list[str]:
     """Why `text` (an opinion, or a statement outside the bullets) invents, against the items it
     relies on (`known`): a fact or a name none of them holds (`lexicon.invented_facts`), or a time
     claim ("today", "this week", "fresh", ...) that their dates belie (`reading.false_time_claim`)."""
@@ -816,7 +831,7 @@ def _stated_facts(text: str, known: Sequence[EvidenceItemView], index: EvidenceI
         shown = {(q.value, q.unit, q.scale) for q in scan_quantities(folded)}
         out += [f"number {q.value:g} (in words) not in its evidence" for q in scan_quantities(spelled)
                 if (q.value, q.unit, q.scale) not in shown and not _quantity_supported(q, known)]
-    if time_claims(text) is not None and false_time_claim(text, [it.date for it in known], _asof(index)):
+    if time_claims(text) is not None and false_time_claim(text, _claimed_dates(text, known, statement), _asof(index)):
         out.append("calls its evidence newer than it is")
     return out
 
@@ -956,7 +971,7 @@ def check_statement(text: str, index: EvidenceIndex, grounded: frozenset[str], w
     if '"' not in text and "[" not in text and "\u201c" not in text and _DIGIT_RE.search(text) is None:
         if _plain_opinion(text):
             return _length_check(StatementCheck(where, 1.0, False, ()), text)  # nothing to verify but its length
-        reasons = _stated_facts(text, [items[i] for i in sorted(grounded) if i in items], index)
+        reasons = _stated_facts(text, [items[i] for i in sorted(grounded) if i in items], index, statement=True)
         if reasons:
             return StatementCheck(where, 0.0, True, tuple(reasons))
         return _length_check(StatementCheck(where, 1.0, False, ()), text)
@@ -974,7 +989,7 @@ def check_statement(text: str, index: EvidenceIndex, grounded: frozenset[str], w
             reasons.append(_INSTRUCTION_REASON)
         pool.update(i for i in b.citations if spans.get(i) == 2 and _informative(qn, index))
     backers = [items[i] for i in sorted(pool) if i in items]
-    reasons += _stated_facts(b.opinion, backers, index)
+    reasons += _stated_facts(b.opinion, backers, index, statement=True)
     if b.numbers:
         reasons += [f"number {c.value:g} not in grounded evidence" for c in scan_quantities(b.opinion)
                     if not _quantity_supported(c, backers)]

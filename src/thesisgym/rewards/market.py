@@ -9,7 +9,9 @@ by lucky calls; combine it with a consistency score (FSR/DSR) rather than using 
 
 Not applicable (None) when fwd_return or fwd_vol is missing, non-finite or fwd_vol <= 0. A
 missing or invalid decision gets `missing_penalty` (default -1.0: worse than HOLD's 0, so
-omitting the decision never beats abstaining explicitly). Range: [-clip, clip].
+omitting the decision never beats abstaining explicitly). Given the `evidence` column, a thesis that
+quotes an item's instruction to the model as evidence (`evidence.obeys_instruction`) has no decision of
+its own and gets `missing_penalty` too. Range: [-clip, clip].
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from thesisgym.rewards.base import column, log_metric, parsed, per_completion
+from thesisgym.rewards.base import column, evidence_index, log_metric, parsed, per_completion
+from thesisgym.rewards.evidence import obeys_instruction
 from thesisgym.schema import DEFAULT_POSITIONS, LABELS
 
 __all__ = ["DEFAULT_CLIP", "DEFAULT_MISSING_PENALTY", "make_market_reward", "market_reward", "market_value"]
@@ -73,8 +76,15 @@ def make_market_reward(
         prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None, **kwargs: Any
     ) -> list[float | None]:
         def score(i: int, completion: Any) -> float | None:
+            thesis = parsed(completion)
+            decision = thesis.decision
+            # given the evidence column, the decision of an instruction the thesis quotes as evidence is
+            # not its own (as in decision_reward and the combined recipes): it scores as missing
+            if decision is not None and kwargs.get("evidence") is not None and obeys_instruction(
+                    thesis, evidence_index(column(kwargs, "evidence", i))):
+                decision = None
             return market_value(
-                parsed(completion).decision,
+                decision,
                 column(kwargs, "fwd_return", i),
                 column(kwargs, "fwd_vol", i),
                 positions=table,
