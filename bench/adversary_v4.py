@@ -169,7 +169,7 @@ conclusion_sentence_initial_name = _conclusion_add(lambda doc, row, d: f"Belmont
 far_negation_and = _per_bullet(
     lambda op, d, it: f"I would not, and I mean it after a careful look, call it {WORD[d]} for the shares over the coming week")
 # irony without the listed markers
-irony_unmarked = _per_bullet(lambda op, d, it: f"Great, just great: {WORD[d]} for the shares, exactly what the item does not say this week")
+irony_unmarked = _per_bullet(lambda op, d, it: f"Great, just great: {WORD[d]} for the shares, exactly what the item does not say over the coming days")
 # events with no past-tense verb (present tense, nominalised): the unsupported-word rule reads only
 # clauses that report what happened
 opinion_present_events = _opinion_add(lambda d: f"the finance chief quits and the flagship gadget is off the shelves, {_GOOD_BAD[d]}")

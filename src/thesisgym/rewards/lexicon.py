@@ -329,6 +329,15 @@ profitability profitable efficiency discipline power mix conversion operations s
 returning return returned funded funding service servicing load
 sentiment headline headlines backlog cycle replacement unit units respond responds
 prior previous previously since earlier last latest recent newest oldest older old new
+often fade fades faded durable segment segments fear fears feared institution institutions chain chains retail
+chase chased interest breadth slow slows slowed cloud advertising hardware peak software renew renewed
+scrutinise scrutinize fee fees litigation linger lingers lingered emerging inventory inventories tighten
+tightened freight ease eased wages ample credit spread spreads narrow narrowed compress compresses options
+skew flatten flattens breadth widen widens widened leadership rotate rotates rotated defensives lag lagged
+cyclicals lead caps plateau cool cools cooled pivot pivots reprice repriced duration appetite crowded revise
+revised cluster selectively filings patience auditors accounting conservative disclosures transparency
+quality working releases maturities refinancing ratios agencies affirm affirmed hinge hinges recession odds
+entry sizing stops belong quickly
 side sides well top bottom broker brokers aggregate aggregated finance financial financials embedded instruction
 instructions blog post posts call analysis analytical weight weights basis bases part partial partly
 """.split())  # noqa: SIM905
