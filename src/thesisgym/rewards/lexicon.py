@@ -382,11 +382,31 @@ def _pool_of(text: str) -> frozenset[str]:
 _CLOSED_POOL = frozenset(_CLOSED) | frozenset(map(stem, _CLOSED))
 
 
+_DIGIT_RE = re.compile(r"\d")
+_CODE_RE = re.compile(r"[a-z]\d|\d[a-z]")
+
+
+_WORD_EDGES = ",.;:!?()[]{}\"-/"
+
+
+@lru_cache(maxsize=1 << 15)
+def _words(low: str) -> tuple[str, ...]:
+    """The words of a lower-cased text, split at white space and common punctuation (C-level str ops)."""
+    for ch in _WORD_EDGES:
+        if ch in low:
+            low = low.replace(ch, " ")
+    return tuple(low.split())
+
+
 @lru_cache(maxsize=1 << 15)
 def open_words(text: str) -> tuple[str, ...]:
     """The words of `text` (lower-cased) that the analysis vocabulary does not hold, in the clauses
     that report what happened, and product codes ("x2") in any clause (see above)."""
     low = text.lower()
+    # quick test first: most texts hold no past-tense verb outside the vocabulary and no product code
+    if (_DIGIT_RE.search(low) is None or _CODE_RE.search(low) is None) and all(
+            held(w, _CLOSED_POOL) for w in _words(low) if w in _IRREGULAR_PAST or (w[-2:] == "ed" and len(w) >= 5)):
+        return ()
     out: list[str] = []
     for clause in _CLAUSE_RE.split(low):
         words = _OPEN_WORD_RE.findall(clause.replace("-", " "))
@@ -431,9 +451,7 @@ _NUMBER_WORD = "|".join(sorted([*_UNITS, *_TENS, *_SCALES, "point", "and", "a"],
 _SPELLED_RE = re.compile(rf"\b(?:{_NUMBER_WORD})(?:[\s-]+(?:{_NUMBER_WORD}))*\b", re.I)
 _FIGURE_UNIT_RE = re.compile(r"\s*(?:%|percent|per cent|pct|percentage points?|points?|basis points?|bps|dollars?"
                              r"|cents?|times|x\b|fold)", re.I)
-_NUMBER_KEYS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
-                "teen", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety", "hundred",
-                "thousand", "million", "billion", "trillion", "zero")
+_NUMBER_WORDS = frozenset([*_UNITS, *_TENS, *_SCALES]) - {"zero"}
 
 
 def _spelled_value(words: list[str]) -> tuple[float, int] | None:
@@ -479,9 +497,8 @@ def spelled_figures(text: str) -> str | None:
     None when it spells none (see above)."""
     if not isinstance(text, str):
         return None
-    low = text.lower()
-    if not any(k in low for k in _NUMBER_KEYS):
-        return None  # C-level test: most texts spell no number
+    if _NUMBER_WORDS.isdisjoint(_words(text.lower())):
+        return None  # a set test first: most texts spell no number
     out: list[str] = []
     pos = 0
     changed = False
