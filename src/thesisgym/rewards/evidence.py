@@ -74,7 +74,11 @@ the quote and source terms mean (every rule below is an exact check, no similari
   name (a word capitalised inside a sentence) that none of the items it relies on holds (its cited
   items; for a statement the grounded items and those it quotes) is a hallucination
   (`lexicon.invented_facts`). Paraphrased figures and actors ("the finance chief", "earnings") are
-  left to the consistency judge's fact support.
+  left to the consistency judge's fact support. A clause that reports what happened (a past-tense verb
+  outside the analysis vocabulary) may use only that vocabulary and the words of the prompt's
+  evidence; any other word, and a product code ("x2") no item writes, is unsupported
+  (`lexicon.open_words`): "the finance chief quit" invents as "the CFO resigned" does. Figures in words
+  ("forty-five percent", `lexicon.spelled_figures`) are checked like figures in digits.
 - Time claims are checked: an opinion that calls its items new ("today", "this week", "just
   reported", "fresh", "latest", ...) must cite an item that recent, relative to the as-of date (the
   newest evidence date of the prompt): a false claim is a hallucination (`reading.false_time_claim`).

@@ -5,7 +5,9 @@ stance of a text with `LEXICON` and `NEGATIONS`; both check that the facts a tex
 (`FACT_TERMS`, matched by a crude stem) are held by the evidence it relies on; and the evidence
 reward refuses an ellipsis ("...") quote that leaves out a word which changes what the evidence
 says (`protected_word`: a negation, a hedge or modal, a direction or stance word, a fact term, an event
-verb with an opposite, or a number).
+verb with an opposite, or a number). Past the fact list, a clause that reports what happened may use
+only a closed analysis vocabulary and the words of the prompt's evidence (`open_words`), and figures
+written in words are read as figures (`spelled_figures`).
 """
 
 from __future__ import annotations
