@@ -8,6 +8,13 @@ every reward, rebuild/re-normalise the evidence for every bullet, no caches) are
 subset in the same run. Prints completions/s, peak memory and the ratio.
 
     python bench/bench_rewards.py [--n 10000] [--naive-n 1000] [--seed 0] [--audit-rows 1000]
+    python bench/bench_rewards.py --dump REF.json     # the verifier's scores of every completion
+    python bench/bench_rewards.py --check REF.json    # ... must equal REF.json's, float for float
+
+--dump / --check score every completion of the workload (same seed and --n) with the four rewards,
+the evidence report's diagnostics (hallucination rate, citation precision, grounding, misread) and the
+local consistency judge (s and its three parts), and write them to / compare them with a JSON file:
+a speed change must leave every score bit-identical (exit status 1 and the first differences if not).
 
 --audit-rows N also times `thesisgym.evaluate.reward_audit.run_audit` (honest thesis + every mutation family, each
 scored with the full stack and the local consistency judge) on N pipeline-built synthetic rows with
@@ -17,11 +24,13 @@ scored with the full stack and the local consistency judge) on N pipeline-built 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import random
 import resource
 import statistics
+import sys
 import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -427,6 +436,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--audit-rows", type=int, default=0, help="also time the audit on N rows (0: skip)")
     parser.add_argument("--audit-workers", type=int, default=2)
+    parser.add_argument("--dump", metavar="PATH", help="write every completion's scores to PATH (JSON) and exit")
+    parser.add_argument("--check", metavar="PATH", help="compare every completion's scores with PATH's and exit")
     parser.add_argument(
         "--repeat",
         type=int,
@@ -434,6 +445,9 @@ def main() -> None:
         help="best of N passes (timeit convention; shared machines are noisy)",
     )
     args = parser.parse_args()
+    if (args.dump or args.check) and os.environ.get("PYTHONHASHSEED") != "0":
+        # the judge's sums run over sets in places: their last bit follows the string hash seed
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "PYTHONHASHSEED": "0"})
     rng = random.Random(args.seed)
     generations, prompts_per_batch = 8, 8
     rows = [make_row(rng) for _ in range(args.n // generations + 1)]
@@ -444,6 +458,8 @@ def main() -> None:
         data.append((completion(rng, row, kind), row, kind))
     words = statistics.mean(len(t.split()) for t, _, _ in data)
     print(f"{args.n} completions, mean {words:.0f} words, {len(rows)} prompts x {generations} generations")
+    if args.dump or args.check:
+        sys.exit(dump_or_check(data, args.seed, args.dump, args.check))
 
     batch_size = generations * prompts_per_batch
     per_kind: dict[str, list[float]] = {}
@@ -498,6 +514,79 @@ def main() -> None:
     )
     if args.audit_rows:
         bench_audit(args.audit_rows, args.audit_workers)
+
+
+def reference_scores(data: list[tuple[str, dict, str]], batch_size: int = 64) -> list[dict[str, float]]:
+    """Every score the verifier gives each completion: the four rewards as GRPO batches see them,
+    the evidence report's diagnostics and the local consistency judge's s and parts (cold caches)."""
+    from thesisgym.consistency import make_consistency_reward
+    from thesisgym.rewards.evidence import evidence_report
+
+    clear_caches()
+    s_reward = make_consistency_reward(judge="local")
+    out: list[dict[str, float]] = []
+    for b in range(0, len(data), batch_size):
+        chunk = data[b : b + batch_size]
+        completions = [c for c, _, _ in chunk]
+        cols = {
+            "evidence": [r["evidence"] for _, r, _ in chunk],
+            "sections": [r["sections"] for _, r, _ in chunk],
+            "label": [r["label"] for _, r, _ in chunk],
+        }
+        results = [fn(prompts=[None] * len(chunk), completions=completions, **cols) for fn in REWARDS]
+        s_reward(prompts=[None] * len(chunk), completions=completions, evidence=cols["evidence"])
+        for k, (text, row, _) in enumerate(chunk):
+            report = evidence_report(parse_thesis(text), EvidenceIndex(row["evidence"]))
+            r = s_reward.last_results[k]
+            out.append(
+                {
+                    **{fn.__name__: results[j][k] for j, fn in enumerate(REWARDS)},
+                    "report_score": report.score,
+                    "hallucination_rate": report.hallucination_rate,
+                    "citation_precision": report.citation_precision,
+                    "grounding": report.grounding,
+                    "misread": report.misread,
+                    "n_hallucinated": report.n_hallucinated,
+                    "s": r.s,
+                    "factuality": r.factuality,
+                    "deduction": r.deduction,
+                    "consistency": r.consistency,
+                }
+            )
+    return out
+
+
+def _same(a: float | None, b: float | None) -> bool:
+    """Equal floats, bit for bit (nan equals nan; -0.0 is not 0.0)."""
+    return repr(a) == repr(b)
+
+
+def dump_or_check(data: list[tuple[str, dict, str]], seed: int, dump: str | None, check: str | None) -> int:
+    """Write the scores (`reference_scores`) to `dump`, or compare them with `check`'s: 0 when equal."""
+    start = time.process_time()
+    scores = reference_scores(data)
+    print(f"scored {len(scores)} completions x {len(scores[0])} scores in {time.process_time() - start:.1f} s CPU")
+    if dump:
+        with open(dump, "w", encoding="utf-8") as fh:
+            json.dump({"seed": seed, "n": len(data), "scores": scores}, fh)
+        print(f"wrote {dump}")
+        return 0
+    with open(check, encoding="utf-8") as fh:
+        ref = json.load(fh)
+    if ref["seed"] != seed or ref["n"] != len(data):
+        print(f"{check} holds seed {ref['seed']}, n {ref['n']}: run with the same --seed and --n")
+        return 1
+    diffs = [
+        (i, key, want, got.get(key))
+        for i, (want_row, got) in enumerate(zip(ref["scores"], scores, strict=True))
+        for key, want in want_row.items()
+        if not _same(want, got.get(key))
+    ]
+    for i, key, want, got in diffs[:10]:
+        print(f"  completion {i} ({data[i][2]}): {key} {want!r} -> {got!r}")
+    n_values = sum(len(r) for r in scores)
+    print(f"check vs {check}: {len(diffs)} of {n_values} scores differ ({len(scores)} completions)")
+    return 1 if diffs else 0
 
 
 def bench_audit(n_rows: int, workers: int) -> None:

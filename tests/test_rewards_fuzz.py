@@ -222,3 +222,41 @@ def test_fast_path_equals_full_path_on_real_bullets():
             _both_paths(b.text, ROW, sec.name)
             n += 1
     assert n > 300
+
+
+# --- fast paths of the readers: the same answer as the plain regex they replace ----------------------------
+_TIME_TEXT = st.lists(
+    st.sampled_from(["today", "today's", "TONIGHT", "this morning", "breaking", "yesterday", "hours ago", "MOMENTS ago", "in the last",
+                     "few", "hours", "minutes", "just", "just-released", "reported", "hot off", "newly minted",
+                     "fresh", "freshly", "brand-new", "brand new", "newest", "latest", "most recent", "this week's",
+                     "renew", "recent", "news", "new", "past", "ago", "stock", "(latest)", "fresh.", "to\u200bday",
+                     "\u0442oday", "\u0131n the last hours", "mo\u017ft recent", "_today", "today1"]),
+    max_size=6,
+).map(" ".join)
+
+
+def _time_claims_by_regex(opinion: str) -> int | None:
+    """time_claims as the claim patterns alone read it (every pattern on every text)."""
+    from thesisgym.rewards.reading import _TIME_CLAIMS, fold
+
+    text = fold(opinion).replace("-", " ")
+    ages = [days for pattern, days, _ in _TIME_CLAIMS if pattern.search(text)]
+    return min(ages) if ages else None
+
+
+@given(st.one_of(_TIME_TEXT, st.text(max_size=40)))
+@settings(max_examples=800, deadline=None)
+def test_time_claims_word_prefilter_equals_the_patterns(text):
+    from thesisgym.rewards.reading import time_claims
+
+    assert time_claims(text) == _time_claims_by_regex(text)
+
+
+@given(st.text(max_size=30))
+@settings(max_examples=800, deadline=None)
+def test_fact_words_equal_the_regex(text):
+    import re
+
+    from thesisgym.rewards.lexicon import fact_words
+
+    assert fact_words(text) == re.findall(r"[a-z]+", text.lower())

@@ -415,21 +415,26 @@ def fold(text: str) -> str:
 
 
 # --- time claims ---------------------------------------------------------------------------------------
-# claim -> the most days an item may be older than the as-of date for the claim to hold
-_TIME_CLAIMS: tuple[tuple[re.Pattern[str], int], ...] = (
-    (re.compile(r"\b(?:today|today's|tonight|this morning|this afternoon|breaking|intraday)\b", re.I), 0),
-    (re.compile(r"\b(?:yesterday|overnight)\b", re.I), 3),
-    (re.compile(r"\b(?:(?:hours|minutes|moments) ago|in the (?:last|past) (?:few )?(?:hours|minutes))\b", re.I), 0),
+# claim -> the most days an item may be older than the as-of date for the claim to hold, and words
+# one of which every match of the claim holds as a whole word (`\w` run) of the lower-cased text
+_TIME_CLAIMS: tuple[tuple[re.Pattern[str], int, frozenset[bytes]], ...] = (
+    (re.compile(r"\b(?:today|today's|tonight|this morning|this afternoon|breaking|intraday)\b", re.I), 0,
+     frozenset([b"today", b"tonight", b"morning", b"afternoon", b"breaking", b"intraday"])),
+    (re.compile(r"\b(?:yesterday|overnight)\b", re.I), 3, frozenset([b"yesterday", b"overnight"])),
+    (re.compile(r"\b(?:(?:hours|minutes|moments) ago|in the (?:last|past) (?:few )?(?:hours|minutes))\b", re.I), 0,
+     frozenset([b"ago", b"hours", b"minutes"])),
     (re.compile(r"\b(?:just (?:out|in|now|released|reported|announced|published|came|landed|hit)|just \w+ed|hot off"
-                r"|newly \w+ed|newly (?:out|in|minted))\b", re.I), 3),
-    (re.compile(r"\b(?:fresh|freshly|brand[- ]new|newest|latest|most recent|this week|this week's)\b", re.I), 7),
+                r"|newly \w+ed|newly (?:out|in|minted))\b", re.I), 3, frozenset([b"just", b"hot", b"newly"])),
+    (re.compile(r"\b(?:fresh|freshly|brand[- ]new|newest|latest|most recent|this week|this week's)\b", re.I), 7,
+     frozenset([b"fresh", b"freshly", b"brand", b"newest", b"latest", b"recent", b"week"])),
 )
-
+_TIME_WORDS = frozenset().union(*(words for _, _, words in _TIME_CLAIMS))
+# ASCII bytes -> itself for a word character ([a-z0-9_]: what \b and \w see in ASCII text), else a space
+_WORD_BYTES = bytes(c if chr(c).isalnum() or c == 95 else 32 for c in range(128)) + b" " * 128
 
 # a word every claim above holds (C-level substring tests first: most opinions hold none)
 _TIME_KEYS = ("today", "tonight", "morning", "afternoon", "breaking", "intraday", "yesterday", "overnight",
               "just", "hot off", "fresh", "new", "latest", "recent", "this week", "ago", "last", "past")
-_TIME_KEY_RE = re.compile("|".join(map(re.escape, _TIME_KEYS)))
 
 
 def time_claims(opinion: str) -> int | None:
@@ -439,9 +444,17 @@ def time_claims(opinion: str) -> int | None:
     # what a reader reads: look-alike characters folded, hyphenated compounds ("hot-off-the-press",
     # "just-released") as words
     opinion = fold(opinion).replace("-", " ")
-    if _TIME_KEY_RE.search(opinion.lower()) is None:
+    low = opinion.lower()
+    if low.isascii():  # re.I is ASCII case folding here: a claim's regex runs only when one of its words is there
+        words = low.encode("ascii").translate(_WORD_BYTES).split()
+        if _TIME_WORDS.isdisjoint(words):
+            return None
+        words = frozenset(words)
+        ages = [days for pattern, days, keys in _TIME_CLAIMS if not keys.isdisjoint(words) and pattern.search(opinion)]
+    elif not any(map(low.__contains__, _TIME_KEYS)):
         return None
-    ages = [days for pattern, days in _TIME_CLAIMS if pattern.search(opinion)]
+    else:
+        ages = [days for pattern, days, _ in _TIME_CLAIMS if pattern.search(opinion)]
     return min(ages) if ages else None
 
 
