@@ -19,7 +19,10 @@ Per arm: in-sample reward (the arm's own reward, mean over its last logged GRPO 
 hallucination rate, grounding, s, decision accuracy, the share of BUY decisions, Sharpe (backtest of
 the decisions on A's test rows) and the cross-market drop (A minus B) in accuracy (with its own
 interval, each market's rows resampled on their own) and in Sharpe (per seed, with the seed range);
-row metrics carry a 95 % bootstrap interval over the pooled (seed, row) sample. Every arm-seed writes `metrics.json` when
+row metrics carry a 95 % bootstrap interval over the pooled (seed, row) sample. Per arm and held-out set, the
+decision-skill table (`experiments.decision_skill`, through `evaluate.skill`): IC pooled and mean per date,
+market-neutral book, accuracy paired against A's train majority class and always-BUY, the decision mix,
+each with a block-bootstrap-over-dates interval. Every arm-seed writes `metrics.json` when
 done, so a rerun with the same `--out` skips finished arms (resumable) and a changed setting is
 refused instead of silently mixed.
 """
@@ -36,7 +39,16 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from thesisgym.experiments.compare import difference_ci, mean_ci, score_with_s
+from thesisgym.experiments.compare import (
+    SKILL_HEAD,
+    decision_skill,
+    difference_ci,
+    mean_ci,
+    score_with_s,
+    skill_cells,
+    train_majority,
+    with_row_fields,
+)
 from thesisgym.progress import Ticker
 
 # arm -> (recipe whose reward stack it trains on, override of rewards.funcs or None)
@@ -140,6 +152,7 @@ def run_trade_r1(config: TradeR1Config, *, log: Callable[[str], None] = print, p
     else:
         log(f"    reusing the SFT start {sft_final}")
     sets = _eval_sets(store_a, splits_a, splits_b, config.eval_rows)
+    majority = train_majority(splits_a["train"])  # the constant the skill table's paired accuracy names
     log("    eval rows: " + ", ".join(f"{k} {len(v)}" for k, v in sets.items()))
 
     jobs = [(arm, seed) for arm in config.arms for seed in config.seeds]
@@ -154,10 +167,11 @@ def run_trade_r1(config: TradeR1Config, *, log: Callable[[str], None] = print, p
                 cfg = grpo_config(demo, sft_final, data_a, run_dir / "grpo", arm_rewards(arm), seed=seed)
                 final = run_grpo(cfg, callbacks=[CompactProgress(label=f"{arm} s{seed}", print_fn=log, show_bar=False)])
                 drop_checkpoints(run_dir / "grpo")
-                res: dict[str, Any] = {"arm": arm, "seed": seed, "in_sample_reward": _in_sample(run_dir / "grpo", arm)}
+                res: dict[str, Any] = {"arm": arm, "seed": seed, "in_sample_reward": _in_sample(run_dir / "grpo", arm),
+                                       "train_majority": majority}
                 for name, rows in sets.items():
                     comps = generate_for(final, rows, demo)
-                    res[name] = score_with_s(comps, rows)
+                    res[name] = with_row_fields(score_with_s(comps, rows), rows)
                     if name in ("A", "B"):
                         res[f"sharpe_{name}"] = _sharpe(comps, rows, store_a if name == "A" else store_b, arm)
                 res["seconds"] = round(time.perf_counter() - t_arm, 1)
@@ -227,8 +241,20 @@ def summarize(out: Path, config: TradeR1Config) -> list[dict]:
                               "min": float(np.nanmin(drops)) if finite else math.nan,
                               "max": float(np.nanmax(drops)) if finite else math.nan}
         row["A.buy_share"] = float(np.mean([s.get("decision_id") == 3.0 for r in runs for s in r.get("A", [])] or [math.nan]))
+        for split in ("A", "B", "lucky"):
+            row[f"{split}.skill"] = _pooled_skill(runs, split, config.seed)
         table.append(row)
     return table
+
+
+def _pooled_skill(runs: Sequence[dict], split: str, seed: int) -> dict[str, Any]:
+    """`decision_skill` of every seed's decisions on one held-out set: the seeds' rows pooled, resampled
+    together by date, each seed ranked and booked as its own cross-section; the paired accuracy is
+    against A's train majority class. {} for runs saved without the row fields."""
+    scored = [s for r in runs for s in r.get(split, [])]
+    seeds = [r["seed"] for r in runs for _ in r.get(split, [])]
+    majority = next((r["train_majority"] for r in runs if r.get("train_majority")), None)
+    return decision_skill(scored, majority=majority, sections=seeds, seed=seed)
 
 
 def _ci(cell: Any, fmt: str = ".2f") -> str:
@@ -254,6 +280,21 @@ def format_table(table: Sequence[dict]) -> list[str]:
                  f"{r.get('A.buy_share', math.nan):.0%}", _ci(r["sharpe_A"]), _ci(r["sharpe_B"]),
                  _ci(r["drop_accuracy"], "+.3f"), _ci(r["drop_sharpe"], "+.2f"))
         lines.append("| " + " | ".join(cells) + " |")
+    return lines + skill_lines(table)
+
+
+def skill_lines(table: Sequence[dict]) -> list[str]:
+    """The decision-skill table (`experiments.decision_skill`): one row per arm and held-out set, seeds
+    pooled, 95 % intervals from a block bootstrap over dates; n/a where a figure is undefined. Empty
+    when no arm carries it."""
+    rows = [(r["arm"], split, r[f"{split}.skill"]) for r in table for split in ("A", "B", "lucky")
+            if f"{split}.skill" in r]
+    if not rows:
+        return []
+    head = ("arm", "set", *SKILL_HEAD)
+    lines = ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for arm, split, sk in rows:
+        lines.append("| " + " | ".join((arm, split, *skill_cells(sk))) + " |")
     return lines
 
 
