@@ -117,6 +117,17 @@ def test_trade_r1_config_names_bad_arms_and_seeds():
         TradeR1Config(arms=["market_only", "magic"])
     with pytest.raises(ValueError, match="distinct"):
         TradeR1Config(seeds=[1, 1])
+    with pytest.raises(ValueError, match="preset: unknown 'magic'"):
+        TradeR1Config(preset="magic")
+
+
+def test_the_markets_take_the_chosen_preset(tmp_path):
+    from thesisgym.experiments.demo import DemoConfig, build_market_data
+
+    assert TradeR1Config().preset == "reading"  # the market where reading pays, by default
+    store, _, _ = build_market_data(DemoConfig.quick(tickers=3, days=120, heldout_tickers=0), tmp_path, market="B",
+                                    preset="noisy", log=lambda _: None)
+    assert (store.meta["market"], store.meta["preset"]) == ("B", "noisy")
 
 
 def test_each_arm_trains_on_its_own_reward_and_logs_the_rest():

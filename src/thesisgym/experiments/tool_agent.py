@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from thesisgym.experiments.compare import (
     SKILL_HEAD,
@@ -40,16 +40,15 @@ from thesisgym.experiments.compare import (
     train_majority,
     with_row_fields,
 )
+from thesisgym.schema import StrictModel
 
 __all__ = ["ToolExperimentConfig", "format_tool_table", "run_tool_experiment"]
 
 ROW_METRICS: tuple[str, ...] = ("grounding", "hallucination_rate", "decision_valid", "decision_correct", "s")
 
 
-class ToolExperimentConfig(BaseModel):
+class ToolExperimentConfig(StrictModel):
     """Sizes of the comparison; `demo` overrides the shared market/model/SFT sizes (`DemoConfig` fields)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     out: str = "tools_out"
     seed: int = 0

@@ -7,7 +7,8 @@ a CPU size with the same public pieces as the demo (`thesisgym.experiments.demo`
 GRPO recipes' reward stacks, `thesisgym.rewards.score_completion`, the local consistency judge and
 `thesisgym.evaluate.evaluate` for the backtest):
 
-1. synthetic market A (momentum pays) -> embargoed splits -> compact template-teacher distillation
+1. synthetic market A (momentum pays; the knobs of `preset`, by default "reading": the evidence predicts
+   the label) -> embargoed splits -> compact template-teacher distillation
    -> one SFT start of the demo's base model (the pretrained SmolLM2-135M-Instruct by default);
 2. per arm (`market_only`, `fsr`, `dsr`, `weighted` = Trading-R1's decision-stage weighted reward)
    and seed: GRPO from that start with the same budget;
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from thesisgym.experiments.compare import (
     SKILL_HEAD,
@@ -50,6 +51,7 @@ from thesisgym.experiments.compare import (
     with_row_fields,
 )
 from thesisgym.progress import Ticker
+from thesisgym.schema import StrictModel
 
 # arm -> (recipe whose reward stack it trains on, override of rewards.funcs or None)
 ARMS: dict[str, tuple[str, list[str] | None]] = {
@@ -61,15 +63,15 @@ ARMS: dict[str, tuple[str, list[str] | None]] = {
 ROW_METRICS: tuple[str, ...] = ("hallucination_rate", "grounding", "s", "decision_correct", "decision_valid")
 
 
-class TradeR1Config(BaseModel):
+class TradeR1Config(StrictModel):
     """Sizes of the experiment; `demo` holds the shared market/model/SFT sizes (`DemoConfig` fields)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     out: str = "trade_r1_out"
     arms: list[str] = Field(default_factory=lambda: ["market_only", "fsr", "dsr", "weighted"])
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
     size: str = "default"
+    preset: str = Field("reading", description="synthetic-market knobs of both markets (data.synth.PRESETS): "
+                                               "reading (the evidence predicts the label) or noisy")
     grpo_steps: int = Field(5, ge=1)
     eval_rows: int = Field(16, ge=2)
     seed: int = 0
@@ -81,6 +83,15 @@ class TradeR1Config(BaseModel):
         unknown = [a for a in v if a not in ARMS]
         if unknown or not v:
             raise ValueError(f"unknown arm(s) {unknown}; known: {sorted(ARMS)}")
+        return v
+
+    @field_validator("preset")
+    @classmethod
+    def _preset(cls, v: str) -> str:
+        from thesisgym.data.synth import PRESETS
+
+        if v not in PRESETS:
+            raise ValueError(f"preset: unknown {v!r}; known: {sorted(PRESETS)}")
         return v
 
     @field_validator("seeds")
@@ -143,8 +154,8 @@ def run_trade_r1(config: TradeR1Config, *, log: Callable[[str], None] = print, p
     t0 = time.perf_counter()
 
     log("==> market A, market B, SFT start")
-    store_a, splits_a, data_a = build_market_data(demo, out / "A", market="A", log=log)
-    store_b, splits_b, _ = build_market_data(demo, out / "B", market="B", log=log)
+    store_a, splits_a, data_a = build_market_data(demo, out / "A", market="A", preset=config.preset, log=log)
+    store_b, splits_b, _ = build_market_data(demo, out / "B", market="B", preset=config.preset, log=log)
     sft_final = out / "sft" / "final"
     if not (sft_final / "config.json").exists():
         sft_dir, _ = distil_sft_data(demo, splits_a, out / "A", log=log)
