@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import tempfile
 import time
 from pathlib import Path
@@ -51,6 +52,8 @@ def main() -> None:
     ap.add_argument("--gen-rows", type=int, default=4, help="held-out rows whose greedy theses are timed")
     ap.add_argument("--grpo-steps", type=int, default=None, help="steps per arm-seed of the estimated run")
     ap.add_argument("--eval-rows", type=int, default=None, help="rows per held-out set of the estimated run")
+    ap.add_argument("--arms", default=None, help="comma-separated arms to time (default: every shipped arm; the "
+                                                 "estimate counts each untimed arm at market_only's step time)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
@@ -87,7 +90,10 @@ def main() -> None:
     sft_loop = _train_runtime(out / "sft")
     arms: dict[str, dict[str, float]] = {}
     final = None
-    for arm in ARMS:
+    timed = args.arms.split(",") if args.arms else list(ARMS)
+    if "market_only" not in timed:
+        timed.insert(0, "market_only")  # the baseline of the ratios
+    for arm in timed:
         run_cfg = grpo_config(demo, start, data_a, out / "arms" / arm, arm_rewards(arm), seed=0)
         final, wall = _seconds(run_grpo, run_cfg)
         step = _train_runtime(out / "arms" / arm)
@@ -101,10 +107,12 @@ def main() -> None:
 
     sft_full = t[f"SFT {args.sft_steps} steps"] + sft_loop * (full.sft_steps / args.sft_steps - 1)
     per_seed = sum(a["overhead"] + cfg.grpo_steps * a["step"] + 3 * (load + cfg.eval_rows * per_row)
-                   for a in arms.values())
+                   for a in (arms.get(arm, arms["market_only"]) for arm in cfg.arms))
     total = t["market A"] + t["market B"] + t["distil"] + sft_full + len(cfg.seeds) * per_seed
     base = arms["market_only"]["step"]
-    print(f"threads {args.threads}, load average {os.getloadavg()[0]:.1f} at the end; preset {cfg.preset}, "
+    cpu = resource.getrusage(resource.RUSAGE_SELF)
+    print(f"threads {args.threads}, load average {os.getloadavg()[0]:.1f} at the end, this process's CPU time "
+          f"{(cpu.ru_utime + cpu.ru_stime) / 60:.1f} min; preset {cfg.preset}, "
           f"size {cfg.size} ({full.model})")
     for k, v in t.items():
         print(f"{k:<24}{v:>8.1f} s")
