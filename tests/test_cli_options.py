@@ -103,7 +103,7 @@ CHANGED = {
                           "keep_per_prompt": "2"},
     "thesisgym demo": {"out": "elsewhere", "seed": "5", "model": "tiny"},
     "thesisgym experiment trade-r1": {"out": "elsewhere", "arms": "fsr,dsr", "seeds": "4,5", "size": "quick",
-                                      "grpo_steps": "2", "eval_rows": "8", "seed": "3"},
+                                      "preset": "noisy", "grpo_steps": "2", "eval_rows": "8", "seed": "3"},
     "thesisgym experiment tools": {"out": "elsewhere", "grpo_steps": "2", "eval_rows": "8", "seed": "3"},
 }
 # how the command turns an option's text into the field's value, where it is not the value itself

@@ -1,4 +1,5 @@
-"""Paired SFT-vs-GRPO change tables with bootstrap intervals, and the Trade-R1 experiment's config/resume."""
+"""Paired SFT-vs-GRPO change tables with bootstrap intervals, the experiments' decision-skill tables, and the
+Trade-R1 experiment's config/resume."""
 
 from __future__ import annotations
 
@@ -8,7 +9,26 @@ import math
 import pytest
 
 from thesisgym.experiments import change_table, format_change_table, paired_change
+from thesisgym.experiments.compare import SKILL_HEAD, decision_skill, skill_cells, with_row_fields
+from thesisgym.experiments.tool_agent import format_tool_table
+from thesisgym.experiments.tool_agent import summarize as summarize_tools
 from thesisgym.experiments.trade_r1 import ARMS, TradeR1Config, arm_rewards, format_table, summarize
+from thesisgym.schema import LABEL_TO_ID
+
+# two dates x three tickers, fwd_vol 0.01 (z = 100 x return); the hand-computed case of tests/test_skill.py
+DATES = ["2024-01-05"] * 3 + ["2024-01-12"] * 3
+RETURNS = [0.02, 0.01, -0.03, -0.01, 0.02, 0.00]
+LABELS_ = ["BUY", "SELL", "SELL", "HOLD", "BUY", "BUY"]
+DECISIONS = ["BUY", "HOLD", "SELL", "STRONG_BUY", "BUY", "BUY"]
+REVERSED_DAY_1 = ["SELL", "HOLD", "BUY", "STRONG_BUY", "BUY", "BUY"]
+
+
+def scored_rows(decisions: list[str]) -> list[dict]:
+    """score_completion-like dicts with the row fields the skill measures read."""
+    rows = [{"asof": d, "fwd_return": r, "fwd_vol": 0.01, "label": lab} for d, r, lab in zip(DATES, RETURNS, LABELS_, strict=True)]
+    scored = [{"decision_id": float(LABEL_TO_ID[d]), "decision_correct": float(d == lab), "grounding": 1.0}
+              for d, lab in zip(decisions, LABELS_, strict=True)]
+    return with_row_fields(scored, rows)
 
 
 def test_paired_change_is_seeded_and_brackets_the_mean_change():
@@ -42,11 +62,72 @@ def test_change_table_adds_the_weighted_total_with_nan_as_zero():
     assert lines[0].split()[:4] == ["component", "SFT", "GRPO", "change"] and "total" in lines[-1]
 
 
+def test_decision_skill_by_hand():
+    sk = decision_skill(scored_rows(DECISIONS), majority="HOLD", reps=50)
+    # date 1: positions rank as the returns -> IC 1, book .025; date 2: IC -1.5 / sqrt(3), book -.01
+    assert sk["ic_date"] == pytest.approx((1.0 - 1.5 / math.sqrt(3.0)) / 2)
+    assert sk["neutral"] == pytest.approx((0.025 - 0.01) / 2)
+    assert sk["ic"] == pytest.approx(3.5 / math.sqrt(15.5 * 17))
+    # 4 of 6 right; always-BUY 3 of 6, the train majority (HOLD) 1 of 6: paired differences 1/6 and 3/6
+    assert sk["accuracy"] == pytest.approx(4 / 6) and sk["labelled"] == 6
+    assert sk["acc_vs_buy"] == pytest.approx(1 / 6) and sk["acc_vs_majority"] == pytest.approx(3 / 6)
+    assert sk["mix_BUY"] == pytest.approx(0.5) and sk["mix_STRONG_BUY"] == pytest.approx(1 / 6)
+    assert (sk["rows"], sk["dates"], sk["majority"]) == (6, 2, "HOLD")
+    cells = dict(zip(SKILL_HEAD, skill_cells(sk), strict=True))
+    # two dates are too few for an interval: the value alone, never a false interval
+    assert cells["IC pooled"] == f"{3.5 / math.sqrt(15.5 * 17):.2f}"
+    assert cells["acc - train majority"] == "50.0% (HOLD)" and cells["acc - always BUY"] == "16.7%"
+    assert cells["decision mix"].startswith("BUY 50%")
+
+
+def test_decision_skill_keeps_seeds_apart_within_a_date_and_says_na_where_undefined():
+    pooled = scored_rows(DECISIONS) + scored_rows(REVERSED_DAY_1)
+    sk = decision_skill(pooled, majority="HOLD", sections=[0] * 6 + [1] * 6, reps=50)
+    # day 1: seed 0 IC +1 (book +.025), seed 1 IC -1 (book -.025) -> 0; day 2 as before for both seeds
+    assert sk["ic_date"] == pytest.approx((0.0 - 1.5 / math.sqrt(3.0)) / 2)
+    assert sk["neutral"] == pytest.approx((0.0 - 0.01) / 2)
+    assert (sk["rows"], sk["dates"]) == (12, 2)
+    # one row per date: no cross-section to rank or hedge -> n/a; no majority given -> n/a
+    single = decision_skill([scored_rows(DECISIONS)[i] for i in (0, 3)], reps=50)
+    cells = dict(zip(SKILL_HEAD, skill_cells(single), strict=True))
+    assert cells["IC mean per date"] == cells["market-neutral book / date"] == cells["acc - train majority"] == "n/a"
+    # results saved before the row fields were recorded: every cell n/a
+    assert decision_skill([{"decision_id": 3.0}]) == {} and set(skill_cells({})) == {"n/a"}
+
+
+def test_decision_skill_interval_brackets_a_reader():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    rows, scored = [], []
+    for i in range(30):
+        for _ in range(4):
+            ret = float(rng.normal(0, 0.02))
+            dec = "BUY" if ret + rng.normal(0, 0.01) > 0 else "SELL"
+            rows.append({"asof": f"2024-{1 + i // 28:02d}-{1 + i % 28:02d}", "fwd_return": ret, "fwd_vol": 0.02,
+                         "label": "BUY" if ret > 0 else "SELL"})
+            scored.append({"decision_id": float(LABEL_TO_ID[dec])})
+    sk = decision_skill(with_row_fields(scored, rows), majority="HOLD", reps=200)
+    for key in ("ic", "ic_date", "neutral", "acc_vs_buy", "acc_vs_majority"):
+        assert 0 < sk[f"{key}_lo"] <= sk[key] <= sk[f"{key}_hi"], key
+
+
 def test_trade_r1_config_names_bad_arms_and_seeds():
     with pytest.raises(ValueError, match="unknown arm"):
         TradeR1Config(arms=["market_only", "magic"])
     with pytest.raises(ValueError, match="distinct"):
         TradeR1Config(seeds=[1, 1])
+    with pytest.raises(ValueError, match="preset: unknown 'magic'"):
+        TradeR1Config(preset="magic")
+
+
+def test_the_markets_take_the_chosen_preset(tmp_path):
+    from thesisgym.experiments.demo import DemoConfig, build_market_data
+
+    assert TradeR1Config().preset == "reading"  # the market where reading pays, by default
+    store, _, _ = build_market_data(DemoConfig.quick(tickers=3, days=120, heldout_tickers=0), tmp_path, market="B",
+                                    preset="noisy", log=lambda _: None)
+    assert (store.meta["market"], store.meta["preset"]) == ("B", "noisy")
 
 
 def test_each_arm_trains_on_its_own_reward_and_logs_the_rest():
@@ -75,6 +156,44 @@ def test_summarize_pools_seeds_and_reports_the_cross_market_drop(tmp_path):
     assert table["sharpe_A"]["min"] == 1.0 and table["sharpe_A"]["max"] == 2.0
     line = format_table([table])[2]
     assert line.startswith("| dsr | 2 | 0.300 |") and "+1.00 (+0.50..+1.50)" in line
+
+
+def test_trade_r1_table_carries_the_pooled_decision_skill(tmp_path):
+    cfg = TradeR1Config(out=str(tmp_path), arms=["dsr", "fsr"], seeds=[0, 1])
+    for seed, decisions in ((0, DECISIONS), (1, REVERSED_DAY_1)):
+        for arm in ("dsr", "fsr"):
+            run = tmp_path / "arms" / f"{arm}-s{seed}"
+            run.mkdir(parents=True)
+            rows = scored_rows(decisions)
+            metrics = {"arm": arm, "seed": seed, "in_sample_reward": 0.1, "sharpe_A": 1.0, "sharpe_B": 0.5, "A": rows,
+                       "B": rows, "train_majority": "HOLD"}
+            if arm == "fsr":  # saved before the row fields were recorded
+                metrics.update(A=[{k: v for k, v in r.items() if k != "fwd_return"} for r in rows], B=[])
+                metrics.pop("train_majority")
+            (run / "metrics.json").write_text(json.dumps(metrics))
+    dsr, fsr = summarize(tmp_path, cfg)
+    assert dsr["A.skill"]["ic_date"] == pytest.approx((0.0 - 1.5 / math.sqrt(3.0)) / 2)
+    # seed 0: 4 right against HOLD's 1; seed 1: 2 right against 1 -> (3 + 1) / 12
+    assert dsr["A.skill"]["acc_vs_majority"] == pytest.approx(4 / 12)
+    assert dsr["B.skill"]["rows"] == 12 and "lucky.skill" in dsr and dsr["lucky.skill"] == {}
+    assert fsr["A.skill"] == {}
+    lines = format_table([dsr, fsr])
+    head = next(ln for ln in lines if ln.startswith("| arm | set |"))
+    assert all(h in head for h in SKILL_HEAD)
+    by = {tuple(c.strip() for c in ln.split("|")[1:3]): ln for ln in lines if ln.startswith(("| dsr | ", "| fsr | "))}
+    assert "33.3% (HOLD)" in by[("dsr", "A")] and by[("dsr", "A")].endswith("| 0.0% | BUY 50%, SELL 17%, HOLD 17%, STRONG_BUY 17% |")
+    assert by[("fsr", "A")].count("n/a") == len(SKILL_HEAD)
+
+
+def test_tool_table_carries_the_decision_skill():
+    table = summarize_tools({"single-prompt": scored_rows(DECISIONS), "tool SFT": scored_rows(REVERSED_DAY_1)},
+                            majority="HOLD")
+    assert table[0]["skill"]["ic"] == pytest.approx(3.5 / math.sqrt(15.5 * 17))
+    assert table[1]["skill"]["neutral"] == pytest.approx((-0.025 - 0.01) / 2)
+    lines = format_tool_table(table)
+    head = lines.index("| policy | " + " | ".join(SKILL_HEAD) + " |")
+    assert lines[head + 2].startswith("| single-prompt | 6 | 2 | ")
+    assert lines[head + 3].split(" | ")[-1] == "BUY 50%, SELL 17%, HOLD 17%, STRONG_BUY 17% |"
 
 
 @pytest.mark.slow

@@ -9,7 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from thesisgym.evaluate.skill import Sample, mix_text, neutral_return, positions, skill_measures, spearman
+from thesisgym.evaluate.skill import (
+    Sample,
+    mix_text,
+    neutral_return,
+    paired_accuracy,
+    positions,
+    skill_measures,
+    spearman,
+)
 from thesisgym.schema import LABELS
 
 # two dates x three tickers; fwd_vol 0.01 everywhere, so z = 100 * fwd_return
@@ -48,6 +56,37 @@ def test_neutral_book_and_spearman_edge_cases():
 
     a, b = [3, 1, 2, 2, 5], [0.1, -0.4, 0.3, 0.2, 0.0]
     assert spearman(a, b) == pytest.approx(spearmanr(a, b).statistic)
+
+
+def test_one_name_cannot_be_hedged():
+    assert math.isnan(neutral_return(np.array([0.5]), np.array([0.1])))
+    # one row per date: no per-date figure, but the pooled IC still ranks across dates
+    out = skill_measures(["BUY", "SELL", "HOLD"], Sample(["d1", "d2", "d3"], [0.02, -0.01, 0.0], [0.01] * 3), reps=20)
+    assert math.isnan(out["ic_date"]) and math.isnan(out["neutral"]) and out["ic"] == pytest.approx(1.0)
+
+
+def test_sections_are_ranked_apart_but_resampled_by_date():
+    # the same six rows twice (two seeds); seed b reverses day 1's positions
+    flipped = ["SELL", "HOLD", "BUY", *DECISIONS[3:]]
+    sample = Sample(DATES * 2, RETURNS * 2, [0.01] * 12, sections=["a"] * 6 + ["b"] * 6)
+    out = skill_measures(DECISIONS + flipped, sample, reps=20)
+    assert (out["rows"], out["dates"]) == (12, 2)
+    # day 1: IC +1 and -1, books +.025 and -.025 -> 0; day 2 as in the hand-computed case for both
+    assert out["ic_date"] == pytest.approx(-1.5 / math.sqrt(3.0) / 2)
+    assert out["neutral"] == pytest.approx(-0.01 / 2)
+    with pytest.raises(ValueError, match="sections"):
+        Sample(DATES, RETURNS, [0.01] * 6, sections=["a"])
+
+
+def test_paired_accuracy_by_hand():
+    labels = ["BUY", "SELL", "SELL", "HOLD", None, "BUY"]
+    out = paired_accuracy(DECISIONS, labels, DATES, {"buy": ["BUY"] * 6, "hold": ["HOLD"] * 6}, reps=20)
+    # labelled rows 0-3, 5: decisions right on 0, 2, 5 (3 of 5); BUY right on 0, 5; HOLD on 3
+    assert out["labelled"] == 5 and out["accuracy"] == pytest.approx(3 / 5)
+    assert out["acc_vs_buy"] == pytest.approx(1 / 5) and out["acc_vs_hold"] == pytest.approx(2 / 5)
+    assert math.isnan(out["acc_vs_buy_lo"])  # two dates: too few for an interval
+    with pytest.raises(ValueError, match="decisions for 6 labels"):
+        paired_accuracy(DECISIONS, labels, DATES, {"short": ["BUY"]})
 
 
 def test_rows_without_a_return_are_left_out_and_counted():

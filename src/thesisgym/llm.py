@@ -41,7 +41,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
+
+from thesisgym.schema import StrictModel
 
 logger = logging.getLogger(__name__)
 
@@ -56,10 +58,8 @@ class LLMError(RuntimeError):
     """A request failed for good: retries exhausted or a non-retryable HTTP status."""
 
 
-class LLMConfig(BaseModel):
+class LLMConfig(StrictModel):
     """Settings of an `LLMClient`. Every field can be overridden by keyword in `LLMClient(...)`."""
-
-    model_config = ConfigDict(extra="forbid")
 
     model: str = Field(description="model name sent to the endpoint")
     base_url: str | None = Field(default=None, description="e.g. http://localhost:8000/v1; None = OpenAI")

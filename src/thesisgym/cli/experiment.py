@@ -1,7 +1,8 @@
 """`thesisgym experiment ...`: research experiments built from the pipeline (see thesisgym.experiments).
 
     thesisgym experiment trade-r1 --out DIR [--arms market_only,fsr,dsr,weighted] [--seeds 0,1,2]
-                                  [--size quick|default|large] [--grpo-steps N] [--eval-rows N]
+                                  [--size quick|default|large] [--preset reading|noisy]
+                                  [--grpo-steps N] [--eval-rows N]
 
     thesisgym experiment tools --out DIR [--grpo-steps N] [--eval-rows N]
 
@@ -18,8 +19,8 @@ from thesisgym.cli.common import THREADS_OPTION, fail, quiet_libraries, set_thre
 from thesisgym.cli.options import config_command, given
 
 # option name -> config field: default and help from TradeR1Config / ToolExperimentConfig (cli/options.py)
-TRADE_R1_OPTIONS = {"out": "out", "arms": "arms", "seeds": "seeds", "size": "size", "grpo_steps": "grpo_steps",
-                    "eval_rows": "eval_rows", "seed": "seed"}
+TRADE_R1_OPTIONS = {"out": "out", "arms": "arms", "seeds": "seeds", "size": "size", "preset": "preset",
+                    "grpo_steps": "grpo_steps", "eval_rows": "eval_rows", "seed": "seed"}
 TOOLS_OPTIONS = {"out": "out", "grpo_steps": "grpo_steps", "eval_rows": "eval_rows", "seed": "seed"}
 
 experiment_app = typer.Typer(help="Research experiments: Trade-R1 in miniature; a tool-using analyst.",
@@ -40,6 +41,7 @@ def trade_r1_cmd(
     arms: str | None = typer.Option(None, "--arms", help="comma-separated GRPO arms"),
     seeds: str | None = typer.Option(None, "--seeds", help="comma-separated GRPO seeds per arm"),
     size: str | None = typer.Option(None, "--size", help="market/model/SFT sizes: quick | default | large"),
+    preset: str | None = typer.Option(None, "--preset", help="synthetic-market knobs: reading | noisy"),
     grpo_steps: int | None = typer.Option(None, "--grpo-steps", help="GRPO steps per arm (the same budget for every arm)"),
     eval_rows: int | None = typer.Option(None, "--eval-rows", help="held-out rows per evaluation set"),
     seed: int | None = typer.Option(None, "--seed", help="market, split and SFT seed"),
@@ -55,7 +57,7 @@ def trade_r1_cmd(
     from thesisgym.experiments.trade_r1 import TradeR1Config, format_table, run_trade_r1
 
     fields = given(dict(out=out and str(out), arms=arms and [a.strip() for a in arms.split(",") if a.strip()],
-                        size=size, grpo_steps=grpo_steps, eval_rows=eval_rows, seed=seed), TRADE_R1_OPTIONS)
+                        size=size, preset=preset, grpo_steps=grpo_steps, eval_rows=eval_rows, seed=seed), TRADE_R1_OPTIONS)
     console = Console()
     try:
         if seeds is not None:

@@ -134,7 +134,7 @@ def _rows(split_ds: Any, indices: list[int]) -> list[dict[str, Any]]:
 
 def _score(records, rows, verifier, decision_matrix: str, clip: float, *, progress: bool):
     from thesisgym.evaluate.policies import score_rows
-    from thesisgym.train.progress import Ticker
+    from thesisgym.progress import Ticker
 
     with Ticker(len(records), "scoring", enabled=progress, unit="completions") as ticker:
         return score_rows([r.completion for r in records], rows, verifier=verifier, on_batch=ticker.advance,

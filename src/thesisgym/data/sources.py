@@ -35,7 +35,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from thesisgym.data.actions import MAG7_SPLITS, read_actions, split_actions
 from thesisgym.data.asof import SplitHistory
@@ -65,6 +65,7 @@ from thesisgym.data.sec import (
 )
 from thesisgym.data.store import MarketStore, empty_actions, empty_events
 from thesisgym.data.validate import validate_events
+from thesisgym.schema import StrictModel
 
 __all__ = ["MAG7", "ImportConfig", "import_shared", "import_sources", "read_macro", "shared_config"]
 
@@ -107,14 +108,12 @@ def _submissions_ticker(path: Path, tmap: Mapping[str, str]) -> str | None:
     return tmap.get(m.group(1), m.group(1)) if m else None
 
 
-class ImportConfig(BaseModel):
+class ImportConfig(StrictModel, frozen=True):
     """What `import_sources` reads and how: one field per source family and per import rule.
 
     Why a config (extra="forbid") and not keyword arguments: the CLI builds it from its options and
     a typo in a caller's dict fails naming the field instead of being taken as a default.
     """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     prices: list[Path] = Field(min_length=1, description="price files (CSV or Parquet), one or more tickers each")
     events: list[Path] = Field(default_factory=list, description="event or headline files")

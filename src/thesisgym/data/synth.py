@@ -42,11 +42,11 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from thesisgym.data.store import MarketStore
 from thesisgym.data.synth_events import company_names, event_impacts, fundamentals_draws, make_events
-from thesisgym.schema import DEFAULT_TIMEZONE, REWARD_HORIZON
+from thesisgym.schema import DEFAULT_TIMEZONE, REWARD_HORIZON, StrictModel
 
 __all__ = ["PRESETS", "REGIMES", "SynthConfig", "generate_market"]
 
@@ -69,13 +69,11 @@ PRESETS: dict[str, dict[str, object]] = {
 }
 
 
-class SynthConfig(BaseModel):
+class SynthConfig(StrictModel):
     """Knobs of the synthetic market; every field has a working default. Load from YAML with `from_yaml`.
 
     `preset` fills the knobs of PRESETS it names that are not given explicitly; `market="noisy"` is
     shorthand for market A with preset "noisy" (so `thesisgym data synth --market noisy` works)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     preset: Literal["reading", "noisy"] = Field("reading", description="named knob settings (PRESETS)")
 

@@ -35,23 +35,21 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from thesisgym.data.quality import coverage_table, coverage_warnings, store_sections
 from thesisgym.data.store import MarketStore
 from thesisgym.dataset.contexts import ContextConfig, build_contexts
 from thesisgym.dataset.labels import LabelThresholds, apply_thresholds, class_mix, compute_labels
-from thesisgym.schema import HORIZONS
+from thesisgym.schema import HORIZONS, StrictModel
 
 SPLITS: tuple[str, ...] = ("train", "val", "test", "heldout")
 META_FILE = "build_meta.json"
 PRESET_DIR = Path(__file__).resolve().parents[1] / "configs" / "splits"
 
 
-class SplitConfig(BaseModel):
+class SplitConfig(StrictModel):
     """How to cut a MarketStore into datasets (all fields can come from YAML or CLI flags)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     train_end: date | float = Field(
         0.6, description="last day of the training period, or a fraction of the calendar"

@@ -18,21 +18,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from thesisgym.evaluate.metrics import DEFAULT_RF
 from thesisgym.evaluate.probes import parse_probe_list
 from thesisgym.evaluate.stats import DEFAULT_CONFIDENCE, DEFAULT_REPS, MIN_DATES
-from thesisgym.schema import DEFAULT_POSITIONS, LABELS, REWARD_HORIZON, ArgumentError
+from thesisgym.schema import DEFAULT_POSITIONS, LABELS, REWARD_HORIZON, ArgumentError, StrictModel
 
 # under this many trading days an annualised return is an extrapolation, not a measurement
 MIN_ANNUALIZE_DAYS = 63
 
 
-class ReportSection(BaseModel):
+class ReportSection(StrictModel):
     """One extra section of the report: a title, a paragraph, a table and/or images."""
-
-    model_config = ConfigDict(extra="forbid")
 
     title: str = Field(description="section heading")
     text: str = Field("", description="a paragraph under the heading (plain text)")
@@ -50,10 +48,8 @@ class ReportSection(BaseModel):
         return v
 
 
-class EvalConfig(BaseModel):
+class EvalConfig(StrictModel):
     """Settings of one evaluation (see `thesisgym.evaluate.runner.evaluate`)."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     out_dir: Path | None = Field(None, description="write report.html, PNGs, metrics.json, completions.jsonl "
                                                    "and scores.csv here (None: nothing is written)")

@@ -64,8 +64,8 @@ from thesisgym.evaluate.probes import flip_stats, injection_stats, probe_rows
 from thesisgym.evaluate.report import write_report
 from thesisgym.evaluate.result import BASELINES_ONLY, EvalResult
 from thesisgym.evaluate.stats import rate_block, subset_indices
+from thesisgym.progress import Ticker
 from thesisgym.schema import LABELS
-from thesisgym.train.progress import Ticker
 
 SIDE = {lab: int(np.sign(i - 2)) for i, lab in enumerate(LABELS)}
 RESERVED = ("buy_and_hold", "equal_weight_long", "random", "label_oracle", "truth_oracle", BASELINES_ONLY)

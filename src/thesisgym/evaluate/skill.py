@@ -12,8 +12,8 @@ decision BY DEFINITION, so a number above zero is skill:
   is defined as 0 (not nan), so a constant policy's IC is exactly 0;
 - market-neutral book: per decision date, positions demeaned across the tickers of that date and
   scaled to unit gross exposure (sum |w| = 1), the book's return sum w * fwd_return (a forward
-  return over the label horizon); the figure is the mean over dates. A constant demeans to no
-  position, so its book earns exactly 0;
+  return over the label horizon); the figure is the mean over the dates with at least two rows (one
+  name cannot be hedged). A constant demeans to no position, so its book earns exactly 0;
 - decision mix: the share of each decision.
 
 Intervals: the circular block bootstrap of `stats.block_bootstrap`, resampling whole decision DATES
@@ -66,7 +66,10 @@ def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -
 
 
 def neutral_return(pos: np.ndarray, ret: np.ndarray) -> float:
-    """Return of one date's market-neutral book: demeaned positions scaled to unit gross."""
+    """Return of one date's market-neutral book: demeaned positions scaled to unit gross; nan with
+    fewer than two rows (one name cannot be hedged, so its book is undefined rather than flat)."""
+    if len(pos) < 2:
+        return float("nan")
     w = np.asarray(pos, dtype=float) - float(np.mean(pos))
     gross = float(np.abs(w).sum())
     if gross <= 1e-12:
@@ -75,13 +78,20 @@ def neutral_return(pos: np.ndarray, ret: np.ndarray) -> float:
 
 
 class Sample:
-    """The rows behind the skill measures, grouped by decision date (the bootstrap's unit)."""
+    """The rows behind the skill measures, grouped by decision date (the bootstrap's unit).
 
-    def __init__(self, dates: Sequence[Any], fwd_return: Sequence[Any], fwd_vol: Sequence[Any]) -> None:
+    `sections` (one key per row, optional) splits a date's rows into separate cross-sections: the
+    seeds of an experiment pooled on the same rows are resampled together by date, but each seed's
+    cross-section is ranked and booked on its own, and the date's figure is their mean."""
+
+    def __init__(self, dates: Sequence[Any], fwd_return: Sequence[Any], fwd_vol: Sequence[Any],
+                 sections: Sequence[Any] | None = None) -> None:
         ret = np.array([_num(x) for x in fwd_return], dtype=float)
         vol = np.array([_num(x) for x in fwd_vol], dtype=float)
-        if not len(ret) == len(vol) == len(dates):
-            raise ValueError(f"skill: {len(dates)} dates, {len(ret)} fwd_return, {len(vol)} fwd_vol")
+        sections = [0] * len(ret) if sections is None else list(sections)
+        if not len(ret) == len(vol) == len(dates) == len(sections):
+            raise ValueError(f"skill: {len(dates)} dates, {len(ret)} fwd_return, {len(vol)} fwd_vol, "
+                             f"{len(sections)} sections")
         self.keep = np.isfinite(ret) & np.isfinite(vol) & (vol > 0)
         self.dropped = int((~self.keep).sum())
         self.ret, self.z = ret[self.keep], ret[self.keep] / vol[self.keep]
@@ -90,15 +100,19 @@ class Sample:
         index = {d: i for i, d in enumerate(self.keys)}
         self.date_of = np.array([index[d] for d in kept], dtype=int)
         self.groups = [np.flatnonzero(self.date_of == i) for i in range(len(self.keys))]
+        part = np.array([str(x) for x, k in zip(sections, self.keep, strict=True) if k], dtype=object)
+        self.parts = [[g[part[g] == key] for key in dict.fromkeys(part[g])] for g in self.groups]
 
     @property
     def n_rows(self) -> int:
         return len(self.ret)
 
     def per_date(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(cross-sectional IC, market-neutral return) of each date: fixed under a resample of dates."""
-        ic = np.array([spearman(pos[g], self.z[g]) for g in self.groups], dtype=float)
-        book = np.array([neutral_return(pos[g], self.ret[g]) for g in self.groups], dtype=float)
+        """(cross-sectional IC, market-neutral return) of each date, the mean over its sections (nan
+        where no section has an IC): fixed under a resample of dates."""
+        ic = np.array([_mean([spearman(pos[g], self.z[g]) for g in parts]) for parts in self.parts], dtype=float)
+        book = np.array([_mean([neutral_return(pos[g], self.ret[g]) for g in parts]) for parts in self.parts],
+                        dtype=float)
         return ic, book
 
     def stats(self, pos: np.ndarray, which: Sequence[int] | None = None,
@@ -108,12 +122,17 @@ class Sample:
         idx = np.arange(len(self.keys)) if which is None else np.asarray(which, dtype=int)
         ic, book = self.per_date(pos) if per_date is None else per_date
         rows = np.concatenate([self.groups[i] for i in idx]) if len(idx) else np.array([], dtype=int)
-        ic = ic[idx][np.isfinite(ic[idx])]
+        ic, book = ic[idx][np.isfinite(ic[idx])], book[idx][np.isfinite(book[idx])]
         return {
             "ic": spearman(pos[rows], self.z[rows]) if len(rows) else float("nan"),
             "ic_date": float(np.mean(ic)) if len(ic) else float("nan"),
-            "neutral": float(np.mean(book[idx])) if len(idx) else float("nan"),
+            "neutral": float(np.mean(book)) if len(book) else float("nan"),
         }
+
+
+def _mean(values: list[float]) -> float:
+    finite = [v for v in values if np.isfinite(v)]
+    return float(np.mean(finite)) if finite else float("nan")
 
 
 def _num(x: Any) -> float:
@@ -165,6 +184,34 @@ def skill_measures(
     for lab in (*LABELS, "INVALID"):
         if lab in LABELS or counts.get(lab):
             out[f"mix_{lab}"] = counts.get(lab, 0) / len(kept) if kept else float("nan")
+    return out
+
+
+def paired_accuracy(decisions: Sequence[Any], labels: Sequence[Any], dates: Sequence[Any],
+                    references: Mapping[str, Sequence[Any]], *, block: int = 1, reps: int = S.DEFAULT_REPS,
+                    confidence: float = S.DEFAULT_CONFIDENCE, seed: int = 0) -> dict[str, float]:
+    """Exact accuracy of `decisions` against `labels`, and per reference (e.g. the train majority class,
+    always BUY) the paired difference `acc_vs_<name>` = decisions minus reference on the same rows, each
+    with its date-block interval (`stats.rate_interval`, the resampling of `evaluate`'s accuracy table).
+    Rows whose label is not a decision are left out; `labelled` counts the rest."""
+    keep = [i for i, lab in enumerate(labels) if lab in LABELS]
+    day = [str(dates[i])[:10] for i in keep]
+    kw = dict(block=block, reps=reps, confidence=confidence, seed=seed)
+
+    def hits(dec: Sequence[Any]) -> list[float]:
+        if len(dec) != len(labels):
+            raise ValueError(f"paired_accuracy: {len(dec)} decisions for {len(labels)} labels")
+        return [float(dec[i] == labels[i]) for i in keep]
+
+    def rate(values: list[float]) -> tuple[float, float, float]:
+        return S.rate_interval(day, values, **kw)[:3] if values else (float("nan"),) * 3
+
+    mine = hits(decisions)
+    out: dict[str, float] = {"labelled": float(len(keep))}
+    out["accuracy"], out["accuracy_lo"], out["accuracy_hi"] = rate(mine)
+    for name, ref in references.items():
+        diff = [a - b for a, b in zip(mine, hits(ref), strict=True)]
+        out[f"acc_vs_{name}"], out[f"acc_vs_{name}_lo"], out[f"acc_vs_{name}_hi"] = rate(diff)
     return out
 
 

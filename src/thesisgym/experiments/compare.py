@@ -6,14 +6,22 @@ shared verifier (`thesisgym.rewards.score_completion`), and each reward componen
 mean of the per-row differences with a 95 % bootstrap interval (`scipy.stats.bootstrap`, seeded, so
 two runs print the same numbers). Rows where a component is not applicable (nan) on either side
 are left out of that component and its `n` says how many remained.
+
+Decisions are also judged by the skill measures no constant can fake (`decision_skill`, through
+`thesisgym.evaluate.skill`, the code path of `evaluate` and the demo): IC pooled and mean per date,
+the market-neutral book, accuracy paired against the train majority class and always-BUY, the
+decision mix, each with a 95 % block-bootstrap-over-dates interval.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+
+from thesisgym.schema import LABELS, REWARD_HORIZON
 
 # components of score_completion shown in the change table, then the total the demo trains on
 CHANGE_KEYS: tuple[str, ...] = ("structure", "evidence", "decision", "market", "s", "dsr", "loop_penalty", "grounding",
@@ -36,6 +44,78 @@ def score_with_s(completions: Sequence[str], rows: Sequence[dict]) -> list[dict]
     s = make_consistency_reward(judge="local")([r["prompt"] for r in rows], list(completions),
                                                evidence=[r["evidence"] for r in rows])
     return [score_completion(c, r, consistency_s=si) for c, r, si in zip(completions, rows, s, strict=True)]
+
+
+# row fields the skill measures read, copied into every scored row so a summary can be recomputed from
+# the saved per-row scores alone
+SKILL_ROW_FIELDS: tuple[str, ...] = ("asof", "fwd_return", "fwd_vol", "label")
+
+
+def with_row_fields(scored: Sequence[dict], rows: Sequence[dict]) -> list[dict]:
+    """Each `score_completion` dict with its row's SKILL_ROW_FIELDS (the as-of date as ISO text)."""
+    def plain(k: str, v: Any) -> Any:
+        return str(v)[:10] if k == "asof" else (float(v) if isinstance(v, (int, float)) else v)
+
+    return [{**s, **{k: plain(k, r.get(k)) for k in SKILL_ROW_FIELDS}} for s, r in zip(scored, rows, strict=True)]
+
+
+def decision_name(decision_id: Any) -> str:
+    """The decision of a `score_completion` dict's `decision_id` (INVALID for -1 or a missing id)."""
+    i = int(decision_id) if isinstance(decision_id, (int, float)) and math.isfinite(decision_id) else -1
+    return LABELS[i] if 0 <= i < len(LABELS) else "INVALID"
+
+
+def decision_skill(scored: Sequence[dict], *, majority: str | None = None, sections: Sequence[Any] | None = None,
+                   seed: int = 0, reps: int | None = None) -> dict[str, Any]:
+    """The decision-skill measures of scored rows that carry SKILL_ROW_FIELDS (`with_row_fields`):
+    `evaluate.skill.skill_measures` (IC pooled and per date, market-neutral book, decision mix) and
+    `evaluate.skill.paired_accuracy` against always-BUY (`acc_vs_buy`) and, when given, the train
+    majority class (`acc_vs_majority`), intervals from a block bootstrap over dates (blocks of one
+    holding period). `sections` (e.g. the seed of each row) keeps pooled runs' cross-sections apart.
+    {} when some row lacks the fields (results saved before they were recorded)."""
+    from thesisgym.evaluate import stats as S
+    from thesisgym.evaluate.skill import Sample, paired_accuracy, skill_measures
+
+    if not scored or any(k not in s for s in scored for k in SKILL_ROW_FIELDS):
+        return {}
+    decisions = [decision_name(s.get("decision_id")) for s in scored]
+    dates = [s["asof"] for s in scored]
+    kw = dict(block=S.rate_block(dates, REWARD_HORIZON), reps=reps or S.DEFAULT_REPS, seed=seed)
+    sample = Sample(dates, [s["fwd_return"] for s in scored], [s["fwd_vol"] for s in scored], sections)
+    refs = {"buy": ["BUY"] * len(scored)}
+    if majority in LABELS:
+        refs["majority"] = [majority] * len(scored)
+    out: dict[str, Any] = {**skill_measures(decisions, sample, **kw),
+                           **paired_accuracy(decisions, [s["label"] for s in scored], dates, refs, **kw)}
+    out["majority"] = majority if majority in LABELS else None
+    return out
+
+
+SKILL_HEAD: tuple[str, ...] = ("rows", "dates", "IC pooled", "IC mean per date", "market-neutral book / date",
+                               "accuracy", "acc - train majority", "acc - always BUY", "decision mix")
+
+
+def skill_cells(sk: dict[str, Any]) -> list[str]:
+    """Cells under SKILL_HEAD for one `decision_skill` result: value [95 % interval], "n/a" where undefined."""
+    from thesisgym.evaluate.skill import mix_text
+    from thesisgym.evaluate.stats import NA, fmt_interval
+
+    def cell(key: str, **kw: Any) -> str:
+        return fmt_interval(sk.get(key, math.nan), sk.get(f"{key}_lo", math.nan), sk.get(f"{key}_hi", math.nan), **kw)
+
+    if not sk:
+        return [NA] * len(SKILL_HEAD)
+    major = f" ({sk['majority']})" if sk.get("majority") else ""
+    return [f"{sk['rows']:.0f}", f"{sk['dates']:.0f}", cell("ic"), cell("ic_date"), cell("neutral", digits=4),
+            cell("accuracy", pct=True), (cell("acc_vs_majority", pct=True) + major) if major else NA,
+            cell("acc_vs_buy", pct=True), mix_text(sk)]
+
+
+def train_majority(rows: Any) -> str | None:
+    """The most common label of a split (a datasets.Dataset or rows), None without labels."""
+    labels = rows["label"] if hasattr(rows, "column_names") else [r.get("label") for r in rows]
+    known = [lab for lab in labels if lab in LABELS]
+    return max(LABELS, key=known.count) if known else None
 
 
 def mean_ci(values: Sequence[float], *, seed: int = 0, n_resamples: int = 2000,

@@ -29,18 +29,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from thesisgym.schema import COMPACT_SYSTEM_PROMPT, REWARD_HORIZON
+from thesisgym.schema import COMPACT_SYSTEM_PROMPT, REWARD_HORIZON, StrictModel
 
 # the default base: a real pretrained instruct model that resolves offline (thesisgym.train.presets)
 PRETRAINED = "smollm2-135m"
 
 
-class DemoConfig(BaseModel):
+class DemoConfig(StrictModel):
     """Sizes of the demo run; `sized(name)` gives the `--size` presets (`quick()` is the smoke size)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     out: str = "demo_out"
     seed: int = 0
@@ -208,16 +206,19 @@ def report_sections(out: Path, changes: list[dict], rows: int) -> list:
     ]
 
 
-def build_market_data(config: DemoConfig, out: Path, *, market: str = "A", log: Callable[[str], None] = print):
-    """(store, splits, dataset dir): synthetic `market` saved under `out/market`, embargoed splits under `out/dataset`."""
+def build_market_data(config: DemoConfig, out: Path, *, market: str = "A", preset: str = "reading",
+                      log: Callable[[str], None] = print):
+    """(store, splits, dataset dir): synthetic `market` with the knobs of `preset` (`data.synth.PRESETS`)
+    saved under `out/market`, embargoed splits under `out/dataset`."""
     from thesisgym.data import generate_market
     from thesisgym.data.synth import SynthConfig
     from thesisgym.dataset.contexts import ContextConfig
     from thesisgym.dataset.splits import SplitConfig, build_splits
 
-    store = generate_market(SynthConfig(n_tickers=config.tickers, n_days=config.days, seed=config.seed, market=market))
+    store = generate_market(SynthConfig(n_tickers=config.tickers, n_days=config.days, seed=config.seed, market=market,
+                                        preset=preset))
     store.save(out / "market")
-    log(f"    synthetic market {market}: {len(store.tickers)} tickers x {len(store.dates)} days, "
+    log(f"    synthetic market {market} ({preset}): {len(store.tickers)} tickers x {len(store.dates)} days, "
         f"{len(store.events)} events -> {out / 'market'}")
     split_cfg = SplitConfig(stride=config.stride, token_budget=config.token_budget,
                             heldout_tickers=config.heldout_tickers, seed=config.seed,

@@ -14,6 +14,9 @@ Both start from the same pretrained base and get the same SFT budget on the same
 
 Per policy, with 95 % bootstrap intervals over the rows: grounding, hallucination rate, valid decisions,
 decision accuracy, tool calls per thesis and tokens; and the paired differences tool minus single-prompt.
+Then the decision skill (`experiments.decision_skill`, through `evaluate.skill`): IC pooled and mean per
+date, market-neutral book, accuracy paired against the train majority class and always-BUY, the decision
+mix, each with a block-bootstrap-over-dates interval.
 """
 
 from __future__ import annotations
@@ -25,19 +28,27 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from thesisgym.experiments.compare import mean_ci, paired_change, score_with_s
+from thesisgym.experiments.compare import (
+    SKILL_HEAD,
+    decision_skill,
+    mean_ci,
+    paired_change,
+    score_with_s,
+    skill_cells,
+    train_majority,
+    with_row_fields,
+)
+from thesisgym.schema import StrictModel
 
 __all__ = ["ToolExperimentConfig", "format_tool_table", "run_tool_experiment"]
 
 ROW_METRICS: tuple[str, ...] = ("grounding", "hallucination_rate", "decision_valid", "decision_correct", "s")
 
 
-class ToolExperimentConfig(BaseModel):
+class ToolExperimentConfig(StrictModel):
     """Sizes of the comparison; `demo` overrides the shared market/model/SFT sizes (`DemoConfig` fields)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     out: str = "tools_out"
     seed: int = 0
@@ -87,7 +98,8 @@ def run_tool_experiment(config: ToolExperimentConfig, *, log: Callable[[str], No
     for name, path in (("tool SFT", tool_sft), ("tool GRPO", tool_final) if config.grpo_steps else (None, None)):
         if name:
             results[name] = _tool_scores(path, store, rows, config, demo)
-    table = summarize(results, seed=config.seed)
+    results = {name: with_row_fields(scored, rows) for name, scored in results.items()}
+    table = summarize(results, seed=config.seed, majority=train_majority(splits["train"]))
     summary = {"config": config.model_dump(), "rows": len(rows), "table": table,
                "seconds": round(time.perf_counter() - t0, 1)}
     (out / "results.json").write_text(json.dumps(summary, indent=2, default=float))
@@ -153,8 +165,10 @@ def _tool_scores(path: Path, store: Any, rows: list[dict], config: ToolExperimen
             for s, ep in zip(scored, episodes, strict=True)]
 
 
-def summarize(results: dict[str, list[dict]], *, seed: int = 0) -> list[dict]:
-    """One row per policy: mean [95 % CI] per metric, and the paired difference against the single-prompt one."""
+def summarize(results: dict[str, list[dict]], *, seed: int = 0, majority: str | None = None) -> list[dict]:
+    """One row per policy: mean [95 % CI] per metric, the paired difference against the single-prompt one,
+    and the decision skill (`experiments.decision_skill`; accuracy paired against `majority`, the train
+    split's majority class, and always-BUY)."""
     base = results.get("single-prompt")
     table = []
     for name, scored in results.items():
@@ -165,6 +179,7 @@ def summarize(results: dict[str, list[dict]], *, seed: int = 0) -> list[dict]:
             if base is not None and name != "single-prompt" and m in ROW_METRICS:
                 row[f"vs_single.{m}"] = paired_change([s.get(m, math.nan) for s in base],
                                                       [s.get(m, math.nan) for s in scored], seed=seed)
+        row["skill"] = decision_skill(scored, majority=majority, seed=seed)
         table.append(row)
     return table
 
@@ -192,4 +207,7 @@ def format_tool_table(table: list[dict]) -> list[str]:
                   "|---|" + "---|" * len(ROW_METRICS)]
         for r in diffs:
             lines.append(f"| {r['policy']} | " + " | ".join(_cell(r[f"vs_single.{m}"]) for m in ROW_METRICS) + " |")
+    if any("skill" in r for r in table):  # 95 % intervals from a block bootstrap over dates; n/a where undefined
+        lines += ["", "| policy | " + " | ".join(SKILL_HEAD) + " |", "|---|" + "---|" * len(SKILL_HEAD)]
+        lines += [f"| {r['policy']} | " + " | ".join(skill_cells(r.get("skill", {}))) + " |" for r in table]
     return lines

@@ -7,7 +7,8 @@ a CPU size with the same public pieces as the demo (`thesisgym.experiments.demo`
 GRPO recipes' reward stacks, `thesisgym.rewards.score_completion`, the local consistency judge and
 `thesisgym.evaluate.evaluate` for the backtest):
 
-1. synthetic market A (momentum pays) -> embargoed splits -> compact template-teacher distillation
+1. synthetic market A (momentum pays; the knobs of `preset`, by default "reading": the evidence predicts
+   the label) -> embargoed splits -> compact template-teacher distillation
    -> one SFT start of the demo's base model (the pretrained SmolLM2-135M-Instruct by default);
 2. per arm (`market_only`, `fsr`, `dsr`, `weighted` = Trading-R1's decision-stage weighted reward)
    and seed: GRPO from that start with the same budget;
@@ -19,7 +20,10 @@ Per arm: in-sample reward (the arm's own reward, mean over its last logged GRPO 
 hallucination rate, grounding, s, decision accuracy, the share of BUY decisions, Sharpe (backtest of
 the decisions on A's test rows) and the cross-market drop (A minus B) in accuracy (with its own
 interval, each market's rows resampled on their own) and in Sharpe (per seed, with the seed range);
-row metrics carry a 95 % bootstrap interval over the pooled (seed, row) sample. Every arm-seed writes `metrics.json` when
+row metrics carry a 95 % bootstrap interval over the pooled (seed, row) sample. Per arm and held-out set, the
+decision-skill table (`experiments.decision_skill`, through `evaluate.skill`): IC pooled and mean per date,
+market-neutral book, accuracy paired against A's train majority class and always-BUY, the decision mix,
+each with a block-bootstrap-over-dates interval. Every arm-seed writes `metrics.json` when
 done, so a rerun with the same `--out` skips finished arms (resumable) and a changed setting is
 refused instead of silently mixed.
 """
@@ -34,10 +38,20 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
-from thesisgym.experiments.compare import difference_ci, mean_ci, score_with_s
+from thesisgym.experiments.compare import (
+    SKILL_HEAD,
+    decision_skill,
+    difference_ci,
+    mean_ci,
+    score_with_s,
+    skill_cells,
+    train_majority,
+    with_row_fields,
+)
 from thesisgym.progress import Ticker
+from thesisgym.schema import StrictModel
 
 # arm -> (recipe whose reward stack it trains on, override of rewards.funcs or None)
 ARMS: dict[str, tuple[str, list[str] | None]] = {
@@ -49,15 +63,15 @@ ARMS: dict[str, tuple[str, list[str] | None]] = {
 ROW_METRICS: tuple[str, ...] = ("hallucination_rate", "grounding", "s", "decision_correct", "decision_valid")
 
 
-class TradeR1Config(BaseModel):
+class TradeR1Config(StrictModel):
     """Sizes of the experiment; `demo` holds the shared market/model/SFT sizes (`DemoConfig` fields)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     out: str = "trade_r1_out"
     arms: list[str] = Field(default_factory=lambda: ["market_only", "fsr", "dsr", "weighted"])
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
     size: str = "default"
+    preset: str = Field("reading", description="synthetic-market knobs of both markets (data.synth.PRESETS): "
+                                               "reading (the evidence predicts the label) or noisy")
     grpo_steps: int = Field(5, ge=1)
     eval_rows: int = Field(16, ge=2)
     seed: int = 0
@@ -69,6 +83,15 @@ class TradeR1Config(BaseModel):
         unknown = [a for a in v if a not in ARMS]
         if unknown or not v:
             raise ValueError(f"unknown arm(s) {unknown}; known: {sorted(ARMS)}")
+        return v
+
+    @field_validator("preset")
+    @classmethod
+    def _preset(cls, v: str) -> str:
+        from thesisgym.data.synth import PRESETS
+
+        if v not in PRESETS:
+            raise ValueError(f"preset: unknown {v!r}; known: {sorted(PRESETS)}")
         return v
 
     @field_validator("seeds")
@@ -131,8 +154,8 @@ def run_trade_r1(config: TradeR1Config, *, log: Callable[[str], None] = print, p
     t0 = time.perf_counter()
 
     log("==> market A, market B, SFT start")
-    store_a, splits_a, data_a = build_market_data(demo, out / "A", market="A", log=log)
-    store_b, splits_b, _ = build_market_data(demo, out / "B", market="B", log=log)
+    store_a, splits_a, data_a = build_market_data(demo, out / "A", market="A", preset=config.preset, log=log)
+    store_b, splits_b, _ = build_market_data(demo, out / "B", market="B", preset=config.preset, log=log)
     sft_final = out / "sft" / "final"
     if not (sft_final / "config.json").exists():
         sft_dir, _ = distil_sft_data(demo, splits_a, out / "A", log=log)
@@ -140,6 +163,7 @@ def run_trade_r1(config: TradeR1Config, *, log: Callable[[str], None] = print, p
     else:
         log(f"    reusing the SFT start {sft_final}")
     sets = _eval_sets(store_a, splits_a, splits_b, config.eval_rows)
+    majority = train_majority(splits_a["train"])  # the constant the skill table's paired accuracy names
     log("    eval rows: " + ", ".join(f"{k} {len(v)}" for k, v in sets.items()))
 
     jobs = [(arm, seed) for arm in config.arms for seed in config.seeds]
@@ -154,10 +178,11 @@ def run_trade_r1(config: TradeR1Config, *, log: Callable[[str], None] = print, p
                 cfg = grpo_config(demo, sft_final, data_a, run_dir / "grpo", arm_rewards(arm), seed=seed)
                 final = run_grpo(cfg, callbacks=[CompactProgress(label=f"{arm} s{seed}", print_fn=log, show_bar=False)])
                 drop_checkpoints(run_dir / "grpo")
-                res: dict[str, Any] = {"arm": arm, "seed": seed, "in_sample_reward": _in_sample(run_dir / "grpo", arm)}
+                res: dict[str, Any] = {"arm": arm, "seed": seed, "in_sample_reward": _in_sample(run_dir / "grpo", arm),
+                                       "train_majority": majority}
                 for name, rows in sets.items():
                     comps = generate_for(final, rows, demo)
-                    res[name] = score_with_s(comps, rows)
+                    res[name] = with_row_fields(score_with_s(comps, rows), rows)
                     if name in ("A", "B"):
                         res[f"sharpe_{name}"] = _sharpe(comps, rows, store_a if name == "A" else store_b, arm)
                 res["seconds"] = round(time.perf_counter() - t_arm, 1)
@@ -227,8 +252,20 @@ def summarize(out: Path, config: TradeR1Config) -> list[dict]:
                               "min": float(np.nanmin(drops)) if finite else math.nan,
                               "max": float(np.nanmax(drops)) if finite else math.nan}
         row["A.buy_share"] = float(np.mean([s.get("decision_id") == 3.0 for r in runs for s in r.get("A", [])] or [math.nan]))
+        for split in ("A", "B", "lucky"):
+            row[f"{split}.skill"] = _pooled_skill(runs, split, config.seed)
         table.append(row)
     return table
+
+
+def _pooled_skill(runs: Sequence[dict], split: str, seed: int) -> dict[str, Any]:
+    """`decision_skill` of every seed's decisions on one held-out set: the seeds' rows pooled, resampled
+    together by date, each seed ranked and booked as its own cross-section; the paired accuracy is
+    against A's train majority class. {} for runs saved without the row fields."""
+    scored = [s for r in runs for s in r.get(split, [])]
+    seeds = [r["seed"] for r in runs for _ in r.get(split, [])]
+    majority = next((r["train_majority"] for r in runs if r.get("train_majority")), None)
+    return decision_skill(scored, majority=majority, sections=seeds, seed=seed)
 
 
 def _ci(cell: Any, fmt: str = ".2f") -> str:
@@ -254,6 +291,21 @@ def format_table(table: Sequence[dict]) -> list[str]:
                  f"{r.get('A.buy_share', math.nan):.0%}", _ci(r["sharpe_A"]), _ci(r["sharpe_B"]),
                  _ci(r["drop_accuracy"], "+.3f"), _ci(r["drop_sharpe"], "+.2f"))
         lines.append("| " + " | ".join(cells) + " |")
+    return lines + skill_lines(table)
+
+
+def skill_lines(table: Sequence[dict]) -> list[str]:
+    """The decision-skill table (`experiments.decision_skill`): one row per arm and held-out set, seeds
+    pooled, 95 % intervals from a block bootstrap over dates; n/a where a figure is undefined. Empty
+    when no arm carries it."""
+    rows = [(r["arm"], split, r[f"{split}.skill"]) for r in table for split in ("A", "B", "lucky")
+            if f"{split}.skill" in r]
+    if not rows:
+        return []
+    head = ("arm", "set", *SKILL_HEAD)
+    lines = ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for arm, split, sk in rows:
+        lines.append("| " + " | ".join((arm, split, *skill_cells(sk))) + " |")
     return lines
 
 

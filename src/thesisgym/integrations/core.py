@@ -36,9 +36,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
-from thesisgym.schema import LABELS
+from thesisgym.schema import LABELS, StrictModel
 
 __all__ = [
     "DEFAULT_RECIPE",
@@ -68,10 +68,9 @@ VERIFIER_FIELDS = ("evidence", "sections", "label", "fwd_return", "fwd_vol")
 _RECIPE_DEPENDENT = frozenset({"s", "fsr", "dsr", "weighted", "s_is_placeholder"})
 
 
-class EvidenceItemModel(BaseModel):
+class EvidenceItemModel(StrictModel, strict=True):
     """One evidence item as `thesisgym build` writes it (schema.EvidenceItem)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
     id: str = Field(min_length=1)
     text: str
     section: str | None = None
@@ -88,10 +87,9 @@ class EvidenceItemModel(BaseModel):
         return v
 
 
-class VerifierRecord(BaseModel):
+class VerifierRecord(StrictModel, strict=True):
     """What the verifier needs from one dataset row; nothing else is accepted."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
     evidence: list[EvidenceItemModel]
     sections: list[str] | None = None
     label: str | None = None

@@ -34,11 +34,12 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from thesisgym.data.asof import AsOfView
 from thesisgym.data.store import MarketStore
 from thesisgym.integrations.core import Recipe, VerifierRecord, describe_errors, score_batch, validate_record
+from thesisgym.schema import StrictModel
 from thesisgym.tools.env import MarketToolEnv
 from thesisgym.tools.market import TOOL_NAMES, MarketTools, ToolError, ToolLimits
 from thesisgym.tools.prompts import TOOL_SYSTEM_PROMPT, tool_messages
@@ -77,10 +78,9 @@ class ToolCall(TypedDict):
     arguments: Any
 
 
-class ToolBinding(BaseModel):
+class ToolBinding(StrictModel, frozen=True):
     """What binds an episode's tools: set from the dataset row, never an argument the model writes."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     ticker: str = Field(min_length=1)
     asof: str = Field(min_length=10, max_length=10, description="the as-of trading day, YYYY-MM-DD")
     store: str = Field(min_length=1, description="a MarketStore directory (MarketStore.save)")

@@ -16,15 +16,15 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
+
+from thesisgym.schema import StrictModel
 
 CARD_FILE = "thesisgym_run.json"
 
 
-class RunCard(BaseModel):
+class RunCard(StrictModel):
     """One training run, as the report's model card shows it."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["sft", "grpo"] = Field(description="the trainer")
     base_model: str = Field(description="the model training started from (path or hub id)")

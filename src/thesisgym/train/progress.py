@@ -19,8 +19,7 @@ from transformers import TrainerCallback
 
 from thesisgym.progress import EVERY_S, Ticker
 
-# Ticker is named here too: training-side callers (evaluate, the CLI) import it with CompactProgress
-__all__ = ["SHOWN", "CompactProgress", "Ticker", "compact_line", "use_compact_progress"]
+__all__ = ["SHOWN", "CompactProgress", "compact_line", "use_compact_progress"]
 
 # (log key, short name) in display order; absent keys are skipped, so one list serves SFT and GRPO
 SHOWN: tuple[tuple[str, str], ...] = (
