@@ -19,6 +19,7 @@ from functools import lru_cache
 from thesisgym.thesis import DOWN_WORDS, UP_WORDS
 
 __all__ = [
+    "COMINGS_AND_GOINGS",
     "EVENT_VERBS",
     "FACT_TERMS",
     "HEDGES",
@@ -373,7 +374,7 @@ PEOPLE_TERMS = frozenset("""
 ceo cfo coo cto chairman chairwoman chief executive executives founder founders president board
 directors director officer officers boss cofounder
 """.split())  # noqa: SIM905
-_COMINGS_AND_GOINGS = frozenset("""
+COMINGS_AND_GOINGS = frozenset("""
 left leave leaves leaving went go goes gone going came come comes coming quit quits quitting stepped steps
 walked walks ran runs
 """.split())  # noqa: SIM905
@@ -474,7 +475,7 @@ def open_words(text: str) -> tuple[str, ...]:
                     out.append(w)
             elif factual and len(w) > 2 and not (w.endswith("ly") and len(w) > 4) and not held(w, _CLOSED_POOL):
                 out.append(w)
-            elif people and w in _COMINGS_AND_GOINGS:
+            elif people and w in COMINGS_AND_GOINGS:
                 out.append(w)  # a person's coming or going must be the evidence's ("left" too)
     return tuple(dict.fromkeys(out))
 
