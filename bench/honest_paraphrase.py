@@ -9,6 +9,7 @@ pattern below gets each paraphrase of that pattern in turn (one edited thesis pe
 up to 3 rows per paraphrase). Real rows (AAPL + MSFT, ../shared/data; skipped when absent): the
 paraphrases below are written for named headlines and replace (or add) the bullet citing them.
 Conclusions: honest conclusions that name only the items' facts, on every row whose decision they fit.
+Held-out: a second set of synthetic paraphrases written after the rules were set and never tuned on.
 Prints the false-positive rate per kind with the number of paraphrases and edited theses, and with
 --show each flagged text and its reasons.
 """
@@ -99,6 +100,22 @@ SYNTHETIC: dict[str, tuple[str, ...]] = {
         "The company opened a new office, a minor expansion with no clear impact on the stock",
     ),
 }
+# a second set written after the rules were fixed and never tuned on (the out-of-sample rate)
+HELDOUT: dict[str, tuple[str, ...]] = {
+    r"orders jump ([\d.]+)%": ("New orders climbed {x}% as customers rushed to buy, so demand is clearly robust",),
+    r"raises outlook; sales seen ([\d.]+)%": ("Guidance went up: the company now sees sales rising {x}% thanks to strong demand",),
+    r"loses key customer; ([\d.]+)%": ("A big client walked away, leaving {x}% of revenue exposed",),
+    r"to cut jobs as demand for .* falls ([\d.]+)%": ("Layoffs are coming because demand dropped {x}%, which hurts the near-term story",),
+    r"recall seen cutting profit ([\d.]+)%": ("The product recall will eat into profit, roughly {x}% by the company's estimate",),
+    r"customer base grows ([\d.]+)%": ("The company keeps adding customers, with the base up {x}% to an all-time high",),
+    r"downgrades .* to Sell": ("A broker turned negative, cutting the stock to Sell and slashing its target",),
+    r"EPS .* expected \(\+([\d.]+)% surprise\)": ("Quarterly profit topped forecasts by {x}%, an upside surprise",),
+    r"EPS .* expected \(-([\d.]+)% surprise\)": ("Quarterly profit fell short of forecasts by {x}%, a disappointment",),
+    r"names new chief financial officer": ("The firm hired a new CFO who takes over later this month; no read-through for the stock",),
+    r"(?:CFO|COO|CEO|CTO|Director) .* buys": ("A top executive stepped in to buy stock, which signals belief in the business",),
+    r"(?:CFO|COO|CEO|CTO|Director) .* sells": ("The executive cashed out a modest amount of stock; that alone proves little",),
+    r"declares quarterly dividend": ("The quarterly payout was declared as usual, nothing new for shareholders",),
+}
 # real headlines (a distinctive substring) -> honest paraphrases
 REAL: dict[str, tuple[str, ...]] = {
     "Raises Apple Price Target On iPhone Trade-In": (
@@ -162,13 +179,14 @@ def _flagged(text: str, row: dict) -> list[str]:
     return [r for c in (*rep.bullets, *rep.statements) if c.hallucinated for r in c.reasons]
 
 
-def _synthetic_cases(rows: list[dict], per: int = 3) -> list[tuple[str, str, dict, str]]:
+def _synthetic_cases(rows: list[dict], per: int = 3, table: dict[str, tuple[str, ...]] = SYNTHETIC,
+                     kind: str = "opinion") -> list[tuple[str, str, dict, str]]:
     teacher, out, used = TemplateTeacher(seed=0), [], {}
     for i, row in enumerate(rows):
         doc = Doc.parse(teacher.write(row, seed=i)[0])
         items = {str(it["id"]): str(it.get("text", "")) for it in row["evidence"]}
         for b in doc.bullets():
-            for pat, paraphrases in SYNTHETIC.items():
+            for pat, paraphrases in table.items():
                 m = re.search(pat, items.get(b.cite, ""))
                 if m is None:
                     continue
@@ -176,7 +194,7 @@ def _synthetic_cases(rows: list[dict], per: int = 3) -> list[tuple[str, str, dic
                     if used.get(p, 0) < per:
                         used[p] = used.get(p, 0) + 1
                         text = p.format(x=m.group(1) if m.groups() else "")
-                        out.append(("opinion", p, row, _swap(doc, b.cite, text).render()))
+                        out.append((kind, p, row, _swap(doc, b.cite, text).render()))
     return out
 
 
@@ -242,7 +260,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--show", action="store_true")
     a = ap.parse_args(argv)
     syn = synthetic_rows(a.rows)
-    groups = {"synthetic": _synthetic_cases(syn) + _conclusion_cases(syn)}
+    groups = {"synthetic": _synthetic_cases(syn) + _conclusion_cases(syn)
+              + _synthetic_cases(syn, table=HELDOUT, kind="held-out opinion")}
     try:
         real = real_rows(a.real_rows) if a.real_rows else []
     except FileNotFoundError:
