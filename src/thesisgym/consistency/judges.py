@@ -67,7 +67,7 @@ stance (at the mean weight, as if read at face value: leaving out or swapping th
 the decision cannot move R). A thesis that argues both ways reads R near 0, so a directional
 decision on it loses deduction, and a statement whose verdict argues against the decision (a
 conclusion that reads bearish over a BUY) sets D to 0: the decision does not follow from the reasoning as
-written. Statements carry no weight in R (a conclusion loaded
+written (and the statement's f_i is 0). Statements carry no weight in R (a conclusion loaded
 with the decision's words cannot pull the reading), nor do bullets on items a section does not expect:
 only grounded reasoning can support a decision, so a fluent story built on misread evidence earns no
 deduction credit (this is what ranks "claims contradict the evidence" below "decision contradicts the
@@ -306,6 +306,8 @@ class LocalJudge:
         for claim, cps in zip(thesis.claims, ctx.claim_passages, strict=True):
             if claim.kind != "bullet":
                 f, c = self._claim_f(claim, cps, ctx, st, report, addressed)
+                if c * DEFAULT_POSITIONS.get(thesis.decision or "", 0.0) < 0:
+                    f = 0.0  # a verdict against the thesis's own decision supports nothing it decides
                 f_vals.append(min(f, F_bullets) - STATEMENT_PENALTY * (1.0 - f))
                 n_f += 1
                 verdicts.append(c)

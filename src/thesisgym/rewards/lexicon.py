@@ -375,8 +375,7 @@ ceo cfo coo cto chairman chairwoman chief executive executives founder founders 
 directors director officer officers boss cofounder
 """.split())  # noqa: SIM905
 COMINGS_AND_GOINGS = frozenset("""
-left leave leaves leaving went go goes gone going came come comes coming quit quits quitting stepped steps
-walked walks ran runs
+left leave leaves leaving went gone quit quits quitting stepped walked exited departed
 """.split())  # noqa: SIM905
 _CLOSED = (FUNCTION_WORDS | ANALYSIS_WORDS | frozenset(k.replace(" ", "_") for k in LEXICON)
            | frozenset(w for k in LEXICON for w in k.split()) | NEGATIONS | HEDGES | FACT_TERMS | READING_TERMS
