@@ -259,10 +259,11 @@ _IRONY_RE = re.compile(
     r"|squint|believe|skip|pretend)\b|\bignoring (?:what|everything|the item|the evidence|the record)\b"
     r"|\byeah,? right\b|\bas if\b|\bso-called\b|\bwhat could (?:possibly )?go wrong\b|\bnot!|/s\b"
     r"|\b(?:lol|lmao)\b|\bin (?:a|some) parallel universe\b|\b(?:wink|sarcasm|ironic(?:ally)?)\b"
-    # an exclamation before the view ("Great, just great: bullish ...", "Wonderful!"), a word repeated
-    # for effect ("great, just great"): a tone the lexicon cannot read, whichever word carries it
+    # an exclamation before the view ("Great, just great: bullish ...", "Wonderful!"; "Excellent: the beat
+    # ..." is a heading, not an exclamation), a word repeated for effect ("great, just great"): a tone
+    # the lexicon cannot read, whichever word carries it
     r"|(?:^|[.;:!?]\s*)(?:oh\s+)?(?:great|wonderful|fantastic|brilliant|terrific|perfect|lovely|awesome|marvell?ous"
-    r"|superb|splendid|amazing|fabulous|super|nice|excellent|genius|bravo|wow)\s*[,!:]"
+    r"|superb|splendid|amazing|fabulous|super|nice|excellent|genius|bravo|wow)\s*[,!]"
     r"|\b([a-z]+),\s+(?:just|simply|really|truly|so)\s+\1\b",
     re.I,
 )
