@@ -733,7 +733,10 @@ V4_FAMILIES = ("opinion_stance_stuffing", "opinion_contradicts_quote_echo", "opi
                # v4.8: the holes the red team left in v4
                "opinion_far_negation", "opinion_irony", "conclusion_synonym_events", "opinion_lowercase_names",
                "conclusion_sentence_initial_name", "opinion_number_words", "conclusion_stance_free",
-               "conclusion_fresh_framing")
+               "conclusion_fresh_framing",
+               # v4.9: the holes the red team left in v4.8
+               "opinion_irony_unmarked", "opinion_present_events", "conclusion_nominal_events",
+               "conclusion_actor_analysis_verb", "conclusion_against_decision")
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 _ROWS: dict[str, list[dict]] = {}
 
@@ -783,7 +786,7 @@ def test_v4_edit_never_beats_the_honest_thesis(kind, family):
 
     fam = next(f for f in FAMILIES if f.name == family)
     scorer, teacher = _Scorer(), TemplateTeacher(seed=0)
-    applied = 0
+    applied = ties = 0
     for i, row in enumerate(_v4_rows(kind)):
         honest = teacher.write(row, seed=i)[0]
         hacked = fam.mutate(Doc.parse(honest), row, random.Random(_row_seed(0, row, i, family)))
@@ -799,8 +802,14 @@ def test_v4_edit_never_beats_the_honest_thesis(kind, family):
                 # bullet and reads the same items the same way, and s may tie (never rise)
                 assert m[col] <= h[col], (family, kind, i, col, h[col], m[col])
                 continue
+            if col == "evidence" and family == "conclusion_actor_analysis_verb" and m[col] == h[col]:
+                # "left" is a word of the analysis vocabulary: where an item the conclusion weighs writes
+                # it ("Andrew Left", "a lot of gasoline left") the word rule cannot tell; s still falls
+                ties += 1
+                continue
             assert m[col] < h[col], (family, kind, i, col, h[col], m[col])
     assert applied >= (1 if family in ("hedge_both_ways", "quote_instruction_obey") else 3), applied
+    assert ties <= applied * 0.1, (family, kind, ties, applied)
 
 
 def test_stance_words_saturate_and_echoes_are_not_a_reading():

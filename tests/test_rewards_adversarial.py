@@ -638,7 +638,10 @@ def test_a_misreading_with_a_far_negation_or_irony_lowers_s():
     _misreadings_lower_s(("I would not, after a careful look at this item, call it {w} for the shares this week",
                           "I would not say, having gone through every line of it, that this is {w} for the shares",
                           "Sure, totally {w}, if you ignore what the item actually says about the shares this week",
-                          "Yeah right, {w} for the shares, as if the item said anything of the kind this week"))
+                          "Yeah right, {w} for the shares, as if the item said anything of the kind this week",
+                          # irony no marker names: an exclamation before the view, a negation after it
+                          "Great, just great: {w} for the shares, exactly what the item does not say this week",
+                          "Wonderful! {w} for the shares over the coming week, the kind of call nobody makes"))
 
 
 def test_far_negations_and_irony_leave_no_direction_but_plain_readings_keep_theirs():
@@ -649,6 +652,11 @@ def test_far_negations_and_irony_leave_no_direction_but_plain_readings_keep_thei
     assert opinion_direction("not bullish for the shares") == -1  # the 3-word window still flips
     assert opinion_direction("The stock did not fall on the news, but the upgrade is bullish") == 1  # new clause
     assert opinion_direction("Of course the beat is bullish for the shares") == 1
+    # a negation after the view that flips no cue of its own: the view may be the one it denies
+    assert opinion_direction("bullish for the shares, exactly what the item does not say") == 0
+    assert opinion_direction("bullish, not bearish, for the shares") == 1  # the negation flips "bearish"
+    assert opinion_direction("Great, just great: bullish for the shares") == 0
+    assert opinion_direction("Great quarter: the beat is bullish for the shares") == 1
 
 
 def _misreadings_lower_s(phrases: tuple[str, ...]) -> None:
@@ -680,10 +688,16 @@ def _append(where: str, extra: str):
      ("conclusion", "Belmont walked away from the company."),
      ("opinion", "the head of sales stepped down and the warehouse burned"),
      ("conclusion", "Seventy-three analysts moved to sell."),
-     ("opinion", "the kx-9 rollout went ahead")],
+     ("opinion", "the kx-9 rollout went ahead"),
+     # v4.9: a clause that names a person reports what happened to them in any tense
+     ("opinion", "the finance chief quits and the flagship gadget is off the shelves"),
+     ("conclusion", "The finance chief's exit and a shelf pull of the flagship gadget matter here."),
+     ("conclusion", "The finance chief left."),
+     ("opinion", "the chief executive is stepping away")],
     ids=["conclusion_synonym_events", "opinion_lowercase_names", "opinion_number_words",
          "conclusion_sentence_initial_name", "opinion_other_synonym_events", "conclusion_number_word_count",
-         "opinion_product_code"],
+         "opinion_product_code", "opinion_present_events", "conclusion_nominal_events",
+         "conclusion_actor_analysis_verb", "opinion_present_progressive"],
 )
 def test_invented_facts_in_other_words_cost_on_the_evidence_reward(where, extra):
     edit = _append(where, extra)
@@ -700,18 +714,41 @@ def _with_conclusion(honest: str, conclusion: str) -> str:
     return doc.render()
 
 
+def _decision_direction(text: str) -> int:
+    from thesisgym.evaluate.reward_audit import Doc
+    from thesisgym.schema import DEFAULT_POSITIONS
+
+    p = DEFAULT_POSITIONS.get(Doc.parse(text).decision, 0.0)
+    return 0 if p == 0 else (1 if p > 0 else -1)
+
+
+def _expected_stance(row: dict) -> float:
+    """The mean stance of the judge's expected items, macro items aside (a conclusion's e)."""
+    from thesisgym.consistency.judges import canonical_items, item_stances
+    from thesisgym.rewards.reading import UNREAD_SECTIONS
+
+    stances = item_stances(row["evidence"])
+    vals = [stances[i] for sec, ids in canonical_items(row["evidence"]).items() if sec not in UNREAD_SECTIONS
+            for i in ids]
+    return sum(vals) / len(vals) if vals else 0.0
+
+
 def test_a_stance_free_conclusion_never_beats_stating_the_grounded_direction_on_s():
     """Saying nothing in the conclusion never scores above saying which side the grounded evidence
-    takes (whichever that is), and it loses to the honest conclusion where that states it."""
+    takes (whichever that is, where that does not argue against the thesis's own decision: that is a
+    self-contradiction, which costs deduction), and it loses to the honest conclusion where that
+    states it."""
     free = "Weighing the sections above gives the decision below for a holding period of about a week."
-    lost = 0
+    lost = checked = 0
     for row, honest in _adv_cases():
         views = [_with_conclusion(honest, f"Taken together the balance of evidence is {w} for the shares.")
                  for w in ("bullish", "bearish")]
         h, m, bull, bear = _adv_scores([honest, _with_conclusion(honest, free), *views], row)
-        assert m["s"] <= max(bull["s"], bear["s"]) + 1e-12, (m["s"], bull["s"], bear["s"])
+        if _expected_stance(row) * _decision_direction(honest) >= 0:
+            checked += 1
+            assert m["s"] <= max(bull["s"], bear["s"]) + 1e-12, (m["s"], bull["s"], bear["s"])
         lost += m["s"] < h["s"]
-    assert lost >= len(_adv_cases()) * 0.7
+    assert lost >= len(_adv_cases()) * 0.7 and checked >= len(_adv_cases()) * 0.5
 
 
 def test_honest_prose_restating_its_items_is_not_an_invention():
@@ -721,3 +758,51 @@ def test_honest_prose_restating_its_items_is_not_an_invention():
     assert HONEST["n_hallucinated"] == 0
     for row, honest in _adv_cases():
         assert _adv_scores([honest], row)[0]["evidence"] == 1.0
+
+
+def test_a_conclusion_against_its_own_decision_costs_deduction_and_s():
+    """A conclusion whose verdict argues against the thesis's directional decision: the decision does
+    not follow from the reasoning as written (deduction 0), whichever side the evidence takes."""
+    from thesisgym.consistency import ConsistencyVerifier
+
+    verifier = ConsistencyVerifier(judge="local")
+    applied = 0
+    for row, honest in _adv_cases():
+        want = _decision_direction(honest)
+        if not want:
+            continue
+        applied += 1
+        hacked = _with_conclusion(honest, f"Taken together the balance of evidence is {_WORD[-want]} for the shares.")
+        h, m = _adv_scores([honest, hacked], row)
+        assert m["s"] < h["s"], (h["s"], m["s"])
+        assert verifier.score(hacked, row["evidence"]).deduction == 0.0
+        assert verifier.score(honest, row["evidence"]).deduction > 0.0
+    assert applied >= 3
+
+
+@pytest.mark.parametrize(
+    "item,opinion",
+    [("CFO Grace Okafor buys 5,300 shares of SYN001 at $108.43 ($0.57 million)",
+      "The CFO bought shares in the open market, a vote of confidence"),
+     ("COO Leo Martens sells 3,600 shares of SYN001 at $106.38 ($0.38 million)",
+      "The officer trimmed his holding a little; insider sales like this are often routine"),
+     ("Orchard Aerospace names new chief financial officer, effective March 23",
+      "A new finance chief was named, effective later this month"),
+     ("Pinnacle Pharma (SYN002) loses key customer; 7.3% of revenue at risk",
+      "Losing a key customer puts 7.3% of revenue at risk, a clear negative"),
+     ("Apple wins EU court battle over unpaid Irish tax bill of $15 billion",
+      "Apple won its court fight with the EU over the $15 billion tax bill"),
+     ("Dow Surges 500 Points; Apple Tesla Fuel Nasdaq", "Apple and Tesla fuelled the Nasdaq as the Dow surged")],
+    ids=["cfo_bought", "officer_trimmed", "finance_chief_named", "losing_customer", "won_15_billion", "fuelled"],
+)
+def test_honest_paraphrases_of_people_and_events_are_not_inventions(item, opinion):
+    """The other forms of an item's word hold it ("won" / "wins", "losing" / "loses", "fuelled" /
+    "Fuel", "bought" / "buys"), a person's clause may restate what the item says they did, and "$15
+    billion" is a figure in digits: honest restatements are not hallucinations
+    (bench/honest_paraphrase.py measures the rate on a larger set)."""
+    from thesisgym.rewards.evidence import check_bullet
+    from thesisgym.thesis import parse_bullet
+
+    index = evidence_index([{"id": "N1", "section": "news", "date": "2024-01-02", "text": item}])
+    check = check_bullet(parse_bullet(f'{opinion}, as the item says "{item}" [N1]'), index, "news")
+    assert not check.hallucinated, check.reasons

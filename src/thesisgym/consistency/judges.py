@@ -65,7 +65,9 @@ with no direction, or one with f = 0, weighs nothing: a neutral item read as neu
 about the decision, and a misread item counts as not read) and of an uncovered expected item's own
 stance (at the mean weight, as if read at face value: leaving out or swapping the evidence against
 the decision cannot move R). A thesis that argues both ways reads R near 0, so a directional
-decision on it loses deduction. Statements carry no weight in R (a conclusion loaded
+decision on it loses deduction, and a statement whose verdict argues against the decision (a
+conclusion that reads bearish over a BUY) sets D to 0: the decision does not follow from the reasoning as
+written (and the statement's f_i is 0). Statements carry no weight in R (a conclusion loaded
 with the decision's words cannot pull the reading), nor do bullets on items a section does not expect:
 only grounded reasoning can support a decision, so a fluent story built on misread evidence earns no
 deduction credit (this is what ranks "claims contradict the evidence" below "decision contradicts the
@@ -300,11 +302,15 @@ class LocalJudge:
         # a statement outside the bullets can lower F, never raise it: it enters the mean at most at
         # F_bullets, less STATEMENT_PENALTY (1 - f), so reading the grounded evidence less well (an
         # overstated conclusion, stray text with no view of evidence that has one) always costs
+        verdicts = []
         for claim, cps in zip(thesis.claims, ctx.claim_passages, strict=True):
             if claim.kind != "bullet":
-                f, _ = self._claim_f(claim, cps, ctx, st, report, addressed)
+                f, c = self._claim_f(claim, cps, ctx, st, report, addressed)
+                if c * DEFAULT_POSITIONS.get(thesis.decision or "", 0.0) < 0:
+                    f = 0.0  # a verdict against the thesis's own decision supports nothing it decides
                 f_vals.append(min(f, F_bullets) - STATEMENT_PENALTY * (1.0 - f))
                 n_f += 1
+                verdicts.append(c)
         F = max(0.0, sum(f_vals) / n_f) if f_vals else 0.0
         position = DEFAULT_POSITIONS.get(thesis.decision or "", None)
         if position is None:
@@ -312,6 +318,10 @@ class LocalJudge:
         wsum = sum(w for w, _ in terms)
         R = sum(w * c for w, c in terms) / wsum if wsum > 1e-9 else 0.0
         D = F * (1.0 - abs(R - position) / 2.0)
+        if any(c * position < 0 for c in verdicts):
+            # a statement whose verdict argues against the decision ("the balance is bearish" over a
+            # BUY): the decision does not follow from the reasoning as written, whatever the bullets read
+            D = 0.0
         # the evidence <-> decision edge reads every passage of the context that has a stance (either
         # direction): neither the passages the thesis cites nor its conclusion move it. Not only the
         # passages the direction-neutral decision query retrieves: that query's words (beats, guidance,

@@ -1097,6 +1097,7 @@ def _fragment_quotes(doc: Doc, row: dict, rng: random.Random) -> str | None:
 _TURNED = {
     "far_negation": "I would not, after a careful look at this item, call it {w} for the shares over the coming week",
     "irony": "Sure, totally {w}, if you ignore what the item actually says about the shares over the coming week",
+    "irony_unmarked": "Great, just great: {w} for the shares, exactly what the item does not say over the coming days",
 }
 _WORDS = {1: "bullish", -1: "bearish"}
 
@@ -1123,6 +1124,9 @@ _OTHER_WORDS = {
     "lowercase_names": "the zephyr x2 rollout with orbis went ahead",
     "sentence_initial_name": "Belmont walked away from the company",
     "number_words": "revenue moved forty-five percent",
+    "present_events": "the finance chief quits and the flagship gadget is off the shelves",
+    "nominal_events": "the finance chief's exit and a shelf pull of the flagship gadget matter here",
+    "actor_analysis_verb": "the finance chief left",
 }
 
 
@@ -1163,6 +1167,16 @@ def _conclusion_stance_free(doc: Doc, row: dict, rng: random.Random) -> str | No
         return None
     doc = doc.copy()
     doc.conclusion = "Weighing the sections above gives the decision below for a holding period of about a week."
+    return doc.render()
+
+
+def _conclusion_against_decision(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """The conclusion's verdict argues against the thesis's own directional decision."""
+    want = _direction_of(doc.decision)
+    if not want:
+        return None
+    doc = doc.copy()
+    doc.conclusion = f"Taken together the balance of evidence is {_WORDS[-want]} for the shares."
     return doc.render()
 
 
@@ -1314,6 +1328,17 @@ FAMILIES: tuple[Family, ...] = (
     Family("conclusion_stance_free", "a conclusion that states the cited evidence's direction replaced by a stance-free one",
            _conclusion_stance_free, "consistency"),
     Family("conclusion_fresh_framing", "the conclusion calls the evidence it weighs today's news", _conclusion_fresh),
+    # the adversary round on v4.8
+    Family("opinion_irony_unmarked", "opinions state their item's direction with irony no marker names ('Great, just great:')",
+           _turned("irony_unmarked"), "consistency"),
+    Family("opinion_present_events", "an opinion reports invented events in the present tense ('the finance chief quits')",
+           _other_words("present_events", "opinion")),
+    Family("conclusion_nominal_events", "the conclusion reports invented events as nouns ('the finance chief's exit')",
+           _other_words("nominal_events", "conclusion")),
+    Family("conclusion_actor_analysis_verb", "the conclusion reports a person's exit with an analysis verb ('left')",
+           _other_words("actor_analysis_verb", "conclusion")),
+    Family("conclusion_against_decision", "the conclusion's verdict argues against the thesis's own decision",
+           _conclusion_against_decision, "consistency"),
 )
 
 

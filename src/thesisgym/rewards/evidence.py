@@ -116,6 +116,7 @@ from thesisgym.rewards.base import (
     register_cache,
 )
 from thesisgym.rewards.lexicon import (
+    COMINGS_AND_GOINGS,
     LEXICON,
     NEGATIONS,
     held,
@@ -827,7 +828,9 @@ def _stated_facts(text: str, known: Sequence[EvidenceItemView], index: EvidenceI
         out.append("states facts its evidence does not hold: " + ", ".join(missing[:4]))
     # a report in words of its own: what happened, in words neither the analysis vocabulary nor any
     # evidence item of the prompt holds ("the finance chief quit"), or a product code no item writes
-    unheld = [w for w in open_words(folded) if not held(w, _prompt_pool(index))]
+    # (a person's coming or going must be written by the items the text relies on, not by any item)
+    unheld = [w for w in open_words(folded) if not held(w, _prompt_pool(index))
+              or (w in COMINGS_AND_GOINGS and not held(w, word_pool(texts)))]
     if unheld:
         out.append("reports what no evidence holds: " + ", ".join(unheld[:4]))
     # figures in words ("forty-five percent") are quantities like figures in digits

@@ -19,6 +19,7 @@ from functools import lru_cache
 from thesisgym.thesis import DOWN_WORDS, UP_WORDS
 
 __all__ = [
+    "COMINGS_AND_GOINGS",
     "EVENT_VERBS",
     "FACT_TERMS",
     "HEDGES",
@@ -349,7 +350,10 @@ skew flatten flattens breadth widen widens widened leadership rotate rotates rot
 cyclicals lead caps plateau cool cools cooled pivot pivots reprice repriced duration appetite crowded revise
 revised cluster selectively filings patience auditors accounting conservative disclosures transparency
 quality working releases maturities refinancing ratios agencies affirm affirmed hinge hinges recession odds
-entry sizing stops belong quickly
+entry sizing stops belong quickly senior block blocks purchase purchases sale vote
+come comes came coming go goes went gone going start starts started starting begin begins began begun let lets
+praise praises praised criticise criticised criticize criticized piece article articles column writer
+writers author newsletter commentary steep sharp sharply money soon
 side sides well top bottom broker brokers aggregate aggregated finance financial financials embedded instruction
 instructions blog post posts call analysis analytical weight weights basis bases part partial partly
 """.split())  # noqa: SIM905
@@ -362,19 +366,63 @@ taught thought felt found heard meant became become bore born dealt dug fled flu
 hung laid lay lent lit overtook oversaw rode rid sang slept sold sprang stuck stung swam swung tore
 undertook upheld withdrew withdrawn wound
 """.split())  # noqa: SIM905
+# irregular past forms and the verb they inflect, so that "won" is held by "wins" and "bought" by "buys"
+_IRREGULAR_BASE = dict(pair.split(":") for pair in """
+went:go gone:go came:come left:leave took:take taken:take gave:give given:give got:get made:make said:say
+told:tell ran:run fell:fall rose:rise grew:grow sold:sell bought:buy won:win lost:lose broke:break
+broken:break began:begin begun:begin brought:bring built:build chose:choose drew:draw drove:drive
+flew:fly held:hold kept:keep knew:know led:lead met:meet paid:pay spent:spend sent:send stood:stand
+struck:strike saw:see seen:see sank:sink slid:slide fought:fight caught:catch sought:seek thought:think
+felt:feel found:find fled:flee hung:hang laid:lay lent:lend wrote:write withdrew:withdraw
+withdrawn:withdraw overtook:overtake oversaw:oversee threw:throw shook:shake
+""".split())  # noqa: SIM905
+# the people a clause can report about: a clause that names one reports what happened to them, whatever
+# its tense ("the finance chief quits", "the finance chief's exit"): every word of it must be the analysis
+# vocabulary's or the evidence's, and the analysis words that also say a person came or went ("the
+# finance chief left") must be the evidence's
+PEOPLE_TERMS = frozenset("""
+ceo cfo coo cto chairman chairwoman chief executive executives founder founders president board
+directors director officer officers boss cofounder
+""".split())  # noqa: SIM905
+COMINGS_AND_GOINGS = frozenset("""
+left leave leaves leaving went gone quit quits quitting stepped walked exited departed
+""".split())  # noqa: SIM905
 _CLOSED = (FUNCTION_WORDS | ANALYSIS_WORDS | frozenset(k.replace(" ", "_") for k in LEXICON)
            | frozenset(w for k in LEXICON for w in k.split()) | NEGATIONS | HEDGES | FACT_TERMS | READING_TERMS
-           | ACTOR_TERMS | UP_WORDS | DOWN_WORDS | _NOT_NAMES)
+           | ACTOR_TERMS | PEOPLE_TERMS | UP_WORDS | DOWN_WORDS | _NOT_NAMES)
 _OPEN_WORD_RE = re.compile(r"[a-z][a-z']*[a-z]|[a-z]*\d[a-z\d]*[a-z][a-z\d]*|[a-z]+\d[a-z\d]*")
 _CLAUSE_RE = re.compile(r"[.;:!?,()\[\]]+|\s[-\u2013\u2014]\s|\b(?:and|but|while|whereas|which|who|so)\b")
 _CODE_OK_RE = re.compile(r"(?:q[1-4]|h[12]|fy\d{2,4}|\d+(?:st|nd|rd|th|s|d|m|y|k|bn|mn|bp|bps|x|pm|am))")
 
 
 def held(word: str, pool: frozenset[str] | set[str]) -> bool:
-    """Whether `pool` (words and their stems) holds `word`: as is, by stem, or by the stem of a form
-    that ends in "e" ("closed" is held by "close", "moves" by "move")."""
+    """Whether `pool` (words and their stems) holds `word`: as is, by stem, by the stem of a form
+    that ends in "e" ("closed" is held by "close", "moves" by "move"), or by another form of the same
+    word (`_forms`: "won" by "wins", "losing" by "loses", "fuelled" by "fuel")."""
     s = stem(word)
-    return word in pool or s in pool or (s != word[:6] and s + "e" in pool)
+    return word in pool or s in pool or (s != word[:6] and s + "e" in pool) or not pool.isdisjoint(_forms(word))
+
+
+@lru_cache(maxsize=1 << 16)
+def _forms(word: str) -> frozenset[str]:
+    """Other forms of `word` and their stems: its verb if it is an irregular past, and its base with
+    an -ing, -ed, -es, -s, -ies or -ied ending off (with an "e" or "y" back, a doubled consonant
+    single); never a function word ("quits" is not "quite")."""
+    out = set()
+    base = _IRREGULAR_BASE.get(word)
+    if base is not None:
+        out.add(base)
+    for suffix in ("ing", "ied", "ies", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            b = word[: -len(suffix)]
+            out.update((b + "y",) if suffix in ("ied", "ies") else (b, b + "e"))
+            if b[-1] == b[-2] and b[-1] not in "aeiousl":
+                out.add(b[:-1])
+            if b.endswith("ll"):
+                out.add(b[:-1])
+            break
+    out |= {stem(w) for w in out}
+    return frozenset(out - FUNCTION_WORDS - {word})
 
 
 def word_pool(texts: Iterable[str]) -> frozenset[str]:
@@ -388,7 +436,7 @@ def word_pool(texts: Iterable[str]) -> frozenset[str]:
 @lru_cache(maxsize=1 << 14)
 def _pool_of(text: str) -> frozenset[str]:
     words = _FACT_WORD_RE.findall(text.lower()) if isinstance(text, str) else []
-    return frozenset(words) | frozenset(map(stem, words))
+    return frozenset(words) | frozenset(map(stem, words)) | frozenset(f for w in words for f in _forms(w))
 
 
 _CLOSED_POOL = frozenset(_CLOSED) | frozenset(map(stem, _CLOSED))
@@ -415,22 +463,29 @@ def open_words(text: str) -> tuple[str, ...]:
     """The words of `text` (lower-cased) that the analysis vocabulary does not hold, in the clauses
     that report what happened, and product codes ("x2") in any clause (see above)."""
     low = text.lower()
-    # quick test first: most texts hold no past-tense verb outside the vocabulary and no product code
+    # quick test first: most texts hold no past-tense verb outside the vocabulary, no product code and
+    # no person
+    split = _words(low)
     if (_DIGIT_RE.search(low) is None or _CODE_RE.search(low) is None) and all(
-            held(w, _CLOSED_POOL) for w in _words(low) if w in _IRREGULAR_PAST or (w[-2:] == "ed" and len(w) >= 5)):
+            held(w, _CLOSED_POOL) for w in split if w in _IRREGULAR_PAST or (w[-2:] == "ed" and len(w) >= 5)) and (
+            PEOPLE_TERMS.isdisjoint(split) and ("'s" not in low or PEOPLE_TERMS.isdisjoint(w[:-2] for w in split))):
         return ()
     out: list[str] = []
     for clause in _CLAUSE_RE.split(low):
-        words = _OPEN_WORD_RE.findall(clause.replace("-", " "))
-        # a clause reports an event when it holds a past-tense verb outside the analysis vocabulary
-        factual = any((w in _IRREGULAR_PAST or (len(w) >= 5 and w.endswith("ed"))) and not held(w, _CLOSED_POOL)
-                      for w in words)
+        words = [w[:-2] if w.endswith("'s") else w for w in _OPEN_WORD_RE.findall(clause.replace("-", " "))]
+        # a clause reports an event when it holds a past-tense verb outside the analysis vocabulary or
+        # names a person (whatever its tense: "quits", "the chief's exit")
+        people = not PEOPLE_TERMS.isdisjoint(words)
+        factual = people or any((w in _IRREGULAR_PAST or (len(w) >= 5 and w.endswith("ed")))
+                                and not held(w, _CLOSED_POOL) for w in words)
         for w in words:
             if any(ch.isdigit() for ch in w):
                 if not _CODE_OK_RE.fullmatch(w):
                     out.append(w)
             elif factual and len(w) > 2 and not (w.endswith("ly") and len(w) > 4) and not held(w, _CLOSED_POOL):
                 out.append(w)
+            elif people and w in COMINGS_AND_GOINGS:
+                out.append(w)  # a person's coming or going must be the evidence's ("left" too)
     return tuple(dict.fromkeys(out))
 
 
@@ -522,6 +577,8 @@ def spelled_figures(text: str) -> str | None:
         if parsed is None:
             continue
         value, decimals = parsed
+        if all(w in _SCALES for w in words) and text[: m.start()].rstrip()[-1:].isdigit():
+            continue  # "$15 billion": the scale of a figure in digits, which the quantity check reads
         unit = _FIGURE_UNIT_RE.match(text, m.end()) is not None
         if value < 10 and not unit and not any(w in _SCALES for w in words):
             continue

@@ -258,7 +258,13 @@ _IRONY_RE = re.compile(
     r"|\b(?:if|as long as|provided|assuming) (?:you|one|we) (?:ignore|ignores|overlook|overlooks|disregard|forget"
     r"|squint|believe|skip|pretend)\b|\bignoring (?:what|everything|the item|the evidence|the record)\b"
     r"|\byeah,? right\b|\bas if\b|\bso-called\b|\bwhat could (?:possibly )?go wrong\b|\bnot!|/s\b"
-    r"|\b(?:lol|lmao)\b|\bin (?:a|some) parallel universe\b|\b(?:wink|sarcasm|ironic(?:ally)?)\b",
+    r"|\b(?:lol|lmao)\b|\bin (?:a|some) parallel universe\b|\b(?:wink|sarcasm|ironic(?:ally)?)\b"
+    # an exclamation before the view ("Great, just great: bullish ...", "Wonderful!"; "Excellent: the beat
+    # ..." is a heading, not an exclamation), a word repeated for effect ("great, just great"): a tone
+    # the lexicon cannot read, whichever word carries it
+    r"|(?:^|[.;:!?]\s*)(?:oh\s+)?(?:great|wonderful|fantastic|brilliant|terrific|perfect|lovely|awesome|marvell?ous"
+    r"|superb|splendid|amazing|fabulous|super|nice|excellent|genius|bravo|wow)\s*[,!]"
+    r"|\b([a-z]+),\s+(?:just|simply|really|truly|so)\s+\1\b",
     re.I,
 )
 
@@ -277,15 +283,22 @@ def unreadable_turn(opinion: str) -> bool:
         return False  # C-level test: most opinions hold no negation at all
     for clause in _CLAUSE_SPLIT_RE.split(low):
         negated = -1
+        cue = after = False  # a cue seen in the clause; a negation after it that has flipped no cue yet
         for i, w in enumerate(_tokens(clause)):
             if w in _CLAUSE_END:
-                negated = -1
+                negated, cue, after = -1, False, False
             elif w in NEGATIONS or w.endswith("n't"):
-                negated = i
-            elif negated >= 0 and i - negated > 3 and (LEXICON.get(w.replace("_", " ")) is not None):
-                return True
+                negated, after = i, cue
+            elif LEXICON.get(w.replace("_", " ")) is not None:
+                if negated >= 0 and i - negated > 3:
+                    return True
+                cue, after = True, False  # a negation within 3 words flips this cue: read
             elif negated >= 0 and i - 1 == negated and w in _NOT_NEGATING_AFTER:
-                negated = -1
+                negated, after = -1, False
+        if after:
+            # a negation after the view that flips no cue of its own ("bullish for the shares, exactly
+            # what the item does not say"): the view may be the one it denies
+            return True
     return False
 
 
