@@ -101,6 +101,9 @@ def test_run_demo_end_to_end_tiny(tmp_path):
     change = {r["component"]: r for r in summary["change"]}
     assert {"structure", "evidence", "grounding", "total"} <= set(change) and change["total"]["n"] == 4
     assert any(ln.strip().startswith("total") for ln in lines)
+    assert any(ln.strip().startswith("decision mix SFT") for ln in lines)
+    assert not any("nan" in ln.lower().split() or "+nan" in ln.lower() for ln in lines)  # undefined prints n/a
+    assert sum(ln.strip().startswith("stage time") for ln in lines) == 7  # every stage says how long it took
     assert 0 < summary["majority_class_accuracy"] <= 1
     assert (out / "curves" / "training.png").exists() and summary["sft_curve"][-1]["examples_seen"] == 2 * 4
     # the GRPO checkpoint wrote once per compared prompt: the backtest scored those same theses
