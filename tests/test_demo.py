@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from thesisgym.experiments.demo import DemoConfig, run_demo
+from thesisgym.experiments.demo import DemoConfig, decision_mix_text, rows_by_date, run_demo
 
 
 def test_demo_config_rejects_unknown_and_bad_sizes():
@@ -25,6 +25,50 @@ def test_demo_config_rejects_unknown_and_bad_sizes():
     assert large.sft_steps * large.sft_batch_size > DemoConfig().sft_steps * DemoConfig().sft_batch_size
     with pytest.raises(ValueError, match="demo size must be one of"):
         DemoConfig.sized("huge")
+
+
+def _grid(dates: int, tickers: int) -> list[dict]:
+    # stored ticker by ticker, as a split is
+    return [{"asof": f"2021-01-{d + 1:02d}", "ticker": f"T{t}", "fwd_return": 0.01 * ((d * 7 + t * 3) % 5 - 2),
+             "fwd_vol": 0.02} for t in range(tickers) for d in range(dates)]
+
+
+def test_rows_by_date_takes_a_cross_section_of_tickers_on_each_date():
+    rows = _grid(dates=10, tickers=5)
+    picked = rows_by_date(rows, 8, per_date=2)
+    assert len(picked) == 8
+    dates = [r["asof"] for r in picked]
+    assert dates == sorted(dates) and len(set(dates)) == 4
+    assert all(dates.count(d) == 2 for d in set(dates))  # two tickers on every chosen date
+    assert sorted(set(dates)) == ["2021-01-01", "2021-01-03", "2021-01-06", "2021-01-08"]  # spread over the split
+    assert {r["ticker"] for r in picked} == {"T0", "T1", "T2", "T3", "T4"}  # the tickers rotate
+    assert rows_by_date(rows, 8, per_date=2) == picked  # deterministic
+    # more rows than the split holds: every date, per_date tickers each; a date with fewer tickers gives all
+    assert len(rows_by_date(rows, 100, per_date=3)) == 30
+    assert len(rows_by_date(_grid(dates=3, tickers=1), 6, per_date=2)) == 3
+    with pytest.raises(ValueError, match="per_date"):
+        rows_by_date(rows, 4, per_date=0)
+
+
+def test_demo_rows_define_the_per_date_ic_and_the_neutral_book():
+    import math
+
+    from thesisgym.evaluate.skill import Sample, skill_measures
+
+    picked = rows_by_date(_grid(dates=12, tickers=4), 24, per_date=2)
+    sample = Sample([r["asof"] for r in picked], [r["fwd_return"] for r in picked], [r["fwd_vol"] for r in picked])
+    reader = ["BUY" if r["fwd_return"] > 0 else "SELL" for r in picked]  # reads the future: skill > 0
+    m = skill_measures(reader, sample, reps=50)
+    assert m["dates"] == 12 and math.isfinite(m["ic_date"]) and m["ic_date"] > 0 and m["neutral"] > 0
+    # one row per date (the old selection): nothing to rank on a date, the per-date IC is undefined
+    lone = Sample([r["asof"] for r in picked[::2]], [r["fwd_return"] for r in picked[::2]],
+                  [r["fwd_vol"] for r in picked[::2]])
+    assert math.isnan(skill_measures(reader[::2], lone, reps=50)["ic_date"])
+
+
+def test_decision_mix_text_lists_shares_largest_first():
+    assert decision_mix_text(["HOLD", "HOLD", "BUY", "INVALID"]) == "HOLD 50%, BUY 25%, INVALID 25%"
+    assert decision_mix_text([]) == "n/a"
 
 
 def test_run_demo_end_to_end_tiny(tmp_path):
@@ -57,6 +101,9 @@ def test_run_demo_end_to_end_tiny(tmp_path):
     change = {r["component"]: r for r in summary["change"]}
     assert {"structure", "evidence", "grounding", "total"} <= set(change) and change["total"]["n"] == 4
     assert any(ln.strip().startswith("total") for ln in lines)
+    assert any(ln.strip().startswith("decision mix SFT") for ln in lines)
+    assert not any("nan" in ln.lower().split() or "+nan" in ln.lower() for ln in lines)  # undefined prints n/a
+    assert sum(ln.strip().startswith("stage time") for ln in lines) == 7  # every stage says how long it took
     assert 0 < summary["majority_class_accuracy"] <= 1
     assert (out / "curves" / "training.png").exists() and summary["sft_curve"][-1]["examples_seen"] == 2 * 4
     # the GRPO checkpoint wrote once per compared prompt: the backtest scored those same theses

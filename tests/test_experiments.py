@@ -112,6 +112,17 @@ def test_decision_skill_interval_brackets_a_reader():
         assert 0 < sk[f"{key}_lo"] <= sk[key] <= sk[f"{key}_hi"], key
 
 
+def test_format_change_table_prints_n_a_for_an_undefined_figure():
+    nan = math.nan
+    lines = format_change_table([
+        {"component": "IC (mean per date)", "n": 40, "before": nan, "after": 0.25, "change": nan, "lo": nan, "hi": nan},
+        {"component": "market-neutral book / date", "n": 40, "before": 0.0, "after": 0.01, "change": 0.01,
+         "lo": -0.002, "hi": 0.02}])
+    assert "nan" not in " ".join(lines).lower()
+    assert lines[1].split()[-5:] == ["n/a", "0.250", "n/a", "n/a", "40"]
+    assert "[-0.002, +0.020]" in lines[2] and lines[2].startswith("market-neutral book / date ")
+
+
 def test_trade_r1_config_names_bad_arms_and_seeds():
     with pytest.raises(ValueError, match="unknown arm"):
         TradeR1Config(arms=["market_only", "magic"])

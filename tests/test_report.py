@@ -637,3 +637,14 @@ def test_skill_table_sits_beside_the_ceilings_in_report_and_json(market, tmp_pat
     html = (tmp_path / "report.html").read_text()
     assert "id='skill'" in html and "0 by definition" in html and "reader ceiling" in html
     assert json.loads((tmp_path / "metrics.json").read_text())["skill"]["momo-writer"]["rows"] == 120
+
+
+def test_probes_run_on_a_spread_subset_when_probe_rows_is_set(market):
+    store, rows = market
+    res = evaluate(_Coin(), rows, store, EvalConfig(probes=["anon"], probe_rows=10, progress=False,
+                                                    bootstrap_reps=50), scorer=_stub_scorer)
+    canonical = sum(int(r.get("variation", 0) or 0) == 0 for r in rows)  # probes re-ask the variation-0 rows
+    assert res.probes["anon"]["rows"] == 10 and res.probes["anon"]["of_rows"] == canonical > 10
+    assert res.probes["noise"]["rows"] == 10  # the noise baseline re-asks the same subset
+    probed = [c for c in res.completions if c["probe"] == "anon"]
+    assert len(probed) == 10 and len({c["asof"] for c in probed}) > 1  # spread, not the first ten rows of a date

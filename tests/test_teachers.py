@@ -237,3 +237,27 @@ def test_fresh_large_news_outweighs_stale_or_small_news():
     assert evidence_score([stale], ["news"], asof="2024-03-01") > -0.05  # a month old: mostly priced
     # without an as-of date the newest item's date is "today"
     assert evidence_score([fresh, stale], ["news"]) == evidence_score([fresh, stale], ["news"], asof="2024-03-01")
+
+
+def test_tally_conclusion_counts_the_section_pulls_it_writes_and_costs_no_evidence():
+    import re
+
+    from thesisgym.teachers.template import section_pulls
+
+    words = ("none", "one", "two", "three", "four", "five", "six")
+    for row in toy_rows(6, seed=2):
+        kw = dict(bullets=(1, 1), quote_words=(3, 5), think=False, compact=True)
+        prose, tally = (TemplateTeacher(conclusion=c, **kw).write(row)[0] for c in ("prose", "tally"))
+        conclusion = parse_thesis(tally).conclusion
+        pulls = section_pulls(row["evidence"], row["sections"], asof=row["asof"])
+        listed = dict(re.findall(r"(\w+) (bullish|bearish|neutral)", conclusion.split(":")[0]))
+        assert listed == {s: {1: "bullish", 0: "neutral", -1: "bearish"}[v] for s, v in pulls.items()}
+        m = re.search(r": (\w+) bullish, (\w+) bearish, so ([a-z ]+)\.$", conclusion)
+        assert m and words.index(m.group(1)) == sum(v > 0 for v in pulls.values())
+        assert words.index(m.group(2)) == sum(v < 0 for v in pulls.values())
+        assert m.group(3) == parse_thesis(tally).decision.replace("_", " ").lower()
+        assert not re.search(r"\d", conclusion)  # a digit there would be a number claim the verifier checks
+        assert len(tally) < len(prose) and parse_thesis(tally).decision == parse_thesis(prose).decision
+        assert _score(tally, row)["evidence"] == pytest.approx(_score(prose, row)["evidence"])
+    with pytest.raises(ValueError, match="conclusion"):
+        TemplateTeacher(conclusion="essay")

@@ -323,8 +323,10 @@ def print_summary(result, *, title: str, console) -> None:
             line = f"probe {name}: skipped ({pr['skipped']})"
         else:
             note = "" if pr.get("meaningful", True) else f" ({pr.get('note')})"
+            subset = (f" (probed a subset: {pr['rows']} of {pr['of_rows']} rows)"
+                      if pr.get("of_rows", 0) > pr.get("rows", 0) else "")
             line = (f"probe {name}: flip rate {fmt_interval(pr['flip_rate'], NAN, NAN, pct=True)} of "
-                    f"{pr['compared']} decisions valid in both runs, to invalid "
+                    f"{pr['compared']} decisions valid in both runs{subset}, to invalid "
                     f"{fmt_interval(pr['to_invalid_rate'], NAN, NAN, pct=True)}{note}")
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     if result.transport:

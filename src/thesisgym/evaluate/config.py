@@ -58,6 +58,9 @@ class EvalConfig(StrictModel):
     probes: list[str] = Field(default_factory=lambda: ["anon", "shift", "digits"],
                               description="probes to run (anon, shift, digits; inject: an instruction in the "
                                           "evidence, reports how often the policy obeys); [] for none")
+    probe_rows: int | None = Field(None, ge=1, description="run the probes on at most this many of the "
+                                   "backtest rows, spread evenly over them (a probe re-asks the policy for every "
+                                   "row it covers); None = all")
     shift_years: int = Field(10, description="the shift probe moves every date by this many years")
     cost_bps: float = Field(5.0, ge=0, description="trading cost per unit of position change, in basis points")
     long_only: bool = Field(False, description="map short decisions to flat")

@@ -214,6 +214,8 @@ def _probes(result: EvalResult, plots: dict[str, Plot]) -> str:
     body = []
     for k, pr in result.probes.items():
         note = pr.get("skipped") or pr.get("note") or pr.get("what") or ""
+        if pr.get("of_rows", 0) > pr.get("rows", 0):
+            note = f"probed a subset: {pr['rows']} of {pr['of_rows']} rows. {note}".strip()
         body.append(f"<tr><td>{_e(k)}</td><td>{_e(_fmt('flip_rate', pr.get('flip_rate')))}</td>"
                     f"<td>{_e(_fmt('compared', pr.get('compared')))}</td>"
                     f"<td>{_e(_fmt('to_invalid_rate', pr.get('to_invalid_rate')))}</td><td class='txt'>{_e(note)}</td></tr>")

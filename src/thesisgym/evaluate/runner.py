@@ -551,8 +551,11 @@ def run_probes(policy: Policy | None, rows: list[dict], scores: pd.DataFrame, gr
     out: dict[str, dict[str, Any]] = {}
     if policy is None or not config.probes:
         return out, records
-    canon_rows = [rows[i] for i in grid.canon_idx]
-    canon_dec = [scores["decision"].iloc[i] for i in grid.canon_idx]
+    idx = list(grid.canon_idx)
+    if config.probe_rows and config.probe_rows < len(idx):  # a subset, spread evenly over the rows in date order
+        idx = [idx[int(j * len(idx) / config.probe_rows)] for j in range(config.probe_rows)]
+    canon_rows = [rows[i] for i in idx]
+    canon_dec = [scores["decision"].iloc[i] for i in idx]
     companies = (store.meta or {}).get("companies") or {}
     for probe in config.probes:
         if hasattr(policy, "supports_probe") and not policy.supports_probe(probe):
@@ -564,6 +567,7 @@ def run_probes(policy: Policy | None, rows: list[dict], scores: pd.DataFrame, gr
         probed_dec = [decision_of(c) for c in comps]
         out[probe] = (injection_stats(canon_dec, probed_dec, [r["injected_label"] for r in probed])
                       if probe == "inject" else flip_stats(canon_dec, probed_dec))
+        out[probe]["of_rows"] = len(grid.canon_idx)  # the backtest rows the probed ones were drawn from
         records.extend({"ticker": r["ticker"], "asof": str(r["asof"])[:10], "variation": 0, "probe": probe,
                         "completion": c} for r, c in zip(probed, comps, strict=True))
     if not hasattr(policy, "reseeded"):

@@ -201,9 +201,23 @@ def change_table(before: Sequence[dict], after: Sequence[dict], *, keys: Sequenc
 
 
 def format_change_table(rows: Sequence[dict]) -> list[str]:
-    """Plain-text lines: component, before, after, change [95 % interval], n."""
-    lines = [f"{'component':<20}{'SFT':>9}{'GRPO':>9}{'change':>9}  95% CI             n"]
+    """Plain-text lines: component, before, after, change [95 % interval], n; an undefined figure
+    (nan, None) prints as 'n/a', never as nan."""
+    width = max([20, *(len(str(r["component"])) + 1 for r in rows)])
+    lines = [f"{'component':<{width}}{'SFT':>9}{'GRPO':>9}{'change':>9}  95% CI             n"]
     for r in rows:
-        lines.append(f"{r['component']:<20}{r['before']:>9.3f}{r['after']:>9.3f}{r['change']:>+9.3f}  "
-                     f"[{r['lo']:+.3f}, {r['hi']:+.3f}]  {r['n']:>4}")
+        ci = (f"[{_fmt(r['lo'], '+.3f')}, {_fmt(r['hi'], '+.3f')}]" if _finite(r["lo"]) and _finite(r["hi"])
+              else "n/a")
+        lines.append(f"{r['component']:<{width}}{_fmt(r['before'], '.3f'):>9}{_fmt(r['after'], '.3f'):>9}"
+                     f"{_fmt(r['change'], '+.3f'):>9}  {ci:<17}{r['n']:>4}")
     return lines
+
+
+def _finite(x: object) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def _fmt(x: object, spec: str) -> str:
+    from thesisgym.evaluate.stats import NA
+
+    return format(x, spec) if _finite(x) else NA

@@ -22,6 +22,7 @@ model: the `sft/` and `grpo/` run directories of an old run in the same `--out` 
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -58,9 +59,13 @@ class DemoConfig(StrictModel):
     num_generations: int = Field(4, ge=2)
     grpo_learning_rate: float = Field(5e-6, gt=0)
     max_completion_length: int = Field(320, gt=16, description="tokens a thesis may take (the decision comes last)")
-    eval_rows: int = Field(40, ge=1, description="test-split rows the trained policy writes theses for")
+    eval_rows: int = Field(80, ge=1, description="test-split rows both checkpoints write theses for")
+    eval_per_date: int = Field(2, ge=1, description="tickers per decision date among the evaluation rows (>= 2 "
+                                                    "defines the per-date IC and the market-neutral book)")
     eval_temperature: float = Field(0.0, ge=0.0, description="0 = greedy (stops at the end of turn)")
     probes: str = "digits"
+    probe_rows: int | None = Field(16, ge=1, description="evaluation rows the probes re-ask (a spread subset; "
+                                                         "None = all)")
     curve_rows: int = Field(8, ge=0, description="held-out val rows scored during SFT (0 = no curve)")
     curve_points: int = Field(2, ge=1)
 
@@ -91,7 +96,8 @@ TINY_SETTINGS: dict[str, object] = dict(token_budget=600, sft_learning_rate=3e-3
 DEMO_SIZES: dict[str, dict[str, object]] = {
     "quick": dict(model="tiny", tickers=6, days=300, heldout_tickers=1, sft_steps=40, grpo_steps=2, eval_rows=16),
     "default": {},
-    "large": dict(sft_steps=160, grpo_steps=24, eval_rows=96, curve_rows=12, curve_points=4, probes="anon,digits"),
+    "large": dict(sft_steps=160, grpo_steps=24, eval_rows=120, eval_per_date=3, probe_rows=40, curve_rows=12,
+                  curve_points=4, probes="anon,digits"),
 }
 
 # Compact contexts: two CPU cores cannot read Trading-R1's 3k-token prompts or write its 4-7 bullets per
@@ -132,6 +138,7 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
         t0 = time.perf_counter()
         yield
         timings[name] = round(time.perf_counter() - t0, 1)
+        log(f"    stage time {_minutes(timings[name])} (total so far {_minutes(time.perf_counter() - t_all)})")
 
     with stage("market + datasets"):
         store, splits, data_dir = build_market_data(config, out, log=log)
@@ -146,7 +153,7 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
                                RewardConfig(funcs=list(DEMO_REWARDS), weights=list(DEMO_REWARDS.values())))
         grpo_model = run_grpo(grpo_cfg, callbacks=[CompactProgress(label="GRPO")])
         drop_checkpoints(out / "grpo")
-    eval_rows = spread_rows(splits["test"], config.eval_rows)
+    eval_rows = rows_by_date(splits["test"], config.eval_rows, per_date=config.eval_per_date)
     policies = {"sft": demo_policy(sft_model, config, name=f"{config.model}-sft"),
                 "grpo": demo_policy(grpo_model, config, name=f"{config.model}-grpo")}
     with stage("SFT vs GRPO on the same held-out prompts"):
@@ -157,7 +164,7 @@ def run_demo(config: DemoConfig, *, log: Callable[[str], None] = print) -> dict:
     summary = _summary(config, out, res, splits, distill_stats, sft_model, grpo_model, changes, curve)
     summary["learnability"] = learn
     summary["seconds"] = {**timings, "total": round(time.perf_counter() - t_all, 1)}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    (out / "summary.json").write_text(json.dumps(_nulls(summary), indent=2, default=str))
     summary["evaluation"] = res  # the evaluation itself (not JSON): the CLI prints it as `thesisgym evaluate` does
     return summary
 
@@ -239,8 +246,10 @@ def distil_sft_data(config: DemoConfig, splits: dict, out: Path, *, log: Callabl
     # calibrated cut points give the teacher the label's class mix; within one class of the label
     # counts as agreement because the rule-based teacher reads the evidence, not the future.
     # compact: one bullet per section quoting a 3-5 word run without digits where the item has one
+    # the tally conclusion: a short written intermediate (each section's pull, counted) that the
+    # decision follows, instead of 65 tokens of prose that one in five theses ran past the token cap with
     teacher = TemplateTeacher(noise=0.15, wrong_decision_rate=0.2, seed=config.seed, bullets=(1, 1),
-                              quote_words=(3, 5), think=False, compact=True)
+                              quote_words=(3, 5), think=False, compact=True, conclusion="tally")
     teacher.calibrate(list(splits["train"]))
     result = distill(splits["train"], teacher, n=config.distill_n, min_grounding=0.75, decision_tolerance=1,
                      seed=config.seed)
@@ -344,6 +353,59 @@ def spread_rows(rows: Any, k: int) -> list[dict]:
     return [rows[order[i]] for i in spread(len(order), k)]
 
 
+def rows_by_date(rows: Any, k: int, *, per_date: int = 2) -> list[dict]:
+    """`k` rows of a split as a cross-section: `per_date` tickers on each of ceil(k / per_date) decision
+    dates spread evenly over the split's dates (all of them when fewer), deterministic.
+
+    Why: the per-date information coefficient and the market-neutral book compare tickers ON THE SAME
+    DATE; one row per date (`spread_rows`) leaves both undefined. The tickers rotate from date to
+    date (sorted, each date starting `per_date` further on), so every ticker is drawn about equally.
+    A date with fewer tickers than `per_date` gives all it has; rows come out ordered by (as-of, ticker).
+    """
+    if per_date < 1:
+        raise ValueError(f"rows_by_date: per_date must be >= 1, got {per_date}")
+    keys = [(str(a), str(t)) for a, t in zip(rows["asof"], rows["ticker"], strict=True)] if hasattr(
+        rows, "column_names") else [(str(r["asof"]), str(r["ticker"])) for r in rows]
+    by_date: dict[str, list[tuple[str, int]]] = {}
+    for i, (asof, ticker) in enumerate(keys):
+        by_date.setdefault(asof, []).append((ticker, i))
+    dates = sorted(by_date)
+    picked: list[int] = []
+    for n, d in enumerate(dates[j] for j in spread(len(dates), -(-k // per_date))):
+        names = sorted(by_date[d])  # (ticker, row index); a ticker twice on a date (variations) keeps its first
+        names = [x for j, x in enumerate(names) if j == 0 or x[0] != names[j - 1][0]]
+        start = (n * per_date) % len(names)
+        take = [names[(start + j) % len(names)] for j in range(min(per_date, len(names)))]
+        picked += [i for _, i in sorted(take)]
+    return [rows[i] for i in picked[:k]]
+
+
+def _minutes(seconds: float) -> str:
+    """'9 min 41 s' (or '41 s' under a minute)."""
+    m, s = divmod(int(round(seconds)), 60)
+    return f"{m} min {s:02d} s" if m else f"{s} s"
+
+
+def _nulls(obj: Any) -> Any:
+    """`obj` with every non-finite float as None: JSON has no nan (json.dumps would write a bare NaN)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _nulls(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_nulls(v) for v in obj]
+    return obj
+
+
+def decision_mix_text(decisions: list[str]) -> str:
+    """'HOLD 90%, INVALID 8%, BUY 2%': each decision's share of `decisions`, largest first."""
+    from collections import Counter
+
+    if not decisions:
+        return "n/a"
+    return ", ".join(f"{d} {100 * c / len(decisions):.0f}%" for d, c in Counter(decisions).most_common())
+
+
 def _majority_rate(labels: list) -> float:
     known = [lab for lab in labels if isinstance(lab, str) and lab]
     return max(known.count(lab) for lab in set(known)) / len(known) if known else float("nan")
@@ -401,7 +463,11 @@ def compare_checkpoints(policies: dict, rows: list[dict], config: DemoConfig, ou
                                 block=rate_block([r["asof"] for r in rows], REWARD_HORIZON))
     for line in format_change_table(changes):
         log("    " + line)
-    (out / "change.json").write_text(json.dumps({"rows": len(rows), "changes": changes}, indent=2))
+    for name, theses in written.items():  # the share of each decision: a constant policy shows at once
+        log(f"    decision mix {name.upper():<5} {decision_mix_text([decision_of(c) for c in theses])}")
+    dates = len({str(r['asof'])[:10] for r in rows})
+    log(f"    ({len(rows)} test rows on {dates} dates; n/a = undefined on this sample)")
+    (out / "change.json").write_text(json.dumps(_nulls({"rows": len(rows), "changes": changes}), indent=2))
     return changes
 
 
@@ -411,7 +477,8 @@ def evaluate_policy(policies: dict, rows: list[dict], splits: dict, store: Any, 
     from thesisgym.evaluate import EvalConfig, evaluate
 
     name = policies["grpo"].name
-    eval_cfg = EvalConfig(probes=[p for p in config.probes.split(",") if p], out_dir=out / "report", seed=config.seed,
+    eval_cfg = EvalConfig(probes=[p for p in config.probes.split(",") if p], probe_rows=config.probe_rows,
+                          out_dir=out / "report", seed=config.seed,
                           smoke=config.tiny or config.sft_steps < DemoConfig().sft_steps,
                           title=f"thesisgym demo: {name}", sections=report_sections(out, changes, len(rows)))
     return evaluate(policies["grpo"], rows, store, eval_cfg, train=splits["train"],
