@@ -408,6 +408,11 @@ KINDS = ["honest"] * 12 + ["stuffing"] * 2 + ["fabricated"] * 2 + ["wrong_quote"
 REWARDS = (structure_reward, evidence_reward, decision_reward, loop_penalty)
 
 
+def batch_columns(chunk: list) -> dict[str, list]:
+    """The dataset columns TRL passes a reward for one batch of (completion, row, kind) triples."""
+    return {key: [r[key] for _, r, _ in chunk] for key in ("evidence", "sections", "label")}
+
+
 def naive_scores(text: str, row: dict) -> list[float]:
     """The same checks with no sharing: parse per reward, rebuild the evidence index per bullet."""
     s = structure_score(parse_thesis(text), prompt_sections=row["sections"])
@@ -470,11 +475,7 @@ def main() -> None:
         for b in range(0, len(data), batch_size):
             chunk = data[b : b + batch_size]
             completions = [c for c, _, _ in chunk]
-            cols = {
-                "evidence": [r["evidence"] for _, r, _ in chunk],
-                "sections": [r["sections"] for _, r, _ in chunk],
-                "label": [r["label"] for _, r, _ in chunk],
-            }
+            cols = batch_columns(chunk)
             results = [fn(prompts=[None] * len(chunk), completions=completions, **cols) for fn in REWARDS]
             if rep == 0:
                 for (_, _, kind), ev in zip(chunk, results[1], strict=True):
@@ -528,11 +529,7 @@ def reference_scores(data: list[tuple[str, dict, str]], batch_size: int = 64) ->
     for b in range(0, len(data), batch_size):
         chunk = data[b : b + batch_size]
         completions = [c for c, _, _ in chunk]
-        cols = {
-            "evidence": [r["evidence"] for _, r, _ in chunk],
-            "sections": [r["sections"] for _, r, _ in chunk],
-            "label": [r["label"] for _, r, _ in chunk],
-        }
+        cols = batch_columns(chunk)
         results = [fn(prompts=[None] * len(chunk), completions=completions, **cols) for fn in REWARDS]
         s_reward(prompts=[None] * len(chunk), completions=completions, evidence=cols["evidence"])
         for k, (text, row, _) in enumerate(chunk):
