@@ -246,10 +246,10 @@ def distil_sft_data(config: DemoConfig, splits: dict, out: Path, *, log: Callabl
     # calibrated cut points give the teacher the label's class mix; within one class of the label
     # counts as agreement because the rule-based teacher reads the evidence, not the future.
     # compact: one bullet per section quoting a 3-5 word run without digits where the item has one
-    # the tally conclusion: a short written intermediate (each section's pull, counted) that the
-    # decision follows, instead of 65 tokens of prose that one in five theses ran past the token cap with
+    # the prose conclusion: the tally conclusion (`conclusion="tally"`) is not the default until an
+    # end-to-end demo shows it helps (docs/history.md, stop 32)
     teacher = TemplateTeacher(noise=0.15, wrong_decision_rate=0.2, seed=config.seed, bullets=(1, 1),
-                              quote_words=(3, 5), think=False, compact=True, conclusion="tally")
+                              quote_words=(3, 5), think=False, compact=True)
     teacher.calibrate(list(splits["train"]))
     result = distill(splits["train"], teacher, n=config.distill_n, min_grounding=0.75, decision_tolerance=1,
                      seed=config.seed)

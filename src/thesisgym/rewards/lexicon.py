@@ -356,6 +356,9 @@ praise praises praised criticise criticised criticize criticized piece article a
 writers author newsletter commentary steep sharp sharply money soon
 side sides well top bottom broker brokers aggregate aggregated finance financial financials embedded instruction
 instructions blog post posts call analysis analytical weight weights basis bases part partial partly
+know knows knew known knowing understand understood see sees saw seen expect expected learn learned learnt
+realise realised realize realized notice noticed believe believed think thinks thought feel feels felt mean meant
+seem seems seemed quote quotes quoted
 """.split())  # noqa: SIM905
 _IRREGULAR_PAST = frozenset("""
 went gone quit quits left took taken came come gave given got gotten made said told ran fell rose grew
