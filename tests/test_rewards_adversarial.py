@@ -806,3 +806,17 @@ def test_honest_paraphrases_of_people_and_events_are_not_inventions(item, opinio
     index = evidence_index([{"id": "N1", "section": "news", "date": "2024-01-02", "text": item}])
     check = check_bullet(parse_bullet(f'{opinion}, as the item says "{item}" [N1]'), index, "news")
     assert not check.hallucinated, check.reasons
+
+
+def test_a_named_persons_departure_its_item_reports_is_not_an_invention():
+    """The comings-and-goings check reads the cited items after the name check has read them: a
+    departure the cited item reports, by a person it names, is supported; one it does not is not."""
+    from thesisgym.rewards.base import evidence_index
+    from thesisgym.rewards.evidence import _stated_facts
+
+    idx = evidence_index([
+        {"id": "N1", "section": "news", "date": "2024-01-02", "text": "Finance chief Jane Doe left the company on Monday"},
+        {"id": "N2", "section": "news", "date": "2024-01-02", "text": "Rival Acme Corp says its chief quit"}])
+    assert _stated_facts("the chief Jane Doe left, a clear negative", [idx.items["N1"]], idx) == []
+    assert "reports what no evidence holds: quit" in _stated_facts(
+        "the chief Jane Doe quit, a clear negative", [idx.items["N1"]], idx)

@@ -819,8 +819,8 @@ def _stated_facts(text: str, known: Sequence[EvidenceItemView], index: EvidenceI
     relies on (`known`): a fact or a name none of them holds (`lexicon.invented_facts`), or a time
     claim ("today", "this week", "fresh", ...) that their dates belie (`reading.false_time_claim`)."""
     out = []
-    # folded on demand: invented_facts reads them only when the text states a fact or a name
-    texts = (fold(it.text) for it in known)
+    # a list, not a generator: invented_facts and the comings-and-goings check below both read it
+    texts = [fold(it.text) for it in known]
     # a name or event word spelt with look-alike characters ("\u0396ephyr") is the word a reader reads
     folded = fold(text)
     missing = invented_facts(folded, texts)

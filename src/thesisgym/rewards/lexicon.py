@@ -356,9 +356,8 @@ praise praises praised criticise criticised criticize criticized piece article a
 writers author newsletter commentary steep sharp sharply money soon
 side sides well top bottom broker brokers aggregate aggregated finance financial financials embedded instruction
 instructions blog post posts call analysis analytical weight weights basis bases part partial partly
-know knows knew known knowing understand understood see sees saw seen expect expected learn learned learnt
-realise realised realize realized notice noticed believe believed think thinks thought feel feels felt mean meant
-seem seems seemed quote quotes quoted
+know knows knew known knowing understand understood learn learned learnt realise realised realize realized
+notice noticed believe believed think thinks thought feel feels felt quote quotes quoted
 """.split())  # noqa: SIM905
 _IRREGULAR_PAST = frozenset("""
 went gone quit quits left took taken came come gave given got gotten made said told ran fell rose grew
@@ -438,7 +437,7 @@ def word_pool(texts: Iterable[str]) -> frozenset[str]:
 
 @lru_cache(maxsize=1 << 14)
 def _pool_of(text: str) -> frozenset[str]:
-    words = _FACT_WORD_RE.findall(text.lower()) if isinstance(text, str) else []
+    words = fact_words(text) if isinstance(text, str) else []
     return frozenset(words) | frozenset(map(stem, words)) | frozenset(f for w in words for f in _forms(w))
 
 
@@ -490,20 +489,6 @@ def open_words(text: str) -> tuple[str, ...]:
             elif people and w in COMINGS_AND_GOINGS:
                 out.append(w)  # a person's coming or going must be the evidence's ("left" too)
     return tuple(dict.fromkeys(out))
-
-
-@lru_cache(maxsize=1 << 15)
-def first_word_names(text: str) -> frozenset[str]:
-    """Capitalised words that open a sentence and that the analysis vocabulary does not hold: a name
-    ("Belmont walked away") that `_names` does not see."""
-    out = set()
-    for m in _SENTENCE_WORD_RE.finditer(text):
-        w = m.group(1)
-        if w and w[0].isupper():
-            low = w.lower().strip("'")
-            if len(low) > 1 and not held(low, _CLOSED_POOL):
-                out.add(low)
-    return frozenset(out)
 
 
 # --- figures in words -----------------------------------------------------------------------------------------
