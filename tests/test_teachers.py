@@ -115,7 +115,7 @@ def test_quote_words_bound_the_quotes_and_stay_verbatim():
 
 @pytest.mark.parametrize("kwargs", [{"noise": 1.5}, {"bullets": (5, 2)}, {"mode": "sideways"},
                                     {"wrong_decision_rate": -0.1}, {"quote_words": (0, 3)},
-                                    {"quote_words": (6, 2)}])
+                                    {"quote_words": (6, 2)}, {"layout": "sideways"}])
 def test_bad_knobs_raise(kwargs):
     with pytest.raises(ValueError):
         TemplateTeacher(**kwargs)
@@ -261,3 +261,30 @@ def test_tally_conclusion_counts_the_section_pulls_it_writes_and_costs_no_eviden
         assert _score(tally, row)["evidence"] == pytest.approx(_score(prose, row)["evidence"])
     with pytest.raises(ValueError, match="conclusion"):
         TemplateTeacher(conclusion="essay")
+
+
+@pytest.mark.parametrize("layout", ["quote", "id"])
+def test_verdict_last_layouts_quote_what_carries_the_direction_and_stay_grounded(layout):
+    """layout "quote" / "id": the verdict follows the quote, so the quote alone must read in the item's
+    direction (where the item has one) and the verdict must say that direction; same evidence score."""
+    from thesisgym.rewards.base import evidence_index
+    from thesisgym.rewards.evidence import item_readings
+    from thesisgym.rewards.reading import opinion_direction
+
+    kw = dict(bullets=(1, 1), quote_words=(3, 5), think=False, compact=True)
+    checked = 0
+    for row in toy_rows(8, seed=4):
+        text = TemplateTeacher(layout=layout, **kw).write(row)[0]
+        readings = item_readings(evidence_index(row["evidence"]))
+        for b in parse_thesis(text).bullets:
+            (q,), (cite,) = b.quotes, b.citations
+            shape = f'- "{q}" [{cite}]: ' if layout == "quote" else f'- [{cite}] "{q}": '
+            assert shape in text
+            lean = readings[cite]
+            if lean:
+                assert opinion_direction(b.opinion, "") == lean, b.text
+                checked += 1
+        plain = TemplateTeacher(**kw).write(row)[0]
+        assert _score(text, row)["evidence"] == pytest.approx(_score(plain, row)["evidence"], abs=0.1)
+        assert _score(text, row)["hallucination_rate"] == 0.0
+    assert checked >= 4

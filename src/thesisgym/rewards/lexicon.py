@@ -460,6 +460,20 @@ def _words(low: str) -> tuple[str, ...]:
     return tuple(low.split())
 
 
+@lru_cache(maxsize=1 << 16)
+def _unheld_event(word: str) -> bool:
+    """Whether `word` reads as a past-tense verb ("quit", "recalled") that the analysis vocabulary
+    does not hold: a clause with one reports an event; memoised per word (a closed pool)."""
+    return (word in _IRREGULAR_PAST or (len(word) >= 5 and word.endswith("ed"))) and not held(word, _CLOSED_POOL)
+
+
+@lru_cache(maxsize=1 << 16)
+def _open_word(word: str) -> bool:
+    """Whether `word`, in a clause that reports an event, is outside the analysis vocabulary (not a
+    short word, nor an -ly adverb); memoised per word."""
+    return len(word) > 2 and not (word.endswith("ly") and len(word) > 4) and not held(word, _CLOSED_POOL)
+
+
 @lru_cache(maxsize=1 << 15)
 def open_words(text: str) -> tuple[str, ...]:
     """The words of `text` (lower-cased) that the analysis vocabulary does not hold, in the clauses
@@ -468,8 +482,7 @@ def open_words(text: str) -> tuple[str, ...]:
     # quick test first: most texts hold no past-tense verb outside the vocabulary, no product code and
     # no person
     split = _words(low)
-    if (_DIGIT_RE.search(low) is None or _CODE_RE.search(low) is None) and all(
-            held(w, _CLOSED_POOL) for w in split if w in _IRREGULAR_PAST or (w[-2:] == "ed" and len(w) >= 5)) and (
+    if (_DIGIT_RE.search(low) is None or _CODE_RE.search(low) is None) and not any(map(_unheld_event, split)) and (
             PEOPLE_TERMS.isdisjoint(split) and ("'s" not in low or PEOPLE_TERMS.isdisjoint(w[:-2] for w in split))):
         return ()
     out: list[str] = []
@@ -478,13 +491,15 @@ def open_words(text: str) -> tuple[str, ...]:
         # a clause reports an event when it holds a past-tense verb outside the analysis vocabulary or
         # names a person (whatever its tense: "quits", "the chief's exit")
         people = not PEOPLE_TERMS.isdisjoint(words)
-        factual = people or any((w in _IRREGULAR_PAST or (len(w) >= 5 and w.endswith("ed")))
-                                and not held(w, _CLOSED_POOL) for w in words)
+        factual = people or any(map(_unheld_event, words))
+        digits = _DIGIT_RE.search(clause) is not None
+        if not (factual or digits):
+            continue
         for w in words:
-            if any(ch.isdigit() for ch in w):
+            if digits and _DIGIT_RE.search(w) is not None:
                 if not _CODE_OK_RE.fullmatch(w):
                     out.append(w)
-            elif factual and len(w) > 2 and not (w.endswith("ly") and len(w) > 4) and not held(w, _CLOSED_POOL):
+            elif factual and _open_word(w):
                 out.append(w)
             elif people and w in COMINGS_AND_GOINGS:
                 out.append(w)  # a person's coming or going must be the evidence's ("left" too)

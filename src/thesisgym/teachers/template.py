@@ -45,6 +45,13 @@ that many bullets per section on randomly chosen items, fewer when the section h
 bullet per item, never a repeated citation). Each bullet is an opinion without digits plus a
 verbatim quote of `quote_words` (default 4-12) words from the cited item, so 15-90 words and
 numbers only from that item.
+Layout: by default (`layout="opinion"`) the opinion, then the quote, then the id. `layout="id"` (the
+small-model demo) writes the id, the quote, then the verdict (`- [N1] "faces regulatory probe": the news
+evidence is worrying ...`) and `layout="quote"` the quote, the id, then the verdict: a small model picks
+the item first, copies from it, and states a direction after the words that carry it, instead of
+committing to a direction before it has chosen what to quote. The quote then carries the item's
+direction where one of its credited spans does (`rewards.reading.item_reading` of the span alone), so the
+verdict can be read off the words just copied (docs/training.md, section 5g).
 """
 
 from __future__ import annotations
@@ -60,6 +67,7 @@ from datetime import date
 from thesisgym.consistency.judges import canonical_items
 from thesisgym.rewards.base import EvidenceIndex, evidence_index
 from thesisgym.rewards.evidence import item_readings, quote_credited
+from thesisgym.rewards.reading import item_reading, latest_close
 from thesisgym.schema import LABEL_QUANTILES, LABELS, SECTIONS
 from thesisgym.teachers.base import check_row
 
@@ -404,6 +412,7 @@ class TemplateTeacher:
         quote_words: tuple[int, int] = (4, 12),
         compact: bool = False,
         conclusion: str = "prose",
+        layout: str = "opinion",
     ) -> None:
         for name, p in (("noise", noise), ("wrong_decision_rate", wrong_decision_rate),
                         ("drop_section_rate", drop_section_rate)):
@@ -418,6 +427,8 @@ class TemplateTeacher:
             raise ValueError(f"TemplateTeacher: `quote_words` must be (lo, hi) ints with 1 <= lo <= hi, got {quote_words!r}")
         if conclusion not in ("prose", "tally"):
             raise ValueError(f"TemplateTeacher: `conclusion` must be 'prose' or 'tally', got {conclusion!r}")
+        if layout not in ("opinion", "quote", "id"):
+            raise ValueError(f"TemplateTeacher: `layout` must be 'opinion', 'quote' or 'id', got {layout!r}")
         if mode not in ("forward", "reverse"):
             raise ValueError(f"TemplateTeacher: `mode` must be 'forward' or 'reverse', got {mode!r}")
         self.noise = float(noise)
@@ -431,6 +442,7 @@ class TemplateTeacher:
         self.cuts = tuple(cuts) if cuts is not None else DECISION_CUTS
         self.compact = bool(compact)
         self.conclusion = conclusion
+        self.layout = layout
 
     def calibrate(self, rows: Sequence[dict]) -> TemplateTeacher:
         """Fit the decision cut points on `rows` (their evidence only, see `calibrated_cuts`); returns self."""
@@ -513,7 +525,8 @@ class TemplateTeacher:
         if item is None:
             raise ValueError(f"TemplateTeacher.bullet_for: no evidence item {item_id!r} in the row")
         stance = item_stance(item, ref_close=reference_close(evidence))
-        quiet = TemplateTeacher(bullets=self.bullets, quote_words=self.quote_words, compact=self.compact)
+        quiet = TemplateTeacher(bullets=self.bullets, quote_words=self.quote_words, compact=self.compact,
+                                layout=self.layout)
         return quiet._bullet(item, stance, str(item.get("section", "")), rng, [it["id"] for it in evidence],
                              evidence_index(row["evidence"]))
 
@@ -523,14 +536,18 @@ class TemplateTeacher:
         # an honest bullet is never paid less than the same bullet with its stance words piled up
         lean = item_readings(index).get(str(item["id"]).strip().upper(), 0)
         decks = decks or _Decks(rng)
-        opinion = (f"{decks.deal('subject', _SUBJECTS).format(sec=sec)} {decks.deal(lean, VERDICTS[lean])} "
-                   f"{decks.deal('horizon', _HORIZONS)}, {decks.deal('link', _LINKS)}")
+        opinion = f"{decks.deal('subject', _SUBJECTS).format(sec=sec)} {decks.deal(lean, VERDICTS[lean])}"
+        opinion += f" {decks.deal('horizon', _HORIZONS)}" + ("" if self.layout != "opinion" else f", {decks.deal('link', _LINKS)}")
         def accept(q: str) -> bool:
             return quote_credited(q, item["id"], index)
 
-        lo, hi = self.quote_words
-        quote = (_word_span(str(item["text"]), lo=lo, hi=hi, accept=accept) if self.compact else None) or \
-            _quote_span(str(item["text"]), rng, lo=lo, hi=hi, accept=accept, from_start=self.compact)
+        quote = None
+        if self.layout != "opinion" and lean:
+            # the quote alone must read in the item's direction: the verdict that follows it can then be
+            # read off the words just copied ("faces regulatory probe": bearish), not off words left out
+            close = latest_close([{"text": it.text, "date": it.date} for it in index.items.values()])
+            quote = self._quote(item, rng, lambda q: accept(q) and item_reading(q, close, sec) == lean, strict=True)
+        quote = quote or self._quote(item, rng, accept)
         cite = item["id"]
         if self.noise and rng.random() < self.noise:
             kind = rng.choice(("cite", "number", "quote"))
@@ -543,7 +560,21 @@ class TemplateTeacher:
                     opinion += f" a gain of {rng.randint(41, 97)}.{rng.randint(1, 9)}% and"
             else:
                 quote = " ".join(reversed(quote.split())) + " allegedly"
+        verdict = f"{opinion[0].lower()}{opinion[1:]}."
+        if self.layout == "quote":  # the quote, its id, then the verdict on what was just quoted
+            return f'- "{quote}" [{cite}]: {verdict}'
+        if self.layout == "id":  # the item, what it says, then the verdict on it
+            return f'- [{cite}] "{quote}": {verdict}'
         return f'- {opinion} "{quote}" [{cite}]'
+
+    def _quote(self, item: dict, rng: random.Random, accept: Callable[[str], bool], *, strict: bool = False) -> str | None:
+        """A quote of `item` that `accept` credits (`_word_span` first when compact, then `_quote_span`,
+        whose last draw it falls back to); `strict`: None instead of a quote `accept` does not credit."""
+        lo, hi = self.quote_words
+        text = str(item["text"])
+        quote = (_word_span(text, lo=lo, hi=hi, accept=accept) if self.compact else None) or \
+            _quote_span(text, rng, lo=lo, hi=hi, accept=accept, from_start=self.compact)
+        return quote if not strict or accept(quote) else None
 
     @staticmethod
     def _conclusion(leans: dict[str, int], decision: str) -> str:
