@@ -22,28 +22,16 @@ from pathlib import Path
 import datasets
 
 from thesisgym.experiments import demo as D
-from thesisgym.teachers import template
 
 
 def run_arm(arm: str, dataset: Path, out: Path, steps: int) -> dict:
     """Distil + SFT with the teacher of `arm` ("<layout>" or "<layout>+tally"); the curve points."""
     layout, _, conclusion = arm.partition("+")
-    original = template.TemplateTeacher.__init__
-
-    def arm_teacher(self, *args, **kwargs):  # the demo's teacher, with this arm's layout and conclusion
-        kwargs["layout"] = layout
-        if conclusion:
-            kwargs["conclusion"] = conclusion
-        original(self, *args, **kwargs)
-
-    template.TemplateTeacher.__init__ = arm_teacher
-    try:
-        config = D.DemoConfig(out=str(out), sft_steps=steps)
-        stored = datasets.load_from_disk(str(dataset))
-        splits = {name: stored[name] for name in stored}
-        sft_dir, stats = D.distil_sft_data(config, splits, out, log=lambda _: None)
-    finally:
-        template.TemplateTeacher.__init__ = original
+    config = D.DemoConfig(out=str(out), sft_steps=steps)
+    stored = datasets.load_from_disk(str(dataset))
+    splits = {name: stored[name] for name in stored}
+    sft_dir, stats = D.distil_sft_data(config, splits, out, log=lambda _: None, layout=layout,
+                                       conclusion=conclusion or "prose")
     start = time.perf_counter()
     _, curve = D.train_sft(config, splits, sft_dir, out / "sft", log=lambda _: None)
     keys = ("examples_seen", "grounding", "hallucination_rate", "decision_valid", "evidence")

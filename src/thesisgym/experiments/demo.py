@@ -236,8 +236,10 @@ def build_market_data(config: DemoConfig, out: Path, *, market: str = "A", prese
     return store, splits, data_dir
 
 
-def distil_sft_data(config: DemoConfig, splits: dict, out: Path, *, log: Callable[[str], None] = print):
-    """(SFT set dir, distil stats): compact template-teacher theses kept by the rejection filter."""
+def distil_sft_data(config: DemoConfig, splits: dict, out: Path, *, log: Callable[[str], None] = print,
+                    layout: str = "id", conclusion: str = "prose"):
+    """(SFT set dir, distil stats): compact template-teacher theses kept by the rejection filter
+    (`layout` and `conclusion`: the teacher's, see `TemplateTeacher`; bench/sft_layout.py compares them)."""
     from datasets import DatasetDict
 
     from thesisgym.teachers import TemplateTeacher
@@ -249,7 +251,7 @@ def distil_sft_data(config: DemoConfig, splits: dict, out: Path, *, log: Callabl
     # that carry the item's direction), then the verdict (held-out grounding after 64 SFT examples 0.40
     # -> 0.72, docs/training.md section 5g)
     teacher = TemplateTeacher(noise=0.15, wrong_decision_rate=0.2, seed=config.seed, bullets=(1, 1),
-                              quote_words=(3, 5), think=False, compact=True, layout="id")
+                              quote_words=(3, 5), think=False, compact=True, layout=layout, conclusion=conclusion)
     teacher.calibrate(list(splits["train"]))
     result = distill(splits["train"], teacher, n=config.distill_n, min_grounding=0.75, decision_tolerance=1,
                      seed=config.seed)

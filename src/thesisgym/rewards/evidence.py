@@ -1087,11 +1087,18 @@ def _section_checks(
     return checks, section_scores, frozenset(grounded)
 
 
+def prompt_close(index: EvidenceIndex) -> float | None:
+    """The prompt's latest close (`reading.latest_close`), the level an item's reading is read against; per index."""
+    if "close" not in index.features:
+        index.features["close"] = latest_close([{"text": it.text, "date": it.date} for it in index.items.values()])
+    return index.features["close"]
+
+
 def item_readings(index: EvidenceIndex) -> dict[str, int]:
     """Each item's reading (`reading.item_reading`, levels against the prompt's latest close), per index."""
     hit = index.features.get("readings")
     if hit is None:
-        close = latest_close([{"text": it.text, "date": it.date} for it in index.items.values()])
+        close = prompt_close(index)
         hit = index.features["readings"] = {i: item_reading(it.text, close, it.section) for i, it in index.items.items()}
     return hit
 

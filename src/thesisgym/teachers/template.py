@@ -66,8 +66,8 @@ from datetime import date
 
 from thesisgym.consistency.judges import canonical_items
 from thesisgym.rewards.base import EvidenceIndex, evidence_index
-from thesisgym.rewards.evidence import item_readings, quote_credited
-from thesisgym.rewards.reading import item_reading, latest_close
+from thesisgym.rewards.evidence import item_readings, prompt_close, quote_credited
+from thesisgym.rewards.reading import item_reading
 from thesisgym.schema import LABEL_QUANTILES, LABELS, SECTIONS
 from thesisgym.teachers.base import check_row
 
@@ -536,8 +536,10 @@ class TemplateTeacher:
         # an honest bullet is never paid less than the same bullet with its stance words piled up
         lean = item_readings(index).get(str(item["id"]).strip().upper(), 0)
         decks = decks or _Decks(rng)
-        opinion = f"{decks.deal('subject', _SUBJECTS).format(sec=sec)} {decks.deal(lean, VERDICTS[lean])}"
-        opinion += f" {decks.deal('horizon', _HORIZONS)}" + ("" if self.layout != "opinion" else f", {decks.deal('link', _LINKS)}")
+        opinion = (f"{decks.deal('subject', _SUBJECTS).format(sec=sec)} {decks.deal(lean, VERDICTS[lean])} "
+                   f"{decks.deal('horizon', _HORIZONS)}")
+        if self.layout == "opinion":  # the opinion leads into its quote
+            opinion += f", {decks.deal('link', _LINKS)}"
         def accept(q: str) -> bool:
             return quote_credited(q, item["id"], index)
 
@@ -545,7 +547,7 @@ class TemplateTeacher:
         if self.layout != "opinion" and lean:
             # the quote alone must read in the item's direction: the verdict that follows it can then be
             # read off the words just copied ("faces regulatory probe": bearish), not off words left out
-            close = latest_close([{"text": it.text, "date": it.date} for it in index.items.values()])
+            close = prompt_close(index)
             quote = self._quote(item, rng, lambda q: accept(q) and item_reading(q, close, sec) == lean, strict=True)
         quote = quote or self._quote(item, rng, accept)
         cite = item["id"]
@@ -560,12 +562,12 @@ class TemplateTeacher:
                     opinion += f" a gain of {rng.randint(41, 97)}.{rng.randint(1, 9)}% and"
             else:
                 quote = " ".join(reversed(quote.split())) + " allegedly"
+        if self.layout == "opinion":
+            return f'- {opinion} "{quote}" [{cite}]'
         verdict = f"{opinion[0].lower()}{opinion[1:]}."
         if self.layout == "quote":  # the quote, its id, then the verdict on what was just quoted
             return f'- "{quote}" [{cite}]: {verdict}'
-        if self.layout == "id":  # the item, what it says, then the verdict on it
-            return f'- [{cite}] "{quote}": {verdict}'
-        return f'- {opinion} "{quote}" [{cite}]'
+        return f'- [{cite}] "{quote}": {verdict}'  # "id": the item, what it says, then the verdict on it
 
     def _quote(self, item: dict, rng: random.Random, accept: Callable[[str], bool], *, strict: bool = False) -> str | None:
         """A quote of `item` that `accept` credits (`_word_span` first when compact, then `_quote_span`,
