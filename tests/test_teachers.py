@@ -239,28 +239,48 @@ def test_fresh_large_news_outweighs_stale_or_small_news():
     assert evidence_score([fresh, stale], ["news"]) == evidence_score([fresh, stale], ["news"], asof="2024-03-01")
 
 
-def test_tally_conclusion_counts_the_section_pulls_it_writes_and_costs_no_evidence():
+def test_tally_thesis_decides_from_the_verdicts_it_writes_and_costs_no_evidence():
+    """conclusion "tally": each section's listed verdict is the reading of the item its bullet cites, the
+    counts are those verdicts, and the decision is their net through `tally_cuts` (calibrated on evidence)."""
     import re
 
-    from thesisgym.teachers.template import section_pulls
+    from thesisgym.rewards.base import evidence_index
+    from thesisgym.rewards.evidence import item_readings
+    from thesisgym.teachers.template import TALLY_CUTS, score_to_label
 
     words = ("none", "one", "two", "three", "four", "five", "six")
-    for row in toy_rows(6, seed=2):
-        kw = dict(bullets=(1, 1), quote_words=(3, 5), think=False, compact=True)
-        prose, tally = (TemplateTeacher(conclusion=c, **kw).write(row)[0] for c in ("prose", "tally"))
-        conclusion = parse_thesis(tally).conclusion
-        pulls = section_pulls(row["evidence"], row["sections"], asof=row["asof"])
-        listed = dict(re.findall(r"(\w+) (bullish|bearish|neutral)", conclusion.split(":")[0]))
-        assert listed == {s: {1: "bullish", 0: "neutral", -1: "bearish"}[v] for s, v in pulls.items()}
-        m = re.search(r": (\w+) bullish, (\w+) bearish, so ([a-z ]+)\.$", conclusion)
-        assert m and words.index(m.group(1)) == sum(v > 0 for v in pulls.values())
-        assert words.index(m.group(2)) == sum(v < 0 for v in pulls.values())
-        assert m.group(3) == parse_thesis(tally).decision.replace("_", " ").lower()
-        assert not re.search(r"\d", conclusion)  # a digit there would be a number claim the verifier checks
-        assert len(tally) < len(prose) and parse_thesis(tally).decision == parse_thesis(prose).decision
-        assert _score(tally, row)["evidence"] == pytest.approx(_score(prose, row)["evidence"])
+    rows = toy_rows(12, seed=2)
+    kw = dict(bullets=(1, 1), quote_words=(3, 5), think=False, compact=True, layout="id")
+    first = TemplateTeacher(conclusion="tally", pick="first", **kw)
+    assert first.tally_cuts == TALLY_CUTS
+    for row in rows:
+        prose, tally = TemplateTeacher(pick="first", **kw).write(row)[0], first.write(row)[0]
+        thesis = parse_thesis(tally)
+        readings = item_readings(evidence_index(row["evidence"]))
+        firsts = {s: next(it["id"] for it in row["evidence"] if it["section"] == s) for s in row["sections"]}
+        cited = {sec.name: sec.bullets[0].citations[0] for sec in thesis.sections}
+        assert cited == {s: firsts[s] for s in cited}  # pick="first": the first item of every section
+        verdict = {s: readings.get(i.upper(), 0) for s, i in cited.items()}
+        listed = dict(re.findall(r"(\w+) (bullish|bearish|neutral)", thesis.conclusion.split(":")[0]))
+        assert listed == {s: {1: "bullish", 0: "neutral", -1: "bearish"}[v] for s, v in verdict.items()}
+        m = re.search(r": (\w+) bullish, (\w+) bearish, so ([a-z ]+)\.$", thesis.conclusion)
+        assert m and words.index(m.group(1)) == sum(v > 0 for v in verdict.values())
+        assert words.index(m.group(2)) == sum(v < 0 for v in verdict.values())
+        assert thesis.decision == score_to_label(sum(verdict.values()), TALLY_CUTS)
+        assert m.group(3) == thesis.decision.replace("_", " ").lower()
+        assert not re.search(r"\d", thesis.conclusion)  # a digit there would be a number claim the verifier checks
+        assert len(tally) < len(prose)
+        assert _score(tally, row)["evidence"] >= _score(prose, row)["evidence"] - 1e-9
+    # calibrate fits the net-count cuts on the rows' evidence (a label flip changes nothing)
+    cal = TemplateTeacher(conclusion="tally", pick="first", **kw).calibrate(rows)
+    lied = [dict(r, label="STRONG_SELL") for r in rows]
+    assert cal.tally_cuts == TemplateTeacher(conclusion="tally", pick="first", **kw).calibrate(lied).tally_cuts
+    nets = [cal.planned_net(r) for r in rows]
+    assert [parse_thesis(cal.write(r)[0]).decision for r in rows] == [score_to_label(n, cal.tally_cuts) for n in nets]
     with pytest.raises(ValueError, match="conclusion"):
         TemplateTeacher(conclusion="essay")
+    with pytest.raises(ValueError, match="pick"):
+        TemplateTeacher(pick="best")
 
 
 @pytest.mark.parametrize("layout", ["quote", "id"])

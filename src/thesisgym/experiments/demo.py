@@ -237,9 +237,9 @@ def build_market_data(config: DemoConfig, out: Path, *, market: str = "A", prese
 
 
 def distil_sft_data(config: DemoConfig, splits: dict, out: Path, *, log: Callable[[str], None] = print,
-                    layout: str = "id", conclusion: str = "prose"):
+                    layout: str = "id", conclusion: str = "tally", pick: str = "first"):
     """(SFT set dir, distil stats): compact template-teacher theses kept by the rejection filter
-    (`layout` and `conclusion`: the teacher's, see `TemplateTeacher`; bench/sft_layout.py compares them)."""
+    (`layout`, `conclusion` and `pick`: the teacher's, see `TemplateTeacher`; bench/sft_layout.py compares them)."""
     from datasets import DatasetDict
 
     from thesisgym.teachers import TemplateTeacher
@@ -249,9 +249,11 @@ def distil_sft_data(config: DemoConfig, splits: dict, out: Path, *, log: Callabl
     # counts as agreement because the rule-based teacher reads the evidence, not the future.
     # compact: one bullet per section quoting a 3-5 word run; layout "id": the id, the quote (the words
     # that carry the item's direction), then the verdict (held-out grounding after 64 SFT examples 0.40
-    # -> 0.72, docs/training.md section 5g)
-    teacher = TemplateTeacher(noise=0.15, wrong_decision_rate=0.2, seed=config.seed, bullets=(1, 1),
-                              quote_words=(3, 5), think=False, compact=True, layout=layout, conclusion=conclusion)
+    # -> 0.72, docs/training.md section 5g). A tally thesis decides from the verdicts it writes, so a
+    # decision drawn at random would teach that the count does not matter: no decision noise there.
+    teacher = TemplateTeacher(noise=0.15, wrong_decision_rate=0.0 if conclusion == "tally" else 0.2, seed=config.seed,
+                              bullets=(1, 1), quote_words=(3, 5), think=False, compact=True, layout=layout,
+                              conclusion=conclusion, pick=pick)
     teacher.calibrate(list(splits["train"]))
     result = distill(splits["train"], teacher, n=config.distill_n, min_grounding=0.75, decision_tolerance=1,
                      seed=config.seed)

@@ -33,10 +33,15 @@ stance, the newest first among equals), which is where the evidence reward's cou
 judge's coverage saturate: the template writes the thesis the verifier scores highest for its
 evidence, so any edit of it is a change for the worse (`thesisgym audit` checks that it is).
 Conclusion: by default (`conclusion="prose"`) a sentence per section on its mean stance, then the
-call. `conclusion="tally"` (the small-model demo) writes each section's pull on the rule-2 sum
-(`section_pulls`) and their count, then the call ("technical bullish, news bearish: one bullish,
-one bearish, so hold."): a quarter of the tokens, and a written intermediate that the decision follows
-more closely, so a small model can condition its decision on text it wrote itself.
+call. `conclusion="tally"` (the small-model demo) decides from what it writes: each section's verdict is
+the sign of the summed direction of the items its bullets cite (`rewards.evidence.item_readings`, what the
+verifier reads in them), the conclusion lists those verdicts and counts them ("technical bullish, news
+bearish: one bullish, one bearish, so hold."), and in forward mode the decision is the net count (bullish
+minus bearish) through `tally_cuts` (symmetric by default; `calibrate` fits them to the label mix on the
+rows' evidence, as it fits the score cuts). The decision is then a function of text the model wrote
+itself, which a small model can learn; the rule-2 decision is not (docs/training.md, section 5h).
+`pick="first"` gives the bullets of `bullets=(lo, hi)` to each section's first items (the prompt lists the
+newest first) instead of random ones: the item to read is then always the same place in the prompt.
 `compact=True` (the small-model demo) quotes the first run of words without a digit that the
 verifier credits (longest first), and from the first word of the body only when the item has no such
 run (price lines): a tiny model copies distinct words by plain induction but not digit strings, whose
@@ -79,14 +84,12 @@ SECTION_WEIGHTS: dict[str, float] = {
 RECENCY_DAYS = 5.0
 SIZE_UNIT, SIZE_CAP = 5.0, 20.0
 SCORE_SCALE = 2.0
-# a section whose weighted pull (sum of item_weight x stance) is within this of 0 is written as neutral
-# by `conclusion="tally"`; 0.3 made the written tally agree best with the rule's decision on the demo
-# market (68 % of train rows by the best map from the tally, against 53 % for the unweighted leans)
-PULL_NEUTRAL = 0.3
 _PCT = re.compile(r"(\d+(?:\.\d+)?)\s*%")
 # (lower bound of score, label), checked in order; anything below the last bound is STRONG_SELL
 DECISION_CUTS: tuple[tuple[float, str], ...] = ((0.5, "STRONG_BUY"), (0.15, "BUY"), (-0.15 + 1e-12, "HOLD"),
                                                  (-0.5 + 1e-12, "SELL"))
+# the net count of a tally conclusion (bullish minus bearish sections) -> decision, before `calibrate`
+TALLY_CUTS: tuple[tuple[float, str], ...] = ((1.5, "STRONG_BUY"), (0.5, "BUY"), (-0.5, "HOLD"), (-1.5, "SELL"))
 
 _POS = ("beat", "beats", "raise", "raises", "raised", "upgrade", "upgrades", "upgraded", "record", "strong",
         "gain", "gains", "wins", "win", "growth", "grows", "expand", "expands", "surge", "surges", "jump",
@@ -229,25 +232,9 @@ def decide(evidence: Sequence[dict], sections: Sequence[str], *,
     return score_to_label(overall, cuts), overall
 
 
-def section_pulls(evidence: Sequence[dict], sections: Sequence[str], *, asof: object = None) -> dict[str, int]:
-    """Each section's pull on the overall score of rule 2, in {-1, 0, +1}: the sign of the sum of
-    item_weight x stance over its items, 0 within +-PULL_NEUTRAL (what a `conclusion="tally"` thesis
-    writes: these pulls predict the rule's decision better than the unweighted mean stance of a
-    section, as they are the terms of its sum)."""
-    dated = [d for d in (_day(it.get("date")) for it in evidence if it.get("section") in set(sections)) if d is not None]
-    today = (_day(asof) if asof is not None else None) or (max(dated) if dated else None)
-    ref = reference_close(evidence)
-    out: dict[str, int] = {}
-    for sec in sections:
-        items = [it for it in evidence if it.get("section") == sec]
-        if items:
-            pull = sum(item_weight(it, today) * item_stance(it, ref_close=ref) for it in items)
-            out[sec] = 0 if abs(pull) < PULL_NEUTRAL else (1 if pull > 0 else -1)
-    return out
-
-
 def _tally(pulls: dict[str, int], decision: str) -> str:
-    """'technical bullish, news bearish, macro neutral: one bullish, one bearish, so hold.'"""
+    """'technical bullish, news bearish, macro neutral: one bullish, one bearish, so hold.' (`pulls`: each
+    section's verdict in {-1, 0, +1})."""
     call = decision.replace("_", " ").lower()
     if not pulls:
         return f"no usable evidence, so {call}."
@@ -395,7 +382,9 @@ class TemplateTeacher:
     shuffled citation, a fabricated number or an altered quote); `wrong_decision_rate` replaces the
     rule-based decision by a different class; `drop_section_rate` omits a section. `mode="reverse"`
     writes a rationalisation of the row's label (reverse distillation): the decision is the label
-    and bullets that agree with it are preferred.
+    and bullets that agree with it are preferred. `conclusion="tally"` decides from the verdicts the
+    thesis writes through `tally_cuts` (its `wrong_decision_rate` then replaces that decision);
+    `pick="first"` cites each section's first items.
     """
 
     def __init__(
@@ -413,6 +402,8 @@ class TemplateTeacher:
         compact: bool = False,
         conclusion: str = "prose",
         layout: str = "opinion",
+        pick: str = "random",
+        tally_cuts: Sequence[tuple[float, str]] | None = None,
     ) -> None:
         for name, p in (("noise", noise), ("wrong_decision_rate", wrong_decision_rate),
                         ("drop_section_rate", drop_section_rate)):
@@ -431,6 +422,8 @@ class TemplateTeacher:
             raise ValueError(f"TemplateTeacher: `layout` must be 'opinion', 'quote' or 'id', got {layout!r}")
         if mode not in ("forward", "reverse"):
             raise ValueError(f"TemplateTeacher: `mode` must be 'forward' or 'reverse', got {mode!r}")
+        if pick not in ("random", "first"):
+            raise ValueError(f"TemplateTeacher: `pick` must be 'random' or 'first', got {pick!r}")
         self.noise = float(noise)
         self.wrong_decision_rate = float(wrong_decision_rate)
         self.drop_section_rate = float(drop_section_rate)
@@ -443,11 +436,29 @@ class TemplateTeacher:
         self.compact = bool(compact)
         self.conclusion = conclusion
         self.layout = layout
+        self.pick = pick
+        self.tally_cuts = tuple(tally_cuts) if tally_cuts is not None else TALLY_CUTS
 
     def calibrate(self, rows: Sequence[dict]) -> TemplateTeacher:
-        """Fit the decision cut points on `rows` (their evidence only, see `calibrated_cuts`); returns self."""
+        """Fit the decision cut points on `rows` (their evidence only, see `calibrated_cuts`): the rule-2
+        score cuts and, for `conclusion="tally"`, the cuts on the net count (`planned_net`); returns self."""
         self.cuts = calibrated_cuts([evidence_score(r["evidence"], r["sections"], asof=r.get("asof")) for r in rows])
+        if self.conclusion == "tally":
+            self.tally_cuts = calibrated_cuts([self.planned_net(r) for r in rows])
         return self
+
+    def planned_net(self, row: dict) -> int:
+        """Bullish minus bearish sections of a tally thesis on `row` without noise: with `pick="first"`
+        the sections' first `bullets[0]` items, otherwise all their items (a random pick's expectation)."""
+        evidence = [it for it in row["evidence"] if isinstance(it, dict) and it.get("id") and it.get("text")]
+        readings = item_readings(evidence_index(row["evidence"]))
+        net = 0
+        for sec in row["sections"]:
+            items = [it for it in evidence if it.get("section") == sec]
+            if self.pick == "first" and self.bullets is not None:
+                items = items[:self.bullets[0]]
+            net += int(_sign(sum(readings.get(str(it["id"]).strip().upper(), 0) for it in items)))
+        return net
 
     def decision(self, row: dict) -> str:
         """The forward-mode decision for `row`, from its evidence alone (what `write` closes with
@@ -480,15 +491,37 @@ class TemplateTeacher:
             overall = (LABELS.index(decision) - 2) / 2
         else:
             decision, overall = decide(evidence, sections, cuts=self.cuts, asof=row.get("asof"))
-        if self.wrong_decision_rate and rng.random() < self.wrong_decision_rate:
+        wrong = bool(self.wrong_decision_rate) and rng.random() < self.wrong_decision_rate
+        if wrong and self.conclusion != "tally":
             decision = rng.choice([lab for lab in LABELS if lab != decision])
         kept = [s for s in sections if not (self.drop_section_rate and rng.random() < self.drop_section_rate)]
-        all_ids = [it["id"] for it in evidence]
-        index = evidence_index(row["evidence"])
         parts: list[str] = []
         if self.think:
             parts.append("<think>Score each section from its evidence, weigh the sections, then decide.</think>")
+        blocks, leans, verdicts = self._sections(row, evidence, kept, overall, rng)
+        parts.extend(blocks)
+        if self.conclusion == "tally":
+            if self.mode == "forward":  # the call follows the verdicts just written
+                decision = score_to_label(sum(verdicts.values()), self.tally_cuts)
+            if wrong:
+                decision = rng.choice([lab for lab in LABELS if lab != decision])
+            text = _tally(verdicts, decision)
+        else:
+            text = self._conclusion(leans, decision)
+        parts.append(f"<conclusion>{text}</conclusion>")
+        parts.append(f"<decision>{decision}</decision>")
+        return "\n".join(parts)
+
+    def _sections(self, row: dict, evidence: list[dict], kept: list[str], overall: float,
+                  rng: random.Random) -> tuple[list[str], dict[str, int], dict[str, int]]:
+        """(one tagged block per kept section, each section's mean-stance lean, each section's verdict: the
+        sign of the summed reading of the items its bullets cite)."""
+        all_ids = [it["id"] for it in evidence]
+        index = evidence_index(row["evidence"])
+        readings = item_readings(index)
+        blocks: list[str] = []
         leans: dict[str, int] = {}
+        verdicts: dict[str, int] = {}
         decks = _Decks(rng)
         ref = reference_close(evidence)
         expected = canonical_items(evidence) if self.bullets is None else {}
@@ -502,20 +535,16 @@ class TemplateTeacher:
                 order = [it for it in items if it["id"].strip().upper() in chosen]
             else:
                 order = items[:]
-            rng.shuffle(order)
+            if self.pick == "random" or self.bullets is None:
+                rng.shuffle(order)
             if self.mode == "reverse":
                 want = _sign(overall)
                 order.sort(key=lambda it: -want * stances[it["id"]])
             k = len(order) if self.bullets is None else min(len(order), rng.randint(*self.bullets))
             lines = [self._bullet(it, stances[it["id"]], sec, rng, all_ids, index, decks) for it in order[:k]]
-            parts.append(f"<{sec}>\n" + "\n".join(lines) + f"\n</{sec}>")
-        if self.conclusion == "tally":
-            text = _tally(section_pulls(evidence, kept, asof=row.get("asof")), decision)
-        else:
-            text = self._conclusion(leans, decision)
-        parts.append(f"<conclusion>{text}</conclusion>")
-        parts.append(f"<decision>{decision}</decision>")
-        return "\n".join(parts)
+            verdicts[sec] = int(_sign(sum(readings.get(str(it["id"]).strip().upper(), 0) for it in order[:k])))
+            blocks.append(f"<{sec}>\n" + "\n".join(lines) + f"\n</{sec}>")
+        return blocks, leans, verdicts
 
     def bullet_for(self, row: dict, item_id: str, rng: random.Random) -> str:
         """One honest bullet on evidence item `item_id` of `row`, written as `write` writes it (the
