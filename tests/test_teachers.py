@@ -277,6 +277,7 @@ def test_tally_thesis_decides_from_the_verdicts_it_writes_and_costs_no_evidence(
     assert cal.tally_cuts == TemplateTeacher(conclusion="tally", pick="first", **kw).calibrate(lied).tally_cuts
     nets = [cal.planned_net(r) for r in rows]
     assert [parse_thesis(cal.write(r)[0]).decision for r in rows] == [score_to_label(n, cal.tally_cuts) for n in nets]
+    assert [cal.decision(r) for r in rows] == [score_to_label(n, cal.tally_cuts) for n in nets]
     with pytest.raises(ValueError, match="conclusion"):
         TemplateTeacher(conclusion="essay")
     with pytest.raises(ValueError, match="pick"):

@@ -462,7 +462,10 @@ class TemplateTeacher:
 
     def decision(self, row: dict) -> str:
         """The forward-mode decision for `row`, from its evidence alone (what `write` closes with
-        before `wrong_decision_rate`)."""
+        before `wrong_decision_rate` and `drop_section_rate`; for a tally thesis with `pick="random"`,
+        the count of `planned_net`)."""
+        if self.conclusion == "tally":
+            return score_to_label(self.planned_net(row), self.tally_cuts)
         evidence = [it for it in row["evidence"] if isinstance(it, dict) and it.get("id") and it.get("text")]
         sections = [s for s in row["sections"] if any(it.get("section") == s for it in evidence)]
         return decide(evidence, sections, cuts=self.cuts, asof=row.get("asof"))[0]
