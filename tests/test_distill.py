@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from datasets import load_from_disk
@@ -117,6 +118,13 @@ def test_cli_distill(tmp_path):
     assert "acceptance_rate" in r.output
     stats = json.loads((tmp_path / "out" / "distill_stats.json").read_text())
     assert stats["samples"] == 8
+    compact = CliRunner().invoke(app, ["distill", "--dataset", str(tmp_path / "ctx"), "--out", str(tmp_path / "c"),
+                                       "--n", "2", "--decision-tolerance", "4", "--min-grounding", "0", "--style",
+                                       "compact"])
+    assert compact.exit_code == 0, compact.output
+    theses = [c[-1]["content"] for c in load_from_disk(str(tmp_path / "c"))["train"]["completion"]]
+    assert theses and all(re.search(r"<conclusion>.*: \w+ bullish, \w+ bearish, so [a-z ]+\.</conclusion>", t)
+                          for t in theses)
     bad = CliRunner().invoke(app, ["distill", "--dataset", str(tmp_path / "nope"), "--out", str(tmp_path / "o2")])
     assert bad.exit_code == 2 and "nope: no such dataset directory" in " ".join(bad.output.split())
 

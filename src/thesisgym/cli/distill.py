@@ -31,6 +31,11 @@ class Teacher(StrEnum):
     openai = "openai"
 
 
+class Style(StrEnum):
+    full = "full"
+    compact = "compact"
+
+
 class Mode(StrEnum):
     forward = "forward"
     reverse = "reverse"
@@ -39,13 +44,14 @@ class Mode(StrEnum):
 def build_teacher(kind: str, *, mode: str, seed: int, noise: float, wrong_decision_rate: float,
                   drop_section_rate: float, base_url: str | None, model: str | None,
                   timeout: float | None = None, max_retries: int | None = None, concurrency: int | None = None,
-                  cache_path: str | None = None):
+                  cache_path: str | None = None, style: str = "full"):
     """The teacher named on the command line (openai is imported only when asked for)."""
     if kind == "template":
-        from thesisgym.teachers.template import TemplateTeacher
+        from thesisgym.teachers.template import COMPACT_STYLE, TemplateTeacher
 
         return TemplateTeacher(noise=noise, wrong_decision_rate=wrong_decision_rate,
-                               drop_section_rate=drop_section_rate, seed=seed, mode=mode)
+                               drop_section_rate=drop_section_rate, seed=seed, mode=mode,
+                               **(COMPACT_STYLE if style == "compact" else {}))
     if kind == "openai":
         from thesisgym.teachers.openai import OpenAITeacher
 
@@ -95,6 +101,9 @@ def distill_cmd(
     cache: str = typer.Option(DEFAULT_CACHE_PATH, "--cache", help="openai teacher: sqlite response cache ('' = off)."),
     max_error_rate: float = typer.Option(0.02, "--max-error-rate", min=0.0, max=1.0,
                                          help="fail (exit 1) when more than this share of teacher requests fail in transport."),
+    style: Style = typer.Option(Style.full, "--style",
+                                help="template teacher: full (every expected item, prose conclusion) | compact (the "
+                                     "demo's: one bullet on each section's first item, the call counted from its verdicts)."),
     calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate",
                                    help="template teacher: fit decision cut points to the label mix on these rows' evidence."),
 ) -> None:
@@ -107,7 +116,7 @@ def distill_cmd(
         rows = load_split(dataset, split, max_rows=max_rows, what="--dataset")
         t = build_teacher(teacher.value, mode=mode.value, seed=seed, noise=noise, wrong_decision_rate=wrong_decision_rate,
                           drop_section_rate=drop_section_rate, base_url=base_url, model=model, timeout=timeout,
-                          max_retries=retries, concurrency=concurrency, cache_path=cache)
+                          max_retries=retries, concurrency=concurrency, cache_path=cache, style=style.value)
         if calibrate and hasattr(t, "calibrate") and len(rows) >= 10:
             t.calibrate(rows)
         result = distill(rows, t, n=f.n, min_grounding=f.min_grounding, max_hallucination_rate=f.max_hallucination_rate,

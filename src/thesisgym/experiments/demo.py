@@ -244,6 +244,7 @@ def distil_sft_data(config: DemoConfig, splits: dict, out: Path, *, log: Callabl
 
     from thesisgym.teachers import TemplateTeacher
     from thesisgym.teachers.distill import distill
+    from thesisgym.teachers.template import COMPACT_STYLE
 
     # calibrated cut points give the teacher the label's class mix; within one class of the label
     # counts as agreement because the rule-based teacher reads the evidence, not the future.
@@ -251,9 +252,9 @@ def distil_sft_data(config: DemoConfig, splits: dict, out: Path, *, log: Callabl
     # that carry the item's direction), then the verdict (held-out grounding after 64 SFT examples 0.40
     # -> 0.72, docs/training.md section 5g). A tally thesis decides from the verdicts it writes, so a
     # decision drawn at random would teach that the count does not matter: no decision noise there.
+    style = dict(COMPACT_STYLE, layout=layout, conclusion=conclusion, pick=pick)
     teacher = TemplateTeacher(noise=0.15, wrong_decision_rate=0.0 if conclusion == "tally" else 0.2, seed=config.seed,
-                              bullets=(1, 1), quote_words=(3, 5), think=False, compact=True, layout=layout,
-                              conclusion=conclusion, pick=pick)
+                              **style)
     teacher.calibrate(list(splits["train"]))
     result = distill(splits["train"], teacher, n=config.distill_n, min_grounding=0.75, decision_tolerance=1,
                      seed=config.seed)

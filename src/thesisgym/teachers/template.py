@@ -91,6 +91,12 @@ DECISION_CUTS: tuple[tuple[float, str], ...] = ((0.5, "STRONG_BUY"), (0.15, "BUY
 # the net count of a tally conclusion (bullish minus bearish sections) -> decision, before `calibrate`
 TALLY_CUTS: tuple[tuple[float, str], ...] = ((1.5, "STRONG_BUY"), (0.5, "BUY"), (-0.5, "HOLD"), (-1.5, "SELL"))
 
+# the small-model style the demo distils (`thesisgym distill --style compact`): one short-quoted bullet on
+# each section's first item, id before quote before verdict, and a call counted from the verdicts written
+# (docs/training.md, sections 4c, 5g and 5h)
+COMPACT_STYLE: dict[str, object] = dict(bullets=(1, 1), quote_words=(3, 5), think=False, compact=True, layout="id",
+                                        conclusion="tally", pick="first")
+
 _POS = ("beat", "beats", "raise", "raises", "raised", "upgrade", "upgrades", "upgraded", "record", "strong",
         "gain", "gains", "wins", "win", "growth", "grows", "expand", "expands", "surge", "surges", "jump",
         "jumps", "outperform", "bullish", "boost", "boosting", "rally", "rallies", "buy", "buys", "purchase",
