@@ -238,6 +238,12 @@ def decide(evidence: Sequence[dict], sections: Sequence[str], *,
     return score_to_label(overall, cuts), overall
 
 
+def _section_verdict(items: Sequence[dict], readings: dict[str, int]) -> int:
+    """A tally thesis's verdict on a section, in {-1, 0, +1}: the sign of the summed reading
+    (`item_readings`) of the items its bullets cite."""
+    return int(_sign(sum(readings.get(str(it["id"]).strip().upper(), 0) for it in items)))
+
+
 def _tally(pulls: dict[str, int], decision: str) -> str:
     """'technical bullish, news bearish, macro neutral: one bullish, one bearish, so hold.' (`pulls`: each
     section's verdict in {-1, 0, +1})."""
@@ -463,7 +469,7 @@ class TemplateTeacher:
             items = [it for it in evidence if it.get("section") == sec]
             if self.pick == "first" and self.bullets is not None:
                 items = items[:self.bullets[0]]
-            net += int(_sign(sum(readings.get(str(it["id"]).strip().upper(), 0) for it in items)))
+            net += _section_verdict(items, readings)
         return net
 
     def decision(self, row: dict) -> str:
@@ -551,7 +557,7 @@ class TemplateTeacher:
                 order.sort(key=lambda it: -want * stances[it["id"]])
             k = len(order) if self.bullets is None else min(len(order), rng.randint(*self.bullets))
             lines = [self._bullet(it, stances[it["id"]], sec, rng, all_ids, index, decks) for it in order[:k]]
-            verdicts[sec] = int(_sign(sum(readings.get(str(it["id"]).strip().upper(), 0) for it in order[:k])))
+            verdicts[sec] = _section_verdict(order[:k], readings)
             blocks.append(f"<{sec}>\n" + "\n".join(lines) + f"\n</{sec}>")
         return blocks, leans, verdicts
 
