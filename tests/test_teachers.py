@@ -239,9 +239,18 @@ def test_fresh_large_news_outweighs_stale_or_small_news():
     assert evidence_score([fresh, stale], ["news"]) == evidence_score([fresh, stale], ["news"], asof="2024-03-01")
 
 
+def _net_of(text: str, words: tuple[str, ...]) -> int:
+    """'two up' -> 2, 'one down' -> -1, 'even' -> 0."""
+    if text == "even":
+        return 0
+    count, way = text.split()
+    return words.index(count) * (1 if way == "up" else -1)
+
+
 def test_tally_thesis_decides_from_the_verdicts_it_writes_and_costs_no_evidence():
     """conclusion "tally": each section's listed verdict is the reading of the item its bullet cites, the
-    counts are those verdicts, and the decision is their net through `tally_cuts` (calibrated on evidence)."""
+    running net after each verdict is their sum so far, and the decision is the final net through
+    `tally_cuts` (calibrated on evidence)."""
     import re
 
     from thesisgym.rewards.base import evidence_index
@@ -261,13 +270,15 @@ def test_tally_thesis_decides_from_the_verdicts_it_writes_and_costs_no_evidence(
         cited = {sec.name: sec.bullets[0].citations[0] for sec in thesis.sections}
         assert cited == {s: firsts[s] for s in cited}  # pick="first": the first item of every section
         verdict = {s: readings.get(i.upper(), 0) for s, i in cited.items()}
-        listed = dict(re.findall(r"(\w+) (bullish|bearish|neutral)", thesis.conclusion.split(":")[0]))
-        assert listed == {s: {1: "bullish", 0: "neutral", -1: "bearish"}[v] for s, v in verdict.items()}
-        m = re.search(r": (\w+) bullish, (\w+) bearish, so ([a-z ]+)\.$", thesis.conclusion)
-        assert m and words.index(m.group(1)) == sum(v > 0 for v in verdict.values())
-        assert words.index(m.group(2)) == sum(v < 0 for v in verdict.values())
+        steps = re.findall(r"(\w+) (bullish|bearish|neutral) \((even|\w+ up|\w+ down)\)", thesis.conclusion.split(":")[0])
+        assert {sec: v for sec, v, _ in steps} == {s: {1: "bullish", 0: "neutral", -1: "bearish"}[v]
+                                                    for s, v in verdict.items()}
+        running = [sum(list(verdict.values())[:k + 1]) for k in range(len(verdict))]
+        assert [_net_of(net, words) for _, _, net in steps] == running  # the count runs along the list
+        m = re.search(r": net (even|\w+ up|\w+ down), so ([a-z ]+)\.$", thesis.conclusion)
+        assert m and _net_of(m.group(1), words) == sum(verdict.values())
         assert thesis.decision == score_to_label(sum(verdict.values()), TALLY_CUTS)
-        assert m.group(3) == thesis.decision.replace("_", " ").lower()
+        assert m.group(2) == thesis.decision.replace("_", " ").lower()
         assert not re.search(r"\d", thesis.conclusion)  # a digit there would be a number claim the verifier checks
         assert len(tally) < len(prose)
         assert _score(tally, row)["evidence"] >= _score(prose, row)["evidence"] - 1e-9
@@ -309,3 +320,36 @@ def test_verdict_last_layouts_quote_what_carries_the_direction_and_stay_grounded
         assert _score(text, row)["evidence"] == pytest.approx(_score(plain, row)["evidence"], abs=0.1)
         assert _score(text, row)["hallucination_rate"] == 0.0
     assert checked >= 4
+
+
+def _with_price_bar(row: dict, rng: random.Random) -> dict:
+    """`row` with its technical section replaced by one bar in the synthetic market's format."""
+    o, c = round(rng.uniform(20, 30), 2), round(rng.uniform(20, 30), 2)
+    chg, vol = round(rng.uniform(-4, 4), 2), rng.randint(500_000, 2_000_000)
+    text = f"open {o} high {max(o, c) + 0.1:.2f} low {min(o, c) - 0.1:.2f} close {c} volume {vol} change {chg:+.2f}%"
+    bar = {"id": "T1", "section": "technical", "date": row["asof"], "source": "prices", "text": text,
+           "numbers": [o, max(o, c) + 0.1, min(o, c) - 0.1, c, float(vol), chg]}
+    return dict(row, evidence=[bar] + [it for it in row["evidence"] if it["section"] != "technical"])
+
+
+def test_a_price_bar_bullet_quotes_the_change_that_carries_its_direction():
+    """A price bar reads by its day's change; a random 3-5 word run of the bar ("open 20.94 high 21.35")
+    says nothing a student could read the verdict from, so the teacher searches every run for one that
+    reads in the bar's direction ("volume 982757 change -2.69%")."""
+    from thesisgym.rewards.base import evidence_index
+    from thesisgym.rewards.evidence import item_readings, prompt_close
+    from thesisgym.rewards.reading import item_reading
+    from thesisgym.teachers.template import COMPACT_STYLE
+
+    rng, checked = random.Random(0), 0
+    for seed in range(4):
+        for row in map(lambda r: _with_price_bar(r, rng), toy_rows(8, seed=seed)):
+            index = evidence_index(row["evidence"])
+            lean = item_readings(index).get("T1")
+            text = TemplateTeacher(seed=seed, noise=0.0, **COMPACT_STYLE).write(row)[0]
+            (bullet,) = next(sec.bullets for sec in parse_thesis(text).sections if sec.name == "technical")
+            if lean:
+                assert "change" in bullet.quotes[0], bullet.text
+                assert item_reading(bullet.quotes[0], prompt_close(index), "technical") == lean, bullet.text
+                checked += 1
+    assert checked >= 20

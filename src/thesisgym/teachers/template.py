@@ -35,11 +35,13 @@ evidence, so any edit of it is a change for the worse (`thesisgym audit` checks 
 Conclusion: by default (`conclusion="prose"`) a sentence per section on its mean stance, then the
 call. `conclusion="tally"` (the small-model demo) decides from what it writes: each section's verdict is
 the sign of the summed direction of the items its bullets cite (`rewards.evidence.item_readings`, what the
-verifier reads in them), the conclusion lists those verdicts and counts them ("technical bullish, news
-bearish: one bullish, one bearish, so hold."), and in forward mode the decision is the net count (bullish
-minus bearish) through `tally_cuts` (symmetric by default; `calibrate` fits them to the label mix on the
+verifier reads in them), the conclusion lists those verdicts with the net count so far after each
+("technical bullish (one up), news bearish (even): net even, so buy."), and in forward mode the decision
+is the final net (bullish minus bearish) through `tally_cuts` (symmetric by default; `calibrate` fits them to the label mix on the
 rows' evidence, as it fits the score cuts). The decision is then a function of text the model wrote
-itself, which a small model can learn; the rule-2 decision is not (docs/training.md, section 5h).
+itself, which a small model can learn; the rule-2 decision is not (docs/training.md, section 5h). A
+running count, not a count of the list at its end: a 135M model copied the list but wrote the most
+common count whatever the list said (section 5i).
 `pick="first"` gives the bullets of `bullets=(lo, hi)` to each section's first items (the prompt lists the
 newest first) instead of random ones: the item to read is then always the same place in the prompt.
 `compact=True` (the small-model demo) quotes the first run of words without a digit that the
@@ -244,16 +246,23 @@ def _section_verdict(items: Sequence[dict], readings: dict[str, int]) -> int:
     return int(_sign(sum(readings.get(str(it["id"]).strip().upper(), 0) for it in items)))
 
 
+def _net_words(net: int) -> str:
+    return "even" if net == 0 else f"{_COUNT_WORDS[min(abs(net), 6)]} {'up' if net > 0 else 'down'}"
+
+
 def _tally(pulls: dict[str, int], decision: str) -> str:
-    """'technical bullish, news bearish, macro neutral: one bullish, one bearish, so hold.' (`pulls`: each
-    section's verdict in {-1, 0, +1})."""
+    """'technical bullish (one up), news bearish (even), macro neutral (even): net even, so hold.'
+    (`pulls`: each section's verdict in {-1, 0, +1}). The count runs along the list: each step adds one
+    verdict to the count just written, so the net that the call reads sits right before it."""
     call = decision.replace("_", " ").lower()
     if not pulls:
         return f"no usable evidence, so {call}."
-    views = ", ".join(f"{sec} {_PULL_WORD[v]}" for sec, v in pulls.items())
-    ups, downs = sum(v > 0 for v in pulls.values()), sum(v < 0 for v in pulls.values())
+    steps, net = [], 0
+    for sec, v in pulls.items():
+        net += v
+        steps.append(f"{sec} {_PULL_WORD[v]} ({_net_words(net)})")
     # counts in words: a digit in a conclusion is a number claim the verifier checks against the evidence
-    return f"{views}: {_COUNT_WORDS[ups]} bullish, {_COUNT_WORDS[downs]} bearish, so {call}."
+    return f"{', '.join(steps)}: net {_net_words(net)}, so {call}."
 
 
 def calibrated_cuts(scores: Sequence[float], quantiles: Sequence[float] = LABEL_QUANTILES) -> tuple[tuple[float, str], ...]:
@@ -376,6 +385,17 @@ def _word_span(text: str, *, lo: int, hi: int, accept: Callable[[str], bool] | N
             quote = " ".join(words[start:start + k]).strip(".,;:")
             if (quote and quote in text and not any(ch.isdigit() for ch in quote)
                     and (accept is None or accept(quote))):
+                return quote
+    return None
+
+
+def _first_span(text: str, *, lo: int, hi: int, accept: Callable[[str], bool]) -> str | None:
+    """The first run of `lo`..`hi` whole words of `text` (shortest first) that `accept` credits, or None."""
+    words = text.replace('"', " ").split()
+    for k in range(lo, min(hi, len(words)) + 1):
+        for start in range(len(words) - k + 1):
+            quote = " ".join(words[start:start + k]).rstrip(".,;:")
+            if quote and quote in text and accept(quote):
                 return quote
     return None
 
@@ -620,7 +640,9 @@ class TemplateTeacher:
         text = str(item["text"])
         quote = (_word_span(text, lo=lo, hi=hi, accept=accept) if self.compact else None) or \
             _quote_span(text, rng, lo=lo, hi=hi, accept=accept, from_start=self.compact)
-        return quote if not strict or accept(quote) else None
+        if strict and not accept(quote):  # random draws can miss the one run that reads (a price bar's
+            quote = _first_span(text, lo=lo, hi=hi, accept=accept)  # "change -2.69%"): try every run
+        return quote if not strict or (quote and accept(quote)) else None
 
     @staticmethod
     def _conclusion(leans: dict[str, int], decision: str) -> str:
