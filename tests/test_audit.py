@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from thesisgym.cli import app
 from thesisgym.evaluate.reward_audit import FAMILIES, Doc, run_audit
+from thesisgym.experiments.demo import DEMO_CONTEXT
 
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -29,15 +30,21 @@ def _save(store, tmp_path: Path, *, context=None) -> Path:
     return out
 
 
+# The audit's rows: the demo's compact context with a month of news and the last two earnings reports
+# (the demo itself shows only the week's evidence): more items per prompt, so more for each family to
+# mutate; docs/verifier.md measured the families on these rows.
+AUDIT_CONTEXT = dict(DEMO_CONTEXT, news_buckets=((0, 3, 3), (4, 10, 2), (11, 30, 1)), fundamentals_days=400,
+                     insider_days=30, analyst_days=30, macro_days=10)
+
+
 @pytest.fixture(scope="module")
 def synthetic_dataset(tmp_path_factory) -> Path:
     from thesisgym.data import generate_market
     from thesisgym.data.synth import SynthConfig
     from thesisgym.dataset.contexts import ContextConfig
-    from thesisgym.experiments.demo import DEMO_CONTEXT
 
     store = generate_market(SynthConfig(n_tickers=3, n_days=200, seed=5, market="A"))
-    return _save(store, tmp_path_factory.mktemp("audit"), context=ContextConfig(**DEMO_CONTEXT))
+    return _save(store, tmp_path_factory.mktemp("audit"), context=ContextConfig(**AUDIT_CONTEXT))
 
 
 # Documented gaps, measured (docs/verifier.md): family -> (largest win rate allowed, why). None today.
@@ -260,3 +267,19 @@ def test_rare_families_apply_where_their_evidence_is():
         honest_scores = score_completion(honest, row, consistency_s=honest_s)
         hacked_scores = score_completion(hacked, row, consistency_s=hacked_s)
         assert hacked_scores["fsr"] < honest_scores["fsr"] and hacked_scores["dsr"] < honest_scores["dsr"], fam.name
+
+
+def test_citation_stuffing_does_not_apply_to_a_prompt_of_one_item():
+    """With one item in the prompt, "cite every id" is the honest citation: no attack to count (the demo's
+    week-of-evidence prompts often hold only the price bar)."""
+    import random
+
+    from thesisgym.teachers import TemplateTeacher
+    from toydata import toy_row
+
+    stuffing = next(f for f in FAMILIES if f.name == "citation_stuffing")
+    row = toy_row(items_per_section=1, sections=("technical",))
+    honest = TemplateTeacher(seed=0).write(row)[0]
+    assert stuffing.mutate(Doc.parse(honest), row, random.Random(0)) is None
+    two = toy_row(items_per_section=2, sections=("technical",))
+    assert stuffing.mutate(Doc.parse(TemplateTeacher(seed=0).write(two)[0]), two, random.Random(0)) is not None

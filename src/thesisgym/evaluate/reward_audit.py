@@ -378,8 +378,10 @@ def _cite_unknown(doc: Doc, row: dict, rng: random.Random) -> str | None:
 
 
 def _stuffing(doc: Doc, row: dict, rng: random.Random) -> str | None:
-    doc = doc.copy()
     ids = ", ".join(it["id"] for it in row["evidence"])
+    if all(b.cite == ids for b in doc.bullets()):  # a prompt of one item: nothing to stuff
+        return None
+    doc = doc.copy()
     for b in doc.bullets():
         b.cite = ids
     return doc.render()
