@@ -106,7 +106,7 @@ def plot(points: list[dict], path: Path) -> None:
         ax.grid(alpha=0.3)
     axes[0].legend()
     fig.suptitle(f"GRPO from the demo's SFT checkpoint: {points[0]['skill'].get('rows', 0):.0f} test rows, "
-                 f"{points[0]['skill'].get('dates', 0):.0f} dates (95 % date-bootstrap intervals)", fontsize=10)
+                 f"{points[0]['skill'].get('dates', 0):.0f} dates (95 % intervals)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -372,30 +372,23 @@ def _quote_span(text: str, rng: random.Random, *, lo: int = 4, hi: int = 12,
     return quote
 
 
-def _word_span(text: str, *, lo: int, hi: int, accept: Callable[[str], bool] | None = None) -> str | None:
-    """The first run of whole words without a digit that `accept` credits, longest (`hi`) first.
+def _word_span(text: str, *, lo: int, hi: int, accept: Callable[[str], bool] | None = None,
+               digits: bool = False) -> str | None:
+    """The first run of `lo`..`hi` whole words of `text` that `accept` credits: without a digit,
+    longest (`hi`) first; with `digits`, any run, shortest first (a price bar's "volume 982757 change
+    -2.69%" rather than a longer run with more figures to copy). None when no run is credited.
 
-    Why: a small model copies a run of distinct words by plain induction (find the previous
-    occurrence of the current word, emit what followed it); digit strings defeat that, because every
-    digit recurs all over the prompt. None when the item has no such run (price and indicator lines).
+    Why no digits by default: a small model copies a run of distinct words by plain induction (find the
+    previous occurrence of the current word, emit what followed it); digit strings defeat that, because
+    every digit recurs all over the prompt. Price and indicator lines have no such run.
     """
     words = text.replace('"', " ").split()
-    for k in range(min(hi, len(words)), lo - 1, -1):
+    lengths = range(lo, min(hi, len(words)) + 1) if digits else range(min(hi, len(words)), lo - 1, -1)
+    for k in lengths:
         for start in range(len(words) - k + 1):
             quote = " ".join(words[start:start + k]).strip(".,;:")
-            if (quote and quote in text and not any(ch.isdigit() for ch in quote)
+            if (quote and quote in text and (digits or not any(ch.isdigit() for ch in quote))
                     and (accept is None or accept(quote))):
-                return quote
-    return None
-
-
-def _first_span(text: str, *, lo: int, hi: int, accept: Callable[[str], bool]) -> str | None:
-    """The first run of `lo`..`hi` whole words of `text` (shortest first) that `accept` credits, or None."""
-    words = text.replace('"', " ").split()
-    for k in range(lo, min(hi, len(words)) + 1):
-        for start in range(len(words) - k + 1):
-            quote = " ".join(words[start:start + k]).rstrip(".,;:")
-            if quote and quote in text and accept(quote):
                 return quote
     return None
 
@@ -641,8 +634,8 @@ class TemplateTeacher:
         quote = (_word_span(text, lo=lo, hi=hi, accept=accept) if self.compact else None) or \
             _quote_span(text, rng, lo=lo, hi=hi, accept=accept, from_start=self.compact)
         if strict and not accept(quote):  # random draws can miss the one run that reads (a price bar's
-            quote = _first_span(text, lo=lo, hi=hi, accept=accept)  # "change -2.69%"): try every run
-        return quote if not strict or (quote and accept(quote)) else None
+            return _word_span(text, lo=lo, hi=hi, accept=accept, digits=True)  # "change -2.69%"): try every run
+        return quote
 
     @staticmethod
     def _conclusion(leans: dict[str, int], decision: str) -> str:
