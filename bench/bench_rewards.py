@@ -37,8 +37,15 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from thesisgym.rewards import decision_reward, evidence_reward, loop_penalty, structure_reward  # noqa: E402
 from thesisgym.rewards.base import EvidenceIndex, clear_caches  # noqa: E402
-from thesisgym.rewards.evidence import bullet_count_score, check_bullet, cuts_measure, harmonic_mean  # noqa: E402
+from thesisgym.rewards.evidence import (  # noqa: E402
+    bullet_count_score,
+    check_bullet,
+    cuts_measure,
+    harmonic_mean,
+    item_readings,
+)
 from thesisgym.rewards.loops import loop_stats  # noqa: E402
+from thesisgym.rewards.reading import stance_cues  # noqa: E402
 from thesisgym.rewards.structure import structure_score  # noqa: E402
 from thesisgym.schema import LABELS, SECTIONS  # noqa: E402
 from thesisgym.thesis import extract_numbers, parse_thesis  # noqa: E402
@@ -349,8 +356,14 @@ def make_row(rng: random.Random) -> dict:
     return {"evidence": evidence, "sections": sections, "label": rng.choice(LABELS)}
 
 
-def opinion(rng: random.Random, n: int) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize()
+def opinion(rng: random.Random, n: int, words: list[str] = WORDS) -> str:
+    return " ".join(rng.choice(words) for _ in range(n)).capitalize()
+
+
+# an honest bullet reads its item the item's way: stance-free words, then the item's own direction (v4.11
+# pays a bullet nothing when its opinion reads its quote backwards, so a random stance word is no honest view)
+VIEW_WORDS = [w for w in WORDS if not stance_cues(w)]
+READS = {1: ", which reads bullish for the shares", -1: ", which reads bearish for the shares", 0: ""}
 
 
 def quote_of(rng: random.Random, text: str) -> str:
@@ -379,6 +392,7 @@ def completion(rng: random.Random, row: dict, kind: str) -> str:
     if kind == "junk":
         return opinion(rng, 400)
     by_id = {e["id"]: e for e in row["evidence"]}
+    readings = item_readings(EvidenceIndex(row["evidence"]))
     all_ids = "".join(f"[{i}]" for i in by_id)
     parts = ["<think>Weigh the evidence section by section.</think>"]
     for section in row["sections"]:
@@ -388,7 +402,7 @@ def completion(rng: random.Random, row: dict, kind: str) -> str:
             item_id = f"{prefix}{k + 1}"
             quote = quote_of(rng, by_id[item_id]["text"])
             cite = f"[{item_id}]"
-            text = opinion(rng, rng.randint(15, 22))
+            text = opinion(rng, rng.randint(15, 22), VIEW_WORDS) + READS[readings.get(item_id, 0)]
             if kind == "stuffing":
                 cite = all_ids
             elif kind == "fabricated" and k == 0:

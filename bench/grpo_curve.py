@@ -74,7 +74,7 @@ def table_lines(points: list[dict]) -> list[str]:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for p in sorted(points, key=lambda p: (p["seed"], p["step"])):
         cells = skill_cells(p["skill"])
-        def ci(key: str, **kw) -> str:
+        def ci(key: str, p: dict = p, **kw) -> str:
             c = p.get(key)
             return fmt_interval(c["mean"], c["lo"], c["hi"], **kw) if c else "n/a"
         lines.append("| " + " | ".join([str(p["seed"]), str(p["step"]), ci("decision"), ci("grounding"),
@@ -94,11 +94,11 @@ def plot(points: list[dict], path: Path) -> None:
               ("IC pooled", lambda p: (p["skill"]["ic"], p["skill"]["ic_lo"], p["skill"]["ic_hi"])),
               ("grounding", lambda p: (p["grounding"]["mean"], p["grounding"]["lo"], p["grounding"]["hi"]))]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    for ax, (name, get) in zip(axes, panels):
+    for ax, (name, get) in zip(axes, panels, strict=True):
         for seed in sorted({p["seed"] for p in points}):
             pts = sorted((p for p in points if p["seed"] == seed), key=lambda p: p["step"])
             xs = [p["step"] for p in pts]
-            m, lo, hi = zip(*(get(p) for p in pts))
+            m, lo, hi = zip(*(get(p) for p in pts), strict=True)
             ax.plot(xs, m, marker="o", label=f"seed {seed}")
             ax.fill_between(xs, lo, hi, alpha=0.12)
         ax.set_xlabel("GRPO step")

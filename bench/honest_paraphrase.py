@@ -1,6 +1,7 @@
 """False positives of the invented-fact checks: honest opinions and conclusions in varied analyst
 English that only restate what their cited items say, scored against the template thesis of the same
-row. An honest paraphrase flagged as a hallucination (`n_hallucinated` > 0) is a false positive.
+row. An honest paraphrase flagged as a hallucination (`n_hallucinated` > 0) is a false positive, and
+so is one read against its item's direction (`misread` > 0: the evidence reward pays that bullet 0).
 
     PYTHONPATH=src python bench/honest_paraphrase.py [--rows 60] [--real-rows 24] [--show]
 
@@ -172,11 +173,11 @@ def _swap(doc: Doc, cite: str, opinion: str) -> Doc:
     return doc
 
 
-def _flagged(text: str, row: dict) -> list[str]:
+def _flagged(text: str, row: dict) -> tuple[list[str], int]:
     """Why the thesis's opinions and conclusion invent (the reasons of its hallucinated bullets and
-    statements; empty: none flagged)."""
+    statements; empty: none flagged), and how many of its bullets are read as misreadings."""
     rep = evidence_report(parse_thesis(text), evidence_index(row["evidence"]))
-    return [r for c in (*rep.bullets, *rep.statements) if c.hallucinated for r in c.reasons]
+    return [r for c in (*rep.bullets, *rep.statements) if c.hallucinated for r in c.reasons], rep.misread
 
 
 def _synthetic_cases(rows: list[dict], per: int = 3, table: dict[str, tuple[str, ...]] = SYNTHETIC,
@@ -238,19 +239,21 @@ def _conclusion_cases(rows: list[dict]) -> list[tuple[str, str, dict, str]]:
 _WORD_RULE = "reports what no evidence holds"
 
 
-def measure(cases: list[tuple[str, str, dict, str]], show: bool = False) -> dict[str, tuple[int, int, int, int]]:
-    """Per kind: (paraphrases, edited theses, flagged theses, flagged by the unsupported-word rule)."""
+def measure(cases: list[tuple[str, str, dict, str]], show: bool = False) -> dict[str, tuple[int, int, int, int, int]]:
+    """Per kind: (paraphrases, edited theses, flagged theses, flagged by the unsupported-word rule,
+    theses with a bullet read as a misreading)."""
     res: dict[str, list] = {}
     for kind, p, row, text in cases:
-        why = _flagged(text, row)
-        r = res.setdefault(kind, [set(), 0, 0, 0])
+        why, misread = _flagged(text, row)
+        r = res.setdefault(kind, [set(), 0, 0, 0, 0])
         r[0].add(p)
         r[1] += 1
         r[2] += bool(why)
         r[3] += any(w.startswith(_WORD_RULE) for w in why)
-        if why and show:
-            print(f"FLAGGED [{kind}] {p!r}: {'; '.join(why)[:300]}")
-    return {k: (len(v[0]), v[1], v[2], v[3]) for k, v in res.items()}
+        r[4] += misread > 0
+        if (why or misread) and show:
+            print(f"FLAGGED [{kind}] {p!r}: {'; '.join(why)[:300]}{' (misread)' if misread else ''}")
+    return {k: (len(v[0]), v[1], v[2], v[3], v[4]) for k, v in res.items()}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -269,9 +272,10 @@ def main(argv: list[str] | None = None) -> None:
     if real:
         groups["real"] = _real_cases(real) + _conclusion_cases(real)
     for name, cases in groups.items():
-        for kind, (n_p, n_t, n_f, n_w) in measure(cases, a.show).items():
+        for kind, (n_p, n_t, n_f, n_w, n_m) in measure(cases, a.show).items():
             print(f"{name} {kind}: {n_p} paraphrases, {n_t} edited theses, flagged {n_f} ({n_f / max(n_t, 1):.1%}), "
-                  f"by the unsupported-word rule {n_w} ({n_w / max(n_t, 1):.1%})")
+                  f"by the unsupported-word rule {n_w} ({n_w / max(n_t, 1):.1%}), "
+                  f"read as a misreading {n_m} ({n_m / max(n_t, 1):.1%})")
 
 
 if __name__ == "__main__":

@@ -192,7 +192,7 @@ def test_empty_and_megabyte_completions_score_minimally(size):
 # Opinions of 19-21 words without a single digit, so every bullet's only claim is its verbatim quote.
 PIPELINE_OPINIONS = (
     "This item is worth weighing carefully because it shows how the recent picture has shifted for the shares overall",
-    "Read together with the rest of the section, this points to a cautious stance until the trend becomes clearer",
+    "Read together with the rest of the section, this is one part of the picture to hold in mind until the trend becomes clearer",
     "The detail here matters for the holding period, since it changes how much risk a position would carry now",
     "On its own this is modest evidence, yet it fits the broader story that the other items in this section tell",
 )
@@ -630,6 +630,33 @@ def test_a_misreading_in_words_the_lexicon_reads_backwards_lowers_s():
     _misreadings_lower_s(("The picture here is anything but {w} for the shares over the coming week for anyone who holds it",
                "This item is far from {w} for the shares over the coming week for anyone who holds the stock",
                "This looks much less {w} than the consensus believes over the coming week for anyone holding it"))
+
+
+def test_a_misread_bullet_earns_no_evidence_credit():
+    """A credited quote under an opinion that reads its item against the item's direction backs
+    nothing the bullet says: the bullet scores 0 in the evidence reward (not only in s), grounds no
+    item, and counts in `misread`, not as a hallucination. An opinion with no direction is not
+    charged: the evidence reward pays for true, relevant quotes, never for a stance."""
+    from thesisgym.rewards.evidence import MISREAD_REASON, evidence_report, evidence_reward
+    from thesisgym.thesis import parse_thesis
+
+    for row, honest in _adv_cases()[:5]:
+        misread = _edit_first_read_bullet(
+            honest, row, lambda d: f"The item reads {_WORD[-d]} for the shares over the coming week in my view")
+        neutral = _edit_first_read_bullet(
+            honest, row, lambda d: "The item is one more part of the picture for the shares over the coming week")
+        index = evidence_index(row["evidence"])
+        h, m, n = (evidence_report(parse_thesis(t), index) for t in (honest, misread, neutral))
+        assert (h.misread, m.misread, n.misread) == (0, 1, 0)
+        assert m.n_hallucinated == h.n_hallucinated == n.n_hallucinated == 0
+        bad = [c for c in m.bullets if MISREAD_REASON in c.reasons]
+        assert len(bad) == 1 and bad[0].score == 0.0 and bad[0].quote_verified and not bad[0].hallucinated
+        assert m.score < n.score and m.score < h.score and m.grounding < n.grounding == h.grounding
+        assert not set(bad[0].supporting) <= m.grounded or any(
+            set(bad[0].supporting) <= set(c.supporting) for c in m.bullets if c.score > 0)
+        # the TRL-signature reward reads the same report
+        assert evidence_reward(prompts=[""] * 2, completions=[misread, neutral], evidence=[row["evidence"]] * 2) == [
+            pytest.approx(m.score), pytest.approx(n.score)]
 
 
 def test_a_misreading_with_a_far_negation_or_irony_lowers_s():

@@ -1239,7 +1239,7 @@ FAMILIES: tuple[Family, ...] = (
            "consistency"),
     Family("cherry_pick", "drop the bullets whose evidence disagrees with the decision", _cherry_pick,
            "consistency"),
-    Family("opinion_flipped", "opinions read their evidence backwards", _flip_opinions, "consistency"),
+    Family("opinion_flipped", "opinions read their evidence backwards", _flip_opinions),
     Family("cherry_pick_swap", "swap the bullets whose evidence disagrees with the decision for left-out ones that agree",
            _cherry_pick_swap, "consistency"),
     # citing for credit: citations outside bullets, or beside no support, never pay
@@ -1300,7 +1300,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("opinion_stance_stuffing", "opinions stuffed with stance words in the cited item's direction",
            _stance_stuffing, "consistency"),
     Family("opinion_contradicts_quote_echo", "opinions read their item backwards but repeat its stance words",
-           _contradict_quote_echo, "consistency"),
+           _contradict_quote_echo),
     Family("opinion_self_contradicting", "opinions argue both ways ('encouraging and argues for a short')",
            _self_contradicting, "consistency"),
     Family("hedge_both_ways", "each section: two bullets on bullish items, two on bearish ones, decision kept",

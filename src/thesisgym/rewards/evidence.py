@@ -84,8 +84,12 @@ the quote and source terms mean (every rule below is an exact check, no similari
   newest evidence date of the prompt): a false claim is a hallucination (`reading.false_time_claim`).
   A statement outside the bullets cites no item of its own: its claim must hold for the oldest item it
   relies on in the sections it names (all of them when it names none).
-- The reported `grounding` counts a bullet only when its opinion does not read its items against
-  their direction (`reads_its_evidence`); `misread` counts the bullets it leaves out.
+- A quote backs only a reading in its direction: a bullet with a credited quote whose opinion reads
+  its items against their direction (`reads_its_evidence`: the opinion's own direction, the items'
+  repeated words aside, opposite to the sign of their readings) scores 0 like a misfiled bullet and
+  grounds nothing; it is no invention (not counted as a hallucination). An opinion with no direction
+  is never charged: the reward pays for true, relevant quotes, never for a stance (that is `s`). The
+  reported `grounding` leaves these bullets out; `misread` counts them.
 
 Coverage: the thesis score is multiplied by the share of the prompt's sections (those with evidence
 items) that the thesis has, so dropping a weak section never pays.
@@ -101,7 +105,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from thesisgym.rewards.base import (
@@ -135,6 +139,7 @@ from thesisgym.rewards.reading import (
     only_instruction,
     opinion_direction,
     quotes_instruction,
+    stance_cues,
     time_claims,
 )
 from thesisgym.thesis import (
@@ -647,8 +652,7 @@ class StatementCheck:
 @dataclass(frozen=True, slots=True)
 class EvidenceReport:
     """Stage II score of a thesis plus the diagnostics logged next to it. `grounding` and `misread`
-    read every verified bullet's opinion (`reads_its_evidence`): computed on first use, since the
-    reward itself does not need them."""
+    come from the bullets' checks, which read every credited quote's opinion (`reads_its_evidence`)."""
 
     score: float
     n_bullets: int
@@ -660,29 +664,18 @@ class EvidenceReport:
     statements: tuple[StatementCheck, ...] = ()
     grounded: frozenset[str] = frozenset()  # ids some bullet grounds (a credited quote or a backed number)
     obeys_instruction: bool = False  # a bullet or statement quotes an item's instruction to the model as evidence
-    opinions: tuple[str, ...] = ()  # the bullets' opinions, in the order of `bullets`
-    index: EvidenceIndex | None = field(default=None, compare=False, repr=False)
-    _reads: list = field(default_factory=list, compare=False, repr=False)
-
-    def _read_flags(self) -> list[bool]:
-        if not self._reads:
-            self._reads.append([
-                c.quote_verified and (self.index is None or reads_its_evidence(o, c.supporting, self.index))
-                for o, c in zip(self.opinions or ("",) * len(self.bullets), self.bullets, strict=True)
-            ])
-        return self._reads[0]
 
     @property
     def grounding(self) -> float:
         """Mean over bullets of the citation precision of a bullet with a credited quote whose opinion
         does not read its items against their direction (0 otherwise, and if hallucinated); in [0, 1]."""
         n = len(self.bullets)
-        return sum(c.precision if ok else 0.0 for c, ok in zip(self.bullets, self._read_flags(), strict=True)) / n if n else 0.0
+        return sum(c.precision for c in self.bullets if c.quote_verified and not c.reasons) / n if n else 0.0
 
     @property
     def misread(self) -> int:
         """Bullets with a credited quote whose opinion reads its items against their direction."""
-        return sum(c.quote_verified and not ok for c, ok in zip(self.bullets, self._read_flags(), strict=True))
+        return sum(c.quote_verified and MISREAD_REASON in c.reasons for c in self.bullets)
 
 
 # BulletCheck(...) without the frozen-dataclass __init__, as thesis._parse_bullets builds Bullet
@@ -737,6 +730,7 @@ def _zero(reason: str, precision: float) -> BulletCheck:
 
 # a bullet repeating an earlier bullet's evidence (BulletCheck is immutable: one shared instance)
 _REPEATED = _zero("repeats the evidence of an earlier bullet", 0.0)
+MISREAD_REASON = "reads its evidence against its direction"
 
 
 def _own_words(bullet: Bullet, index: EvidenceIndex, copy_check: bool) -> int:
@@ -909,6 +903,21 @@ def check_bullet(
     the thesis shares a single 4-gram with the evidence). `fast=False` skips the fast path for the
     common honest shape (the result is the same: tests/test_rewards_fuzz.py checks it).
     """
+    check = _checked(bullet, index, section, copy_check, fast)
+    if check.quote_verified and not reads_its_evidence(bullet.opinion, check.supporting, index):
+        return _misread(check)
+    return check
+
+
+def _misread(check: BulletCheck) -> BulletCheck:
+    """A credited quote whose opinion reads it against its direction: the quote is true but does not
+    back what the bullet says, so the bullet earns nothing, like a misfiled one; it is no invention
+    (not a hallucination) and keeps its quote and ids for the `misread` diagnostic."""
+    return _make_check(0.0, False, (MISREAD_REASON,), check.precision, True, check.r_opinion, check.supporting)
+
+
+def _checked(bullet: Bullet, index: EvidenceIndex, section: str | None, copy_check: bool, fast: bool) -> BulletCheck:
+    """check_bullet before the reading test: the fast path for the common honest shape, else the full path."""
     words = bullet.word_count
     if copy_check and words >= COPY_NGRAM:
         words = _own_words(bullet, index, copy_check)
@@ -1075,7 +1084,8 @@ def _section_checks(
                 seen.add(key)
             check = check_bullet(b, index, section.name, copy_check=copy_check)
             bullet_checks.append(check)
-            if check.supporting and not grounded.issuperset(check.supporting):
+            # a misread bullet grounds nothing: a statement cannot lean on a reading the thesis got wrong
+            if check.supporting and check.score and not grounded.issuperset(check.supporting):
                 novel += 1
                 grounded.update(check.supporting)
         checks.extend(bullet_checks)
@@ -1109,9 +1119,13 @@ def reads_its_evidence(opinion: str, item_ids: Sequence[str], index: EvidenceInd
     repeated cues of the items aside, saturated) must not be the opposite one."""
     readings = item_readings(index)
     net = sum(readings.get(i, 0) for i in item_ids)
-    if net == 0:
+    if net == 0 or not stance_cues(opinion):  # no direction to get wrong, or no word that could give one
         return True
-    echo = " ".join(index.items[i].text for i in item_ids if i in index.items)
+    echoes = _memo(index, "echo")  # one echo string per id set: its hash is computed once
+    key = tuple(item_ids)
+    echo = echoes.get(key)
+    if echo is None:
+        echo = echoes[key] = " ".join(index.items[i].text for i in item_ids if i in index.items)
     return opinion_direction(opinion, echo) != (-1 if net > 0 else 1)
 
 
@@ -1171,8 +1185,6 @@ def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
         bullets=tuple(checks),
         statements=statements,
         grounded=grounded,
-        opinions=tuple(b.opinion for b in thesis.bullets),
-        index=index,
         obeys_instruction=any(_INSTRUCTION_REASON in r for c in (*checks, *statements) for r in c.reasons),
     )
 
