@@ -632,6 +632,20 @@ def test_a_misreading_in_words_the_lexicon_reads_backwards_lowers_s():
                "This looks much less {w} than the consensus believes over the coming week for anyone holding it"))
 
 
+def test_a_quote_that_cuts_a_date_from_its_label_is_not_credited():
+    """A date is a value like a number: "ended 2012-06-30, filed" leaves "filed" without its date (the
+    real-data audit's `quote_value_fragment` tied on 56 % of SEC-filing rows while dates were not
+    values); the label with its date stays a meaningful unit."""
+    from thesisgym.rewards.evidence import quote_credited
+
+    ev = [{"id": "F1", "section": "fundamentals", "date": "2012-07-25",
+           "text": "Apple Inc. 10-Q Q3 FY2012 (period ended 2012-06-30, filed 2012-07-25): revenue 35,023 million "
+                   "(+22.6% y/y); gross profit 14,994 million (+25.8% y/y)"}]
+    index = evidence_index(ev)
+    assert not quote_credited("ended 2012-06-30, filed", "F1", index)
+    assert quote_credited("period ended 2012-06-30, filed 2012-07-25", "F1", index)
+
+
 def test_a_misread_bullet_earns_no_evidence_credit():
     """A credited quote under an opinion that reads its item against the item's direction backs
     nothing the bullet says: the bullet scores 0 in the evidence reward (not only in s), grounds no
@@ -649,11 +663,12 @@ def test_a_misread_bullet_earns_no_evidence_credit():
         h, m, n = (evidence_report(parse_thesis(t), index) for t in (honest, misread, neutral))
         assert (h.misread, m.misread, n.misread) == (0, 1, 0)
         assert m.n_hallucinated == h.n_hallucinated == n.n_hallucinated == 0
-        bad = [c for c in m.bullets if MISREAD_REASON in c.reasons]
-        assert len(bad) == 1 and bad[0].score == 0.0 and bad[0].quote_verified and not bad[0].hallucinated
+        bad = [c for c in m.bullets if c.misread]
+        assert len(bad) == 1 and bad[0].reasons == (MISREAD_REASON,) and bad[0].score == 0.0 and not bad[0].hallucinated
         assert m.score < n.score and m.score < h.score and m.grounding < n.grounding == h.grounding
-        assert not set(bad[0].supporting) <= m.grounded or any(
-            set(bad[0].supporting) <= set(c.supporting) for c in m.bullets if c.score > 0)
+        # what only the misread bullet cites is grounded in the honest thesis, not in the misread one
+        only_there = set(bad[0].supporting) - {i for c in m.bullets if not c.misread for i in c.supporting}
+        assert only_there and only_there <= h.grounded and not only_there & m.grounded
         # the TRL-signature reward reads the same report
         assert evidence_reward(prompts=[""] * 2, completions=[misread, neutral], evidence=[row["evidence"]] * 2) == [
             pytest.approx(m.score), pytest.approx(n.score)]

@@ -380,7 +380,9 @@ _CUT_AFTER = re.compile(
 )
 
 
-_NUMBER_TOKEN_RE = re.compile(r"^[(\[]?[-+\u2212]?[$\u20ac\u00a3]?\d[\d,]*(?:\.\d+)?(?:%|x|bps?)?[)\]]?[.,;:]?$")
+# a value token: a number (sign, currency, %, x, bp) or a date ("filed 2012-07-25": "filed" measures it)
+_NUMBER_TOKEN_RE = re.compile(
+    r"^[(\[]?[-+\u2212]?[$\u20ac\u00a3]?(?:\d{4}-\d{2}-\d{2}|\d[\d,]*(?:\.\d+)?(?:%|x|bps?)?)[)\]]?[.,;:]?$")
 _NUMBER_STARTS = frozenset("0123456789+-$([\u2212\u20ac\u00a3")
 _KEEPS_DIRECTION = frozenset(w for w in LEXICON if " " not in w) | UP_WORDS | DOWN_WORDS
 
@@ -637,6 +639,11 @@ class BulletCheck:
     r_opinion: float
     supporting: tuple[str, ...] = ()
 
+    @property
+    def misread(self) -> bool:
+        """A credited quote whose opinion reads its items against their direction (scored 0, `_misread`)."""
+        return self.quote_verified and MISREAD_REASON in self.reasons
+
 
 @dataclass(frozen=True, slots=True)
 class StatementCheck:
@@ -670,12 +677,12 @@ class EvidenceReport:
         """Mean over bullets of the citation precision of a bullet with a credited quote whose opinion
         does not read its items against their direction (0 otherwise, and if hallucinated); in [0, 1]."""
         n = len(self.bullets)
-        return sum(c.precision for c in self.bullets if c.quote_verified and not c.reasons) / n if n else 0.0
+        return sum(c.precision for c in self.bullets if c.quote_verified and not c.misread) / n if n else 0.0
 
     @property
     def misread(self) -> int:
         """Bullets with a credited quote whose opinion reads its items against their direction."""
-        return sum(c.quote_verified and MISREAD_REASON in c.reasons for c in self.bullets)
+        return sum(c.misread for c in self.bullets)
 
 
 # BulletCheck(...) without the frozen-dataclass __init__, as thesis._parse_bullets builds Bullet
@@ -1085,7 +1092,7 @@ def _section_checks(
             check = check_bullet(b, index, section.name, copy_check=copy_check)
             bullet_checks.append(check)
             # a misread bullet grounds nothing: a statement cannot lean on a reading the thesis got wrong
-            if check.supporting and check.score and not grounded.issuperset(check.supporting):
+            if check.supporting and not check.misread and not grounded.issuperset(check.supporting):
                 novel += 1
                 grounded.update(check.supporting)
         checks.extend(bullet_checks)
