@@ -646,6 +646,23 @@ def test_a_quote_that_cuts_a_date_from_its_label_is_not_credited():
     assert quote_credited("period ended 2012-06-30, filed 2012-07-25", "F1", index)
 
 
+def test_a_level_named_lower_or_higher_is_no_move():
+    """"upper 150.10 lower 142.41" names Bollinger levels: the item reads no direction, so an honest
+    constructive reading of a price high in its band is not a misreading; a percentage keeps "lower" a
+    move ("revenue lower 5%")."""
+    from thesisgym.rewards.evidence import evidence_report
+    from thesisgym.rewards.reading import item_reading, stance_cues
+    from thesisgym.thesis import parse_thesis
+
+    line = "Bollinger(20,2) upper 150.10 lower 142.41 %B 0.62"
+    assert item_reading(line, 148.0, "technical") == 0 and stance_cues("revenue lower 5% y/y")
+    ev = [{"id": "T1", "section": "technical", "date": "2020-03-09", "text": line}]
+    text = ('<technical>\n- The price sits in the upper half of its band, a constructive sign for the shares '
+            '"upper 150.10 lower 142.41 %B 0.62" [T1]\n</technical>\n<conclusion>Constructive.</conclusion>'
+            "<decision>BUY</decision>")
+    assert evidence_report(parse_thesis(text), evidence_index(ev)).misread == 0
+
+
 def test_a_misread_bullet_earns_no_evidence_credit():
     """A credited quote under an opinion that reads its item against the item's direction backs
     nothing the bullet says: the bullet scores 0 in the evidence reward (not only in s), grounds no

@@ -91,6 +91,9 @@ _WEAKENERS = frozenset(["less"])
 # "strong" before a rating or a flow intensifies it ("a strong sell view"); it is no bullish word there
 _STRONG_RATINGS = frozenset(["sell", "buy", "selling", "buying", "sells", "buys"])
 _BAND_WORDS = frozenset(["band", "bound", "bollinger", "channel", "limit"])
+# "upper 150.10 lower 142.41": a level's name right before its value (no %, which makes it a move:
+# "revenue lower 5%"); the tokens drop numbers, so the text is read for it
+_LEVEL_LABEL_RE = re.compile(r"\b(?:lower|higher)(?=\s+\$?\d[\d,]*(?:\.\d+)?(?![\d.,]*%))")
 # one clear stance word ("buy", "bullish", "beats") is a direction; what the net cue weight must reach
 CLEAR = 0.5
 # an item's stance (tanh) must reach this to have a direction
@@ -185,7 +188,10 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
     if not isinstance(text, str) or not text:
         return ()
     out: list[tuple[str, float]] = []
-    words = _tokens(text.lower())
+    low = text.lower()
+    if "lower " in low or "higher " in low:
+        low = _LEVEL_LABEL_RE.sub("level", low)
+    words = _tokens(low)
     for i, w in enumerate(words):
         weight = LEXICON.get(w.replace("_", " ")) if "_" in w else LEXICON.get(w)
         if weight is None:
