@@ -663,6 +663,40 @@ def test_a_level_named_lower_or_higher_is_no_move():
     assert evidence_report(parse_thesis(text), evidence_index(ev)).misread == 0
 
 
+@pytest.mark.parametrize(("opinion", "direction"), [
+    ("Far from a warning, this supports owning the shares", 1),
+    ("Downside risk looks limited after this for the shares", 1),
+    ("Upside looks limited after this for the shares", -1),
+    ("This removes a key concern and a headwind for the shares", 1),
+    ("This removes a concern, but the downside is real", 0),  # the remover's clause ends at "but"
+    ("Despite the strong rally of recent weeks, this is a warning for the shares", -1),
+    ("The shares rose despite a weak market", 1),
+    ("This average sits above the price, so it caps the shares for now", -1),
+    ("The price trades above this average, a sign of strength", 1),
+    ("Shares eased lower into the close", -1),  # "eased" names a move here: no remover
+])
+def test_an_opinion_reads_the_cue_it_turns(opinion, direction):
+    """A cue said to be small or going away, a concessive clause and a level placed against the price
+    read as a reader reads them, not word by word; each was a false misreading charge on an honest
+    bullet (an honest analyst's evidence fell 0.44-0.68) or a misreading that escaped it."""
+    from thesisgym.rewards.reading import opinion_direction
+
+    assert opinion_direction(opinion) == direction
+
+
+def test_an_item_that_reads_both_ways_has_no_direction():
+    """An RSI at or beyond 70 reads as momentum or as overbought, and a raised target below today's
+    close is a raise with downside from here: no direction, so neither honest reading is charged as a
+    misreading; inside those bounds the item keeps its direction."""
+    from thesisgym.rewards.reading import item_reading
+
+    raise_line = "Keel Brothers upgrades SYNN to Buy; raises price target to $150 from $140"
+    assert item_reading(raise_line, 160.0, "analyst") == 0 and item_reading(raise_line, 140.0, "analyst") == 1
+    assert item_reading("RSI(14) 75.0", 100.0, "technical") == 0
+    assert item_reading("RSI(14) 62.0", 100.0, "technical") == 1
+    assert item_reading("RSI(14) 38.0", 100.0, "technical") == -1
+
+
 def test_a_misread_bullet_earns_no_evidence_credit():
     """A credited quote under an opinion that reads its item against the item's direction backs
     nothing the bullet says: the bullet scores 0 in the evidence reward (not only in s), grounds no

@@ -6,14 +6,19 @@ an opinion says or what an item says:
 
 - `stance_score(text)`: the finance lexicon (`lexicon.LEXICON`, multi-word phrases first) with a
   negation within the three preceding words ("not", or "anything but" / "far from") flipping a cue,
-  "less" before a cue removing it, plus explicitly signed percentages
-  ("change -0.25%", "-9.7% surprise"). `stance` = tanh of it, in [-1, 1].
+  "less" before a cue removing it, a cue said to be small or going away turned ("downside risk
+  looks limited", "removes a concern"), a concessive clause dropped ("despite the rally, ..."), a
+  level placed against the price read from the price's side ("the average sits above the price"),
+  plus explicitly signed percentages ("change -0.25%", "-9.7% surprise"). `stance` = tanh of it, in
+  [-1, 1].
 - `level_score(text, close)`: the direction of technical levels (a moving average against the
-  latest close, RSI above 55 / below 45, the MACD histogram's sign).
+  latest close, RSI between 55 and 70 / 30 and 45, the MACD histogram's sign).
 - `item_reading(text, close)`: what an item says, as a direction in {-1, 0, +1}: the sign of its
   stance (lexicon, signed numbers, levels) once it is clear (|tanh| >= ITEM_CLEAR). The number
   against its reference ("EPS $2.36 vs $2.62 expected (-9.7% surprise)", "close above SMA(20)"),
-  the rating change (upgrade / downgrade) and the headline's event all enter through these cues.
+  the rating change (upgrade / downgrade) and the headline's event all enter through these cues. An
+  item that reads both ways has no direction: a price target on the other side of the latest close
+  than its rating change, an RSI at or beyond 70 / 30 (momentum or overbought / oversold).
 - `opinion_direction(opinion, echo)`: what the analyst says, as a direction in {-1, 0, +1}. Only the
   analyst's own cues count: a cue whose words all appear in `echo` (the cited items' bodies) is the
   item's word repeated, not a reading of it. The direction is the sign of the net cue weight once it
@@ -88,6 +93,25 @@ _NOT_AFTER_SHORT = frozenset(["term", "moving", "average", "pause", "period", "w
 # direction ("less bullish than the consensus")
 _NEGATING_PAIRS = frozenset([("anything", "but"), ("far", "from")])
 _WEAKENERS = frozenset(["less"])
+# A cue a sentence says is small or going away reads the other way: "downside risk looks limited",
+# "limited upside", "the selloff looks overdone" (a diminisher up to three words after the cue, or one
+# of two words before it), "this removes a key concern and a headwind" (a remover turns every cue after
+# it in its clause, up to six words on). Not verbs that also name a move ("ends higher", "eased lower",
+# "reversed lower", "lifts the shares"), nor "little" ("a little bullish").
+_DIMINISHED_AFTER = frozenset(["limited", "contained", "capped", "muted", "fading", "receding", "overdone",
+                               "subsiding", "abating"])
+_DIMINISHED_BEFORE = frozenset(["limited", "muted", "fading", "receding", "minimal"])
+_REMOVERS = frozenset(["removes", "removed", "eliminates", "eliminated", "clears", "cleared", "resolves",
+                       "resolved", "dispels", "dispelled", "allays", "allayed", "offsets", "erases", "erased"])
+_REMOVER_REACH = 6
+# a concessive clause grants the other side and is not the claim: "despite the strong rally, this is a
+# warning" reads bearish, "shares rose despite a weak market" bullish; its cues are dropped up to the
+# clause's end (comma, semicolon, full stop)
+_CONCESSIVE_RE = re.compile(r"\b(?:despite|in spite of|notwithstanding|although|even though)\b[^,;:.!?]*")
+# "this average sits above the price": the level named before the price, so above/below read the
+# other way round than "the price trades above the average" (not "above the price target")
+_PRICE_SIDE_RE = re.compile(r"\b(above|below) (?:the |its |our )?(?:current |latest |last |share )?"
+                            r"(?:price|close|shares|stock)\b(?! target)")
 # "strong" before a rating or a flow intensifies it ("a strong sell view"); it is no bullish word there
 _STRONG_RATINGS = frozenset(["sell", "buy", "selling", "buying", "sells", "buys"])
 _BAND_WORDS = frozenset(["band", "bound", "bollinger", "channel", "limit"])
@@ -103,7 +127,8 @@ ITEM_CLEAR = 0.3
 # An indicator line states a level, not a direction ("SMA(50) 156.90", "RSI(14) 66.0"); its direction
 # is read against the latest close of the context (the close of the latest-dated item that shows one,
 # never "of close" as in "z-score(20) of close 0.80"), in lexicon units: price above/below a moving
-# average +-0.75, RSI above 55 / below 45 +-0.5 (momentum reading), MACD histogram sign +-0.5.
+# average +-0.75, RSI above 55 / below 45 +-0.5 (momentum reading, up to RSI_EXTREME), MACD histogram
+# sign +-0.5.
 _NUM = r"([+\-\u2212]?\d[\d,]*(?:\.\d+)?)"
 _CLOSE_RE = re.compile(r"(?<!of )\bclose\s*[:=]?\s*" + _NUM, re.I)
 # the period is no level: "SMA(50) 40.27", "SMA50 40.27", "RSI14 70"
@@ -111,6 +136,11 @@ _MA_RE = re.compile(r"\b(?:sma|ema)\d*\s*(?:\([\d,\s]+\))?\s*[:=]?\s*" + _NUM, r
 _RSI_RE = re.compile(r"\brsi\d*\s*(?:\([\d,\s]+\))?\s*[:=]?\s*" + _NUM, re.I)
 _HIST_RE = re.compile(r"\bhistogram\s*[:=]?\s*" + _NUM, re.I)
 MA_WEIGHT, RSI_WEIGHT, MACD_WEIGHT = 0.75, 0.5, 0.5
+# at or beyond 70 / 30 an RSI reads both ways (momentum, or overbought / oversold): no direction
+RSI_EXTREME = 70.0
+# an analyst's price target: against the latest close it is upside or downside from here, which can
+# disagree with the rating change ("raises price target to $150" with the shares at $160)
+_TARGET_RE = re.compile(r"\bprice target (?:to |of |at )?\$?" + _NUM, re.I)
 
 
 def _value(m: re.Match | None) -> float | None:
@@ -147,7 +177,7 @@ def level_score(text: str, close: float | None = None) -> float:
         if ref is not None and ref != ma:
             total += MA_WEIGHT if ref > ma else -MA_WEIGHT
     rsi = _value(_RSI_RE.search(text))
-    if rsi is not None and (rsi > 55 or rsi < 45):
+    if rsi is not None and (55 < rsi < RSI_EXTREME or 100 - RSI_EXTREME < rsi < 45):
         total += RSI_WEIGHT if rsi > 55 else -RSI_WEIGHT
     hist = _value(_HIST_RE.search(text))
     if hist:
@@ -191,7 +221,12 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
     low = text.lower()
     if "lower " in low or "higher " in low:
         low = _LEVEL_LABEL_RE.sub("level", low)
+    if "despite" in low or "spite" in low or "notwithstanding" in low or "though" in low:
+        low = _CONCESSIVE_RE.sub(" ", low)
+    if "above " in low or "below " in low:
+        low = _PRICE_SIDE_RE.sub(lambda m: "below" if m.group(1) == "above" else "above", low)
     words = _tokens(low)
+    turned = _turned_positions(words)
     for i, w in enumerate(words):
         weight = LEXICON.get(w.replace("_", " ")) if "_" in w else LEXICON.get(w)
         if weight is None:
@@ -206,13 +241,36 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
             continue  # "lower band 172.50": the name of a level, not a move
         if i and words[i - 1] in _WEAKENERS:
             continue  # "less bullish than the consensus": a degree, no direction
-        if any(p in NEGATIONS for p in words[max(0, i - 3) : i]) or tuple(words[max(0, i - 2) : i]) in _NEGATING_PAIRS:
+        before = words[max(0, i - 3) : i]
+        if any(p in NEGATIONS for p in before) or any(pair in _NEGATING_PAIRS for pair in zip(before, before[1:], strict=False)):
+            weight = -weight
+        if i in turned:
             weight = -weight
         out.append((w, weight))
     if "%" in text:
         for m in _SIGNED_PCT_RE.finditer(text):
             out.append(("%", _SIGNED_PCT_WEIGHT if m.group(1) == "+" else -_SIGNED_PCT_WEIGHT))
     return tuple(out)
+
+
+def _turned_positions(words: Sequence[str]) -> frozenset[int]:
+    """Positions of the cues a diminisher or a remover turns (see _DIMINISHED_AFTER)."""
+    marks = [i for i, w in enumerate(words) if w in _DIMINISHED_AFTER or w in _DIMINISHED_BEFORE or w in _REMOVERS]
+    if not marks:
+        return frozenset()
+    turned: set[int] = set()
+    for i in marks:
+        w = words[i]
+        if w in _DIMINISHED_AFTER:
+            turned.update(range(max(0, i - 3), i))
+        if w in _DIMINISHED_BEFORE:
+            turned.update(range(i + 1, min(len(words), i + 3)))
+        if w in _REMOVERS:
+            for j in range(i + 1, min(len(words), i + 1 + _REMOVER_REACH)):
+                if words[j] in _CLAUSE_END:
+                    break
+                turned.add(j)
+    return frozenset(turned)
 
 
 def stance_score(text: str) -> float:
@@ -238,7 +296,13 @@ def item_reading(text: str, close: float | None = None, section: str = "") -> in
     if not isinstance(text, str) or not text or section in UNREAD_SECTIONS or is_instruction(text):
         return 0
     x = math.tanh(stance_score(text) + level_score(text, close))
-    return 0 if abs(x) < ITEM_CLEAR else (1 if x > 0 else -1)
+    if abs(x) < ITEM_CLEAR:
+        return 0
+    reading = 1 if x > 0 else -1
+    target = _value(_TARGET_RE.search(text)) if close and "target" in text else None
+    if target is not None and target > 0 and (target - close) * reading < 0:
+        return 0  # the rating change says one thing, the target against today's close the other
+    return reading
 
 
 _ECHO_WORD_RE = re.compile(r"[a-z][a-z']*")
