@@ -119,6 +119,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=24)
     ap.add_argument("--every", type=int, default=8)
     ap.add_argument("--rows", type=int, default=40)
+    ap.add_argument("--temperature", type=float, default=None, help="GRPO sampling temperature (default: the demo's)")
     ap.add_argument("--out", type=Path, default=Path("docs/experiments/grpo_curve"))
     args = ap.parse_args()
     if not (args.demo_out / "sft" / "final").is_dir() or not (args.demo_out / "dataset").is_dir():
@@ -126,6 +127,8 @@ def main() -> int:
     import datasets
 
     config = D.DemoConfig(out=str(args.demo_out))
+    if args.temperature is not None:
+        config = config.model_copy(update={"grpo_temperature": args.temperature})
     splits = datasets.load_from_disk(str(args.demo_out / "dataset"))
     rows = D.rows_by_date(splits["test"], args.rows, per_date=config.eval_per_date)
     majority = train_majority(splits["train"])
@@ -150,6 +153,7 @@ def main() -> int:
 def save(points: list[dict], args: argparse.Namespace, seeds: list[int], rows: list[dict], seconds: float) -> None:
     """OUT.json (every figure) and OUT.md (the table) of the points scored so far."""
     meta = {"demo_out": str(args.demo_out), "seeds": seeds, "steps": args.steps, "every": args.every,
+            "temperature": args.temperature,
             "rows": len(rows), "dates": len({str(r["asof"])[:10] for r in rows}), "seconds": round(seconds)}
     args.out.with_suffix(".json").write_text(json.dumps({"meta": meta, "points": points}, indent=2, default=str))
     args.out.with_suffix(".md").write_text("\n".join(table_lines(points)) + "\n")
