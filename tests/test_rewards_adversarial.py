@@ -692,6 +692,7 @@ def test_an_item_that_reads_both_ways_has_no_direction():
 
     raise_line = "Keel Brothers upgrades SYNN to Buy; raises price target to $150 from $140"
     assert item_reading(raise_line, 160.0, "analyst") == 0 and item_reading(raise_line, 140.0, "analyst") == 1
+    assert item_reading(raise_line.replace("price target", "Price Target"), 160.0, "analyst") == 0
     assert item_reading("RSI(14) 75.0", 100.0, "technical") == 0
     assert item_reading("RSI(14) 62.0", 100.0, "technical") == 1
     assert item_reading("RSI(14) 38.0", 100.0, "technical") == -1

@@ -221,7 +221,7 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
     low = text.lower()
     if "lower " in low or "higher " in low:
         low = _LEVEL_LABEL_RE.sub("level", low)
-    if "despite" in low or "spite" in low or "notwithstanding" in low or "though" in low:
+    if "spite" in low or "notwithstanding" in low or "though" in low:  # "despite", "in spite of", "(al)though"
         low = _CONCESSIVE_RE.sub(" ", low)
     if "above " in low or "below " in low:
         low = _PRICE_SIDE_RE.sub(lambda m: "below" if m.group(1) == "above" else "above", low)
@@ -299,7 +299,7 @@ def item_reading(text: str, close: float | None = None, section: str = "") -> in
     if abs(x) < ITEM_CLEAR:
         return 0
     reading = 1 if x > 0 else -1
-    target = _value(_TARGET_RE.search(text)) if close and "target" in text else None
+    target = _value(_TARGET_RE.search(text)) if close and "arget" in text else None  # "target", "Target"
     if target is not None and target > 0 and (target - close) * reading < 0:
         return 0  # the rating change says one thing, the target against today's close the other
     return reading
