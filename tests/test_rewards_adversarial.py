@@ -674,6 +674,13 @@ def test_a_level_named_lower_or_higher_is_no_move():
     ("This average sits above the price, so it caps the shares for now", -1),
     ("The price trades above this average, a sign of strength", 1),
     ("Shares eased lower into the close", -1),  # "eased" names a move here: no remover
+    # a turn stays in its clause, a fronted concessive needs its comma: misreadings that hid behind them
+    ("Upside is limited; bearish, sell the shares over the coming week", -1),
+    ("Despite the headline I would sell and short the shares over the coming week", -1),
+    ("Although the headline looks fine I see a bearish setup and would sell the shares", -1),
+    ("Bearish: weak demand, limited growth and fading momentum", -1),
+    ("The shares cleared resistance in a bullish breakout; buy", 1),
+    ("The shares now trade below the close of a month ago", -1),
 ])
 def test_an_opinion_reads_the_cue_it_turns(opinion, direction):
     """A cue said to be small or going away, a concessive clause and a level placed against the price

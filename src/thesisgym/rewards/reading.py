@@ -97,21 +97,29 @@ _WEAKENERS = frozenset(["less"])
 # "limited upside", "the selloff looks overdone" (a diminisher up to three words after the cue, or one
 # of two words before it), "this removes a key concern and a headwind" (a remover turns every cue after
 # it in its clause, up to six words on). Not verbs that also name a move ("ends higher", "eased lower",
-# "reversed lower", "lifts the shares"), nor "little" ("a little bullish").
+# "reversed lower", "lifts the shares", "cleared resistance"), nor "little" ("a little bullish"). A turn
+# stays inside its clause (punctuation and "but", "while", ... end one), a diminisher with a cue right
+# after it is attributive ("limited growth": it turns that cue only), and a negated one turns nothing
+# ("the downside is not limited").
 _DIMINISHED_AFTER = frozenset(["limited", "contained", "capped", "muted", "fading", "receding", "overdone",
                                "subsiding", "abating"])
 _DIMINISHED_BEFORE = frozenset(["limited", "muted", "fading", "receding", "minimal"])
-_REMOVERS = frozenset(["removes", "removed", "eliminates", "eliminated", "clears", "cleared", "resolves",
-                       "resolved", "dispels", "dispelled", "allays", "allayed", "offsets", "erases", "erased"])
+_REMOVERS = frozenset(["removes", "removed", "eliminates", "eliminated", "resolves", "resolved", "dispels",
+                       "dispelled", "allays", "allayed", "offsets", "erases", "erased"])
 _REMOVER_REACH = 6
+_TURNERS = _DIMINISHED_AFTER | _DIMINISHED_BEFORE | _REMOVERS
 # a concessive clause grants the other side and is not the claim: "despite the strong rally, this is a
-# warning" reads bearish, "shares rose despite a weak market" bullish; its cues are dropped up to the
-# clause's end (comma, semicolon, full stop)
-_CONCESSIVE_RE = re.compile(r"\b(?:despite|in spite of|notwithstanding|although|even though)\b[^,;:.!?]*")
+# warning" reads bearish, "shares rose despite a weak market" bullish; its cues are dropped. One that
+# opens a sentence ends at its comma, and without one nothing is dropped ("Despite the headline I would
+# sell" keeps its claim); one after the main clause runs to the clause's end.
+_CONCESSIVE = r"(?:despite|in spite of|notwithstanding|although|even though)\b"
+_CONCESSIVE_RE = re.compile(r"(?:^|(?<=[.;:!?])\s*)" + _CONCESSIVE + r"[^,;:.!?]*,|(?<=[a-z0-9%] )" + _CONCESSIVE
+                            + r"[^,;:.!?]*")
 # "this average sits above the price": the level named before the price, so above/below read the
-# other way round than "the price trades above the average" (not "above the price target")
+# other way round than "the price trades above the average" (not "above the price target", nor "above
+# the close of a month ago")
 _PRICE_SIDE_RE = re.compile(r"\b(above|below) (?:the |its |our )?(?:current |latest |last |share )?"
-                            r"(?:price|close|shares|stock)\b(?! target)")
+                            r"(?:price|close|shares|stock)\b(?! target| of)")
 # "strong" before a rating or a flow intensifies it ("a strong sell view"); it is no bullish word there
 _STRONG_RATINGS = frozenset(["sell", "buy", "selling", "buying", "sells", "buys"])
 _BAND_WORDS = frozenset(["band", "bound", "bollinger", "channel", "limit"])
@@ -222,11 +230,14 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
     if "lower " in low or "higher " in low:
         low = _LEVEL_LABEL_RE.sub("level", low)
     if "spite" in low or "notwithstanding" in low or "though" in low:  # "despite", "in spite of", "(al)though"
-        low = _CONCESSIVE_RE.sub(" ", low)
+        low = _CONCESSIVE_RE.sub(", ", low)
     if "above " in low or "below " in low:
         low = _PRICE_SIDE_RE.sub(lambda m: "below" if m.group(1) == "above" else "above", low)
     words = _tokens(low)
-    turned = _turned_positions(words)
+    turned: frozenset[int] = frozenset()
+    if _TURNERS.intersection(words):
+        clause_of = _clauses_of(low, len(words))
+        turned = _turned_positions(words, clause_of) if clause_of is not None else frozenset()
     for i, w in enumerate(words):
         weight = LEXICON.get(w.replace("_", " ")) if "_" in w else LEXICON.get(w)
         if weight is None:
@@ -253,24 +264,43 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
     return tuple(out)
 
 
-def _turned_positions(words: Sequence[str]) -> frozenset[int]:
-    """Positions of the cues a diminisher or a remover turns (see _DIMINISHED_AFTER)."""
+def _turned_positions(words: Sequence[str], clause_of: Sequence[int]) -> frozenset[int]:
+    """Positions of the cues a diminisher or a remover turns (see _DIMINISHED_AFTER); `clause_of[i]`
+    numbers the clause of word i, and no turn crosses into another clause."""
     marks = [i for i, w in enumerate(words) if w in _DIMINISHED_AFTER or w in _DIMINISHED_BEFORE or w in _REMOVERS]
-    if not marks:
-        return frozenset()
     turned: set[int] = set()
     for i in marks:
-        w = words[i]
-        if w in _DIMINISHED_AFTER:
-            turned.update(range(max(0, i - 3), i))
-        if w in _DIMINISHED_BEFORE:
-            turned.update(range(i + 1, min(len(words), i + 3)))
+        w, here = words[i], clause_of[i]
+        if any(p in NEGATIONS for p in words[max(0, i - 2) : i]):
+            continue  # "not limited", "not capped": the cue stands
+        reach: Iterable[int] = ()
         if w in _REMOVERS:
-            for j in range(i + 1, min(len(words), i + 1 + _REMOVER_REACH)):
-                if words[j] in _CLAUSE_END:
-                    break
-                turned.add(j)
+            reach = range(i + 1, min(len(words), i + 1 + _REMOVER_REACH))
+        elif w in _DIMINISHED_BEFORE and any(_is_cue(x) for x in words[i + 1 : i + 3]):
+            reach = range(i + 1, min(len(words), i + 3))  # attributive: "limited upside"
+        elif w in _DIMINISHED_AFTER:
+            reach = range(i - 1, max(-1, i - 4), -1)  # "downside risk looks limited"
+        for j in reach:
+            if clause_of[j] != here or words[j] in _CLAUSE_END:
+                break
+            turned.add(j)
     return frozenset(turned)
+
+
+def _is_cue(word: str) -> bool:
+    return (LEXICON.get(word.replace("_", " ")) if "_" in word else LEXICON.get(word)) is not None
+
+
+def _clauses_of(low: str, n_words: int) -> list[int] | None:
+    """The clause number of each of the `n_words` tokens of `low` (clauses end at , ; : . ! ?), or None
+    when a lexicon phrase spans a clause end (the token counts then differ)."""
+    out: list[int] = []
+    for k, clause in enumerate(_CLAUSE_PUNCT_RE.split(low)):
+        out += [k] * len(_tokens(clause))
+    return out if len(out) == n_words else None
+
+
+_CLAUSE_PUNCT_RE = re.compile(r"[,;:.!?]")
 
 
 def stance_score(text: str) -> float:
