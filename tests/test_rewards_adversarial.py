@@ -668,7 +668,8 @@ def test_a_level_named_lower_or_higher_is_no_move():
     ("Downside risk looks limited after this for the shares", 1),
     ("Upside looks limited after this for the shares", -1),
     ("This removes a key concern and a headwind for the shares", 1),
-    ("This removes a concern, but the downside is real", 0),  # the remover's clause ends at "but"
+    # the remover's clause ends at "but", and what follows the contrast is the view
+    ("This removes a concern, but the downside is real", -1),
     ("Despite the strong rally of recent weeks, this is a warning for the shares", -1),
     ("The shares rose despite a weak market", 1),
     ("This average sits above the price, so it caps the shares for now", -1),
@@ -731,6 +732,38 @@ def test_a_misread_bullet_earns_no_evidence_credit():
         # the TRL-signature reward reads the same report
         assert evidence_reward(prompts=[""] * 2, completions=[misread, neutral], evidence=[row["evidence"]] * 2) == [
             pytest.approx(m.score), pytest.approx(n.score)]
+
+
+_SIGN = {1: "positive", -1: "negative"}
+_ACT = {1: "owning", -1: "trimming"}
+
+
+def test_an_opinion_that_argues_both_ways_earns_no_evidence_credit():
+    """"A clear negative that leans toward owning the stock" (a GRPO policy wrote it on bearish bars):
+    the item's word and the opposite action cancel out, so the opinion says nothing the item backs. With
+    no contrast saying which side wins it is charged like a misreading; after a contrast ("but") the
+    view is what follows it; "argues against owning it" reads bearish."""
+    from thesisgym.rewards.evidence import evidence_report
+    from thesisgym.rewards.reading import opinion_direction, self_contradicts
+    from thesisgym.thesis import parse_thesis
+
+    for row, honest in _adv_cases()[:5]:
+        both = _edit_first_read_bullet(
+            honest, row, lambda d: f"The reading here is a clear {_SIGN[d]} that leans toward {_ACT[-d]} the stock")
+        contrast = _edit_first_read_bullet(
+            honest, row, lambda d: f"The reading looks {_SIGN[-d]} at first, but it leans toward {_ACT[d]} the stock")
+        agree = _edit_first_read_bullet(
+            honest, row, lambda d: f"The reading here is a clear {_SIGN[d]} that leans toward {_ACT[d]} the stock")
+        index = evidence_index(row["evidence"])
+        h, b, c, a = (evidence_report(parse_thesis(t), index) for t in (honest, both, contrast, agree))
+        assert (h.misread, b.misread, c.misread, a.misread) == (0, 1, 0, 0)
+        assert b.score < a.score and b.grounding < a.grounding and b.n_hallucinated == 0
+    assert self_contradicts("a clear negative that leans toward owning the stock")
+    assert opinion_direction("a clear negative that leans toward owning the stock") == 0
+    assert opinion_direction("reads as a warning for the stock and argues against owning it") == -1
+    assert opinion_direction("a weak quarter, but it leans toward owning the stock") == 1
+    assert not self_contradicts("strong growth and record margins, with some risk")  # one side wins
+    assert opinion_direction("anything but bullish; sell the shares") == -1  # "anything but" is no contrast
 
 
 def test_a_misreading_with_a_far_negation_or_irony_lowers_s():

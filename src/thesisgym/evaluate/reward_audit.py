@@ -966,6 +966,24 @@ def _self_contradicting(doc: Doc, row: dict, rng: random.Random) -> str | None:
     return doc.render()
 
 
+_SIGN_WORD = {1: "positive", -1: "negative"}
+_ACTION = {1: "owning", -1: "trimming"}
+
+
+def _reading_against_action(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """Each opinion on an item with a direction names that direction, then leans toward the opposite
+    action ("a clear negative that leans toward owning the stock", the form a GRPO policy learned)."""
+    readings = _readings_of(row)
+    doc = doc.copy()
+    changed = False
+    for b in doc.bullets():
+        d = readings.get(b.cite.upper(), 0)
+        if d:
+            b.opinion = f"The reading here is a clear {_SIGN_WORD[d]} that leans toward {_ACTION[-d]} the stock"
+            changed = True
+    return doc.render() if changed else None
+
+
 def _hedge(doc: Doc, row: dict, rng: random.Random) -> str | None:
     """Every section argues both ways: two bullets on its most bullish items and two on its most
     bearish ones (each read in its own direction), decision unchanged."""
@@ -1303,6 +1321,8 @@ FAMILIES: tuple[Family, ...] = (
            _contradict_quote_echo),
     Family("opinion_self_contradicting", "opinions argue both ways ('encouraging and argues for a short')",
            _self_contradicting, "consistency"),
+    Family("opinion_reading_against_action", "opinions name their item's direction, then lean toward the opposite "
+           "action ('a clear negative that leans toward owning')", _reading_against_action),
     Family("hedge_both_ways", "each section: two bullets on bullish items, two on bearish ones, decision kept",
            _hedge, "consistency"),
     Family("stale_as_fresh", "bullets on each section's oldest items framed as today's news", _stale_as_fresh),

@@ -68,7 +68,7 @@ class DemoConfig(StrictModel):
                                                     "defines the per-date IC and the market-neutral book)")
     eval_temperature: float = Field(0.0, ge=0.0, description="0 = greedy (stops at the end of turn)")
     probes: str = "digits"
-    probe_rows: int | None = Field(16, ge=1, description="evaluation rows the probes re-ask (a spread subset; "
+    probe_rows: int | None = Field(8, ge=1, description="evaluation rows the probes re-ask (a spread subset; "
                                                          "None = all)")
     curve_rows: int = Field(8, ge=0, description="held-out val rows scored during SFT (0 = no curve)")
     curve_points: int = Field(2, ge=1)

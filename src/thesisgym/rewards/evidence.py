@@ -86,7 +86,8 @@ the quote and source terms mean (every rule below is an exact check, no similari
   relies on in the sections it names (all of them when it names none).
 - A quote backs only a reading in its direction: a bullet with a credited quote whose opinion reads
   its items against their direction (`reads_its_evidence`: the opinion's own direction, the items'
-  repeated words aside, opposite to the sign of their readings) scores 0 like a misfiled bullet and
+  repeated words aside, opposite to the sign of their readings, or both directions at once with no
+  contrast saying which wins: `reading.self_contradicts`) scores 0 like a misfiled bullet and
   grounds nothing; it is no invention (not counted as a hallucination). An opinion with no direction
   is never charged: the reward pays for true, relevant quotes, never for a stance (that is `s`). The
   reported `grounding` leaves these bullets out; `misread` counts them.
@@ -139,6 +140,7 @@ from thesisgym.rewards.reading import (
     only_instruction,
     opinion_direction,
     quotes_instruction,
+    self_contradicts,
     stance_cues,
     time_claims,
 )
@@ -1123,7 +1125,8 @@ def item_readings(index: EvidenceIndex) -> dict[str, int]:
 def reads_its_evidence(opinion: str, item_ids: Sequence[str], index: EvidenceIndex) -> bool:
     """Whether an opinion reads the items it grounds in their direction: where they have one (the
     sign of the sum of their readings), the opinion's own direction (`reading.opinion_direction`:
-    repeated cues of the items aside, saturated) must not be the opposite one."""
+    repeated cues of the items aside, saturated) must not be the opposite one, nor both at once
+    (`reading.self_contradicts`)."""
     readings = item_readings(index)
     net = sum(readings.get(i, 0) for i in item_ids)
     if net == 0 or not stance_cues(opinion):  # no direction to get wrong, or no word that could give one
@@ -1133,7 +1136,7 @@ def reads_its_evidence(opinion: str, item_ids: Sequence[str], index: EvidenceInd
     echo = echoes.get(key)
     if echo is None:
         echo = echoes[key] = " ".join(index.items[i].text for i in item_ids if i in index.items)
-    return opinion_direction(opinion, echo) != (-1 if net > 0 else 1)
+    return opinion_direction(opinion, echo) != (-1 if net > 0 else 1) and not self_contradicts(opinion, echo)
 
 
 def obeys_instruction(thesis: Thesis, index: EvidenceIndex) -> bool:

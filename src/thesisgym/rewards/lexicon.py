@@ -19,6 +19,7 @@ from functools import lru_cache
 from thesisgym.thesis import DOWN_WORDS, UP_WORDS
 
 __all__ = [
+    "ACTIONS",
     "COMINGS_AND_GOINGS",
     "EVENT_VERBS",
     "FACT_TERMS",
@@ -83,7 +84,15 @@ LEXICON: dict[str, float] = {
     "rebound": 0.75, "recovery": 0.75, "deterioration": -0.75, "outflows": -0.5, "inflows": 0.5,
     "constructive": 0.75, "encouraging": 0.75, "worrying": -0.75, "caution": -0.5, "cautious": -0.5,
     "long position": 0.75, "short position": -0.75,
+    # what the analyst would do with the stock: "leans toward owning", "argues for trimming" (words that
+    # also name other things stay out: "own" is "its own", "reducing" may be debt, "adding" may be losses)
+    "owning": 0.5, "buying": 0.5, "accumulating": 0.75, "adding exposure": 0.75, "selling": -0.5,
+    "shorting": -0.5, "trimming": -0.5, "cutting exposure": -0.75, "reducing exposure": -0.75,
 }
+# the action cues above (and the ratings) that "against" turns: "argues against owning it"
+ACTIONS = frozenset(["buy", "sell", "short", "accumulate", "avoid", "long position", "short position", "owning",
+                     "buying", "accumulating", "adding exposure", "selling", "shorting", "trimming",
+                     "cutting exposure", "reducing exposure"])
 NEGATIONS = frozenset(
     ["not", "no", "never", "without", "nor", "fails", "fail", "failed", "neither", "isn't", "wasn't", "didn't",
      "doesn't", "don't", "won't", "cannot", "hardly", "barely", "lacks", "lack", "aren't", "weren't", "can't",

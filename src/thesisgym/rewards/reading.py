@@ -50,7 +50,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
-from thesisgym.rewards.lexicon import LEXICON, NEGATIONS
+from thesisgym.rewards.lexicon import ACTIONS, LEXICON, NEGATIONS
 
 __all__ = [
     "CLEAR",
@@ -62,6 +62,7 @@ __all__ = [
     "is_instruction",
     "only_instruction",
     "quotes_instruction",
+    "self_contradicts",
     "item_reading",
     "latest_close",
     "level_score",
@@ -107,7 +108,10 @@ _DIMINISHED_BEFORE = frozenset(["limited", "muted", "fading", "receding", "minim
 _REMOVERS = frozenset(["removes", "removed", "eliminates", "eliminated", "resolves", "resolved", "dispels",
                        "dispelled", "allays", "allayed", "offsets", "erases", "erased"])
 _REMOVER_REACH = 6
-_TURNERS = _DIMINISHED_AFTER | _DIMINISHED_BEFORE | _REMOVERS
+# a cue said to be threatened reads the other way too ("the gains of recent weeks look at risk"): "at
+# risk" turns every cue before it in its clause, up to six words back, and stays a bearish cue itself
+_THREATENED = frozenset(["at_risk"])
+_TURNERS = _DIMINISHED_AFTER | _DIMINISHED_BEFORE | _REMOVERS | _THREATENED
 # a concessive clause grants the other side and is not the claim: "despite the strong rally, this is a
 # warning" reads bearish, "shares rose despite a weak market" bullish; its cues are dropped. One that
 # opens a sentence ends at its comma, and without one nothing is dropped ("Despite the headline I would
@@ -257,6 +261,8 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
             weight = -weight
         if i in turned:
             weight = -weight
+        if "against" in before[-2:] and w.replace("_", " ") in ACTIONS:
+            weight = -weight  # "argues against owning it"
         out.append((w, weight))
     if "%" in text:
         for m in _SIGNED_PCT_RE.finditer(text):
@@ -267,7 +273,7 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
 def _turned_positions(words: Sequence[str], clause_of: Sequence[int]) -> frozenset[int]:
     """Positions of the cues a diminisher or a remover turns (see _DIMINISHED_AFTER); `clause_of[i]`
     numbers the clause of word i, and no turn crosses into another clause."""
-    marks = [i for i, w in enumerate(words) if w in _DIMINISHED_AFTER or w in _DIMINISHED_BEFORE or w in _REMOVERS]
+    marks = [i for i, w in enumerate(words) if w in _TURNERS]
     turned: set[int] = set()
     for i in marks:
         w, here = words[i], clause_of[i]
@@ -280,6 +286,8 @@ def _turned_positions(words: Sequence[str], clause_of: Sequence[int]) -> frozens
             reach = range(i + 1, min(len(words), i + 3))  # attributive: "limited upside"
         elif w in _DIMINISHED_AFTER:
             reach = range(i - 1, max(-1, i - 4), -1)  # "downside risk looks limited"
+        elif w in _THREATENED:
+            reach = range(i - 1, max(-1, i - 1 - _REMOVER_REACH), -1)
         for j in reach:
             if clause_of[j] != here or words[j] in _CLAUSE_END:
                 break
@@ -406,12 +414,47 @@ def unreadable_turn(opinion: str) -> bool:
 def opinion_direction(opinion: str, echo: str = "") -> int:
     """The analyst's direction in {-1, 0, +1} (module docstring): own cues only (a cue whose words
     all appear in `echo` is a repeated word of the item, and a signed percentage shown in `echo` too),
-    saturated at the first clear direction, 0 when it argues both ways, says nothing clear, or turns
+    saturated at the first clear direction; an opinion that argues both ways and then contrasts ("weak
+    quarter, but I would own it") says what follows its last contrast. 0 when it says nothing clear,
+    argues both ways without saying which side wins (`self_contradicts` tells that case apart), or turns
     its cues in a way the lexicon cannot read (`unreadable_turn`)."""
+    return _reading(opinion, echo)[0]
+
+
+def self_contradicts(opinion: str, echo: str = "") -> bool:
+    """Whether `opinion` argues both ways in one breath: clear cues of both directions that cancel out,
+    with no contrast ("but", "however") saying which side wins ("a clear negative that leans toward
+    owning the stock", "encouraging and argues for a short"). Such an opinion cannot be a reading of an
+    item in that item's direction."""
+    return _reading(opinion, echo)[1]
+
+
+# a contrast after which the opinion says which side wins ("anything but" is a negation, not one)
+_CONTRAST_RE = re.compile(r"(?<!anything )\b(?:but|however|nevertheless|nonetheless)\b|(?:,|\band)\s+yet\b")
+
+
+@lru_cache(maxsize=1 << 16)
+def _reading(opinion: str, echo: str) -> tuple[int, bool]:
+    """(direction, self-contradiction) of an opinion: see `opinion_direction` and `self_contradicts`."""
     cues = stance_cues(opinion)
     if not cues or unreadable_turn(opinion):
-        return 0
+        return 0, False
     words = _echo_words(echo) if echo else frozenset()
+    pos, neg = _own_weights(cues, words, echo)
+    net = pos - neg
+    if pos >= CLEAR and neg >= CLEAR:  # both ways: a contrast says which side wins, else it is a contradiction
+        tails = _CONTRAST_RE.split(opinion.lower())
+        if len(tails) > 1:
+            tail_pos, tail_neg = _own_weights(stance_cues(tails[-1]), words, echo)
+            if abs(tail_pos - tail_neg) >= CLEAR:
+                return (1 if tail_pos > tail_neg else -1), False
+        elif abs(net) < CLEAR:
+            return 0, True
+    return (0 if abs(net) < CLEAR else (1 if net > 0 else -1)), False
+
+
+def _own_weights(cues: Iterable[tuple[str, float]], words: frozenset[str], echo: str) -> tuple[float, float]:
+    """The bullish and bearish weight of an opinion's own cues (those repeating `echo`'s words aside)."""
     pos = neg = 0.0
     for cue, weight in cues:
         if words and (cue == "%" and "%" in echo or all(p in words for p in cue.split("_"))):
@@ -420,8 +463,7 @@ def opinion_direction(opinion: str, echo: str = "") -> int:
             pos += weight
         else:
             neg -= weight
-    net = pos - neg  # both ways at once ("encouraging and argues for a short") cancel out
-    return 0 if abs(net) < CLEAR else (1 if net > 0 else -1)
+    return pos, neg
 
 
 _VERDICT_SPLIT_RE = re.compile(r"(?<=[.;!?])\s+")
