@@ -670,6 +670,9 @@ def test_a_level_named_lower_or_higher_is_no_move():
     ("This removes a key concern and a headwind for the shares", 1),
     # the remover's clause ends at "but", and what follows the contrast is the view
     ("This removes a concern, but the downside is real", -1),
+    # a negation reads within its sentence (a red team's escape: "nothing" negated "bullish" across ";")
+    ("The print clears nothing up; bullish, I would buy the shares", 1),
+    ("No. This is bullish for the shares", 1),
     ("Despite the strong rally of recent weeks, this is a warning for the shares", -1),
     ("The shares rose despite a weak market", 1),
     ("This average sits above the price, so it caps the shares for now", -1),

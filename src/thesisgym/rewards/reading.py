@@ -238,6 +238,9 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
     if "above " in low or "below " in low:
         low = _PRICE_SIDE_RE.sub(lambda m: "below" if m.group(1) == "above" else "above", low)
     words = _tokens(low)
+    # a negation reads within its sentence: "the print clears nothing up; bullish" keeps "bullish"
+    sentence_of = _sentences_of(low, len(words)) if _SENTENCE_END_RE.search(low) and not NEGATIONS.isdisjoint(
+        words) else None
     turned: frozenset[int] = frozenset()
     if _TURNERS.intersection(words):
         clause_of = _clauses_of(low, len(words))
@@ -257,6 +260,8 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
         if i and words[i - 1] in _WEAKENERS:
             continue  # "less bullish than the consensus": a degree, no direction
         before = words[max(0, i - 3) : i]
+        if sentence_of is not None:
+            before = [p for k, p in enumerate(before, max(0, i - 3)) if sentence_of[k] == sentence_of[i]]
         if any(p in NEGATIONS for p in before) or any(pair in _NEGATING_PAIRS for pair in zip(before, before[1:], strict=False)):
             weight = -weight
         if i in turned:
@@ -309,6 +314,16 @@ def _clauses_of(low: str, n_words: int) -> list[int] | None:
 
 
 _CLAUSE_PUNCT_RE = re.compile(r"[,;:.!?]")
+_SENTENCE_END_RE = re.compile(r"[;:!?]|\.(?!\d)")
+
+
+def _sentences_of(low: str, n_words: int) -> list[int] | None:
+    """The sentence number of each of the `n_words` tokens of `low` (sentences end at ; : . ! ?, not at
+    the point of a number), or None when a lexicon phrase spans a sentence end."""
+    out: list[int] = []
+    for k, part in enumerate(_SENTENCE_END_RE.split(low)):
+        out += [k] * len(_tokens(part))
+    return out if len(out) == n_words else None
 
 
 def stance_score(text: str) -> float:

@@ -288,22 +288,26 @@ def calibrated_cuts(scores: Sequence[float], quantiles: Sequence[float] = LABEL_
 # (rewards.loops), so an honest thesis carries no repetition penalty that an edit could remove.
 _SUBJECTS = ("The {sec} evidence", "This {sec} item", "On the {sec} side the picture", "The {sec} reading here")
 VERDICTS = {
-    1: ("reads as constructive for the stock and supports owning it",
+    # one direction word per verdict, the rest shared by both directions: a small model trained on
+    # verdicts with two cues ("a clear positive that should help the price hold its gains", "a negative
+    # sign that leans toward trimming the stock") joined halves of two of them into opinions that argue
+    # both ways ("a clear negative that leans toward owning the stock"; docs/verifier.md, v4.13)
+    1: ("reads as constructive for the stock and its price",
         "tilts the balance toward upside for the shares",
-        "looks like a clear positive that should help the price hold its gains",
-        "is encouraging and argues for a long position",
-        "adds to the upside case for holding the stock",
+        "looks like a clear positive for the price of the shares",
+        "is encouraging for the shares at this point",
+        "adds to the bullish case for the stock",
         "points to a favorable setup for the shares",
-        "is a supportive sign that leans toward owning the stock",
-        "reads as bullish for the shares and argues for adding exposure"),
-    -1: ("reads as a warning for the stock and argues against owning it",
+        "is a supportive sign for the stock at this stage",
+        "reads as bullish for the shares on this evidence"),
+    -1: ("reads as a warning for the stock and its price",
          "tilts the balance toward downside for the shares",
-         "looks like a clear negative that could push the price lower",
-         "is worrying and argues for caution or a short",
-         "adds to the downside case and calls for a cautious stance",
+         "looks like a clear negative for the price of the shares",
+         "is worrying for the shares at this point",
+         "adds to the bearish case for the stock",
          "points to an unfavorable setup for the shares",
-         "is a negative sign that leans toward trimming the stock",
-         "reads as bearish for the shares and argues for cutting exposure"),
+         "is a negative sign for the stock at this stage",
+         "reads as bearish for the shares on this evidence"),
     0: ("is mixed and does not move the view much in either direction",
         "is close to neutral and mostly sets the context",
         "looks balanced, neither a strong reason to buy nor one to sell",

@@ -454,8 +454,6 @@ def to_trl_kwargs(config: RunConfig, *, tiny: bool = False) -> dict[str, Any]:
             vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
             vllm_tensor_parallel_size=config.vllm_tensor_parallel_size,
         )
-        if on_cpu and not config.use_vllm:
-            kw["cache_implementation"] = "static"  # a preallocated cache decodes faster here (train/generation.py)
         if config.loss_type is not None:
             kw["loss_type"] = config.loss_type
         if config.tools is not None:

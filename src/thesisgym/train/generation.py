@@ -4,11 +4,7 @@ Chat template, left padding, a stop at the end of the turn, greedy or seeded sam
 it fit a CPU: rows are generated in batches of similar prompt length (the prefill of a left-padded
 batch costs its longest prompt times its size, so sorting first removes most of the padding; the output
 order is the rows' order), and a pretrained model generates under bf16 autocast where the CPU computes
-bf16 natively (`thesisgym.train.config.cpu_has_bf16`; measured in bench/bench_train.py). On a CPU the
-key/value cache is preallocated (`cache_implementation="static"`): the default cache grows by
-concatenation, which rewrote the whole cache every token and took about half of a decoding step of
-SmolLM2-135M at batch 16; the static cache wrote the same greedy theses 8-9 % faster (32 of 32 identical;
-the static cache does not pay at batch 32, where attention runs over the whole preallocated length).
+bf16 natively (`thesisgym.train.config.cpu_has_bf16`; measured in bench/bench_train.py).
 """
 
 from __future__ import annotations
@@ -59,8 +55,6 @@ def generate_texts(model: Any, tokenizer: Any, texts: Sequence[str], *, max_new_
     gen: dict[str, Any] = {"max_new_tokens": max_new_tokens, "pad_token_id": tokenizer.pad_token_id,
                            "eos_token_id": tokenizer.eos_token_id, "use_cache": True}  # trainers switch it off
     gen.update(do_sample=True, temperature=temperature, top_k=0) if temperature > 0 else gen.update(do_sample=False)
-    if model.device.type == "cpu":  # on an accelerator transformers would compile the model for a static cache
-        gen["cache_implementation"] = "static"
     was_training, side = model.training, tokenizer.padding_side
     model.eval()
     tokenizer.padding_side = "left"
