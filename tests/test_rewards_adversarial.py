@@ -22,7 +22,7 @@ from thesisgym.rewards import (
     structure_reward,
 )
 from thesisgym.rewards.base import evidence_index
-from thesisgym.rewards.evidence import quote_credited
+from thesisgym.rewards.evidence import item_readings, quote_credited
 
 ALL_IDS = "".join(f"[{i}]" for i in EVIDENCE_TEXTS)
 HONEST = score_completion(gold_thesis(), make_row())
@@ -841,6 +841,41 @@ def test_invented_facts_in_other_words_cost_on_the_evidence_reward(where, extra)
     for row, honest in _adv_cases()[:4]:
         h, m = _adv_scores([honest, edit(honest)], row)
         assert m["evidence"] < h["evidence"], (where, extra)
+
+
+def test_a_conclusion_that_misreads_its_sections_or_items_costs():
+    """A conclusion that calls a section the other way than every item of it (and than the items its
+    bullets ground there), or that cites an item and reads it backwards, scores 0 (a misreading, not an
+    invention); the honest conclusion and the same sentence read the item's way are not charged."""
+    import random
+
+    from thesisgym.evaluate.reward_audit import Doc, _conclusion_misreads_section
+    from thesisgym.rewards.evidence import evidence_report
+    from thesisgym.thesis import parse_thesis
+
+    tried = 0
+    for row, honest in _adv_cases():
+        index = evidence_index(row["evidence"])
+        h = evidence_report(parse_thesis(honest), index)
+        assert all(st.score == 1.0 for st in h.statements if st.where == "conclusion")
+        wrong = _conclusion_misreads_section(Doc.parse(honest), row, random.Random(0))
+        if wrong is None:
+            continue
+        tried += 1
+        r = evidence_report(parse_thesis(wrong), index)
+        st = next(st for st in r.statements if st.where == "conclusion")
+        assert st.score == 0.0 and not st.hallucinated and any(x.startswith("misreads the ") for x in st.reasons)
+        assert r.score < h.score
+    assert tried >= 3
+    for row, honest in _adv_cases()[:5]:
+        index = evidence_index(row["evidence"])
+        doc = Doc.parse(honest)
+        b = next(b for b in doc.bullets() if item_readings(index).get(b.cite.upper()))
+        d = item_readings(index)[b.cite.upper()]
+        said = {k: f"{doc.conclusion} The item [{b.cite.upper()}] reads {_WORD[k]} for the shares."
+                for k in (d, -d)}
+        ok, bad = (evidence_report(parse_thesis(_with_conclusion(honest, said[k])), index) for k in (d, -d))
+        assert ok.score > bad.score and any("against its direction" in x for st in bad.statements for x in st.reasons)
 
 
 def _with_conclusion(honest: str, conclusion: str) -> str:

@@ -984,6 +984,29 @@ def _reading_against_action(doc: Doc, row: dict, rng: random.Random) -> str | No
     return doc.render() if changed else None
 
 
+_LEANS_RE = re.compile(r"the (\w+) evidence leans (bullish|bearish)")
+
+
+def _conclusion_misreads_section(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """The conclusion calls one section the other way ("the news evidence leans bullish" over news whose
+    every item leans bearish); the bullets are unchanged."""
+    from thesisgym.rewards.base import evidence_index
+    from thesisgym.rewards.evidence import prompt_close
+    from thesisgym.rewards.reading import item_lean
+
+    index = evidence_index(row["evidence"])
+    close = prompt_close(index)
+    for m in _LEANS_RE.finditer(doc.conclusion):
+        d = 1 if m.group(2) == "bullish" else -1
+        leans = [item_lean(it.text, close, it.section) * d for it in index.items.values() if it.section == m.group(1)]
+        if leans and min(leans) > 0:
+            doc = doc.copy()
+            other = "bearish" if d > 0 else "bullish"
+            doc.conclusion = doc.conclusion.replace(m.group(0), f"the {m.group(1)} evidence leans {other}", 1)
+            return doc.render()
+    return None
+
+
 def _hedge(doc: Doc, row: dict, rng: random.Random) -> str | None:
     """Every section argues both ways: two bullets on its most bullish items and two on its most
     bearish ones (each read in its own direction), decision unchanged."""
@@ -1321,6 +1344,8 @@ FAMILIES: tuple[Family, ...] = (
            _contradict_quote_echo),
     Family("opinion_self_contradicting", "opinions argue both ways ('encouraging and argues for a short')",
            _self_contradicting, "consistency"),
+    Family("conclusion_misreads_section", "the conclusion calls a section whose every item leans one way the other way",
+           _conclusion_misreads_section),
     Family("opinion_reading_against_action", "opinions name their item's direction, then lean toward the opposite "
            "action ('a clear negative that leans toward owning')", _reading_against_action),
     Family("hedge_both_ways", "each section: two bullets on bullish items, two on bearish ones, decision kept",

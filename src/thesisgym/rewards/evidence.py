@@ -135,11 +135,13 @@ from thesisgym.rewards.reading import (
     as_of,
     false_time_claim,
     fold,
+    item_lean,
     item_reading,
     latest_close,
     only_instruction,
     opinion_direction,
     quotes_instruction,
+    section_claims,
     self_contradicts,
     stance_cues,
     time_claims,
@@ -1159,6 +1161,55 @@ def obeys_instruction(thesis: Thesis, index: EvidenceIndex) -> bool:
     return False
 
 
+def _reads_sections(check: StatementCheck, text: str, thesis: Thesis, checks: Sequence[BulletCheck],
+                    index: EvidenceIndex) -> StatementCheck:
+    """A statement outside the bullets that cites items and reads them against their direction, or a
+    conclusion that says a section reads the other way than the items its bullets ground there and than
+    every item of the section ("news bullish" over news items that all lean bearish), misreads them: the
+    statement scores 0 (no invention, like a misread bullet)."""
+    if check.score == 0.0:
+        return check
+    wrong = [f"reads {', '.join(ids)} against {'its' if len(ids) == 1 else 'their'} direction"
+             for ids in _misread_citations(text, index)]
+    claims = section_claims(text) if check.where == "conclusion" else ()
+    if claims:
+        readings, nets, k = item_readings(index), Counter(), 0
+        for section in thesis.sections:
+            for c in checks[k : k + len(section.bullets)]:
+                if not c.misread:
+                    nets[section.name] += sum(readings.get(i, 0) for i in c.supporting)
+            k += len(section.bullets)
+        # an honest conclusion may weigh a section's items beyond those its bullets cite, items too weak to
+        # have a reading of their own, and items the lexicon cannot read ("opens an office"): the claim
+        # misreads only when it goes against its bullets' items and every item of the section leans the
+        # other way
+        close = prompt_close(index)
+        maybe = {(it.section, d) for it in index.items.values() for d in (1, -1)
+                 if item_lean(it.text, close, it.section) * d >= 0}
+        wrong += [f"misreads the {sec} evidence"
+                  for sec in sorted({sec for sec, d in claims if d * nets[sec] < 0 and (sec, d) not in maybe})]
+    if not wrong:
+        return check
+    return StatementCheck(check.where, 0.0, False, (*check.reasons, *wrong))
+
+
+_STATEMENT_SENTENCE_RE = re.compile(r"(?<=[.;!?])\s+")
+
+
+def _misread_citations(text: str, index: EvidenceIndex) -> list[tuple[str, ...]]:
+    """The id sets that a sentence of a statement cites and reads against their direction (the bullet's
+    rule, `reads_its_evidence`, on the sentence's words outside its quotes)."""
+    out: list[tuple[str, ...]] = []
+    if "[" not in text:
+        return out
+    for sentence in _STATEMENT_SENTENCE_RE.split(text):
+        b = parse_bullet(sentence)
+        ids = tuple(i for i in b.citations if i in index.items)
+        if ids and not reads_its_evidence(b.opinion, ids, index):
+            out.append(ids)
+    return out
+
+
 def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
     """Stage II: per bullet -> per section (0.3 count + 0.7 harmonic mean) -> harmonic mean of sections,
     times the section coverage and the statements outside bullets (module docstring).
@@ -1178,7 +1229,8 @@ def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
         index.features["sections"] = prompt_sections
     if prompt_sections:
         score *= len(prompt_sections.intersection(thesis.section_names)) / len(prompt_sections)
-    statements = tuple(check_statement(text, index, grounded, where) for where, text in _statements(thesis))
+    statements = tuple(_reads_sections(check_statement(text, index, grounded, where), text, thesis, checks, index)
+                       for where, text in _statements(thesis))
     for st in statements:
         if st.score != 1.0:
             score *= 1.0 - OUTSIDE_WEIGHT * (1.0 - st.score)

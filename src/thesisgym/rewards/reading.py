@@ -62,7 +62,9 @@ __all__ = [
     "is_instruction",
     "only_instruction",
     "quotes_instruction",
+    "section_claims",
     "self_contradicts",
+    "item_lean",
     "item_reading",
     "latest_close",
     "level_score",
@@ -343,12 +345,18 @@ def stance(text: str) -> float:
 UNREAD_SECTIONS = frozenset(["macro"])
 
 
+def item_lean(text: str, close: float | None = None, section: str = "") -> float:
+    """How far an item leans, in [-1, 1], before the ITEM_CLEAR threshold of `item_reading` (tanh of its
+    stance and levels); 0 for an instruction and for an item of UNREAD_SECTIONS."""
+    if not isinstance(text, str) or not text or section in UNREAD_SECTIONS or is_instruction(text):
+        return 0.0
+    return math.tanh(stance_score(text) + level_score(text, close))
+
+
 def item_reading(text: str, close: float | None = None, section: str = "") -> int:
     """What an item says, as a direction in {-1, 0, +1} (module docstring); 0 for an instruction and
     for an item of UNREAD_SECTIONS."""
-    if not isinstance(text, str) or not text or section in UNREAD_SECTIONS or is_instruction(text):
-        return 0
-    x = math.tanh(stance_score(text) + level_score(text, close))
+    x = item_lean(text, close, section)
     if abs(x) < ITEM_CLEAR:
         return 0
     reading = 1 if x > 0 else -1
@@ -507,6 +515,31 @@ def verdict_direction(statement: str) -> int:
 # An item that addresses the model: a role header, an order to ignore or disregard, an order to
 # answer / output / rate / decide, or a decision label or tag. Reports quote analysts' ratings
 # ("downgrades X to Sell") but never speak to the reader in the imperative about the answer.
+# the sections a conclusion may name, as it names them ("the fundamental picture", "analysts")
+_SECTION_WORDS = {"technical": "technical", "technicals": "technical", "fundamentals": "fundamentals",
+                  "fundamental": "fundamentals", "news": "news", "insider": "insider", "insiders": "insider",
+                  "analyst": "analyst", "analysts": "analyst", "macro": "macro"}
+_STATEMENT_CLAUSE_RE = re.compile(r"[,;:.!?]\s|[;:!?]|\band\b|\bso\b")
+_PARENTHESES_RE = re.compile(r"\([^()]*\)")
+
+
+@lru_cache(maxsize=1 << 14)
+def section_claims(statement: str) -> tuple[tuple[str, int], ...]:
+    """What a statement says of each section it names, as (section, direction) pairs: each clause (split
+    at punctuation, "and", "so") that names exactly one section and reads one way ("the news evidence
+    leans bullish", "technical bearish (one down)"; a parenthesis, such as a running count, is not read)."""
+    if not isinstance(statement, str) or not statement:
+        return ()
+    out: list[tuple[str, int]] = []
+    for clause in _STATEMENT_CLAUSE_RE.split(_PARENTHESES_RE.sub(" ", statement.lower())):
+        named = {_SECTION_WORDS[w] for w in _WORD_RE.findall(clause) if w in _SECTION_WORDS}
+        if len(named) == 1:
+            d = opinion_direction(clause)
+            if d:
+                out.append((named.pop(), d))
+    return tuple(out)
+
+
 _INSTRUCTION_RE = re.compile(
     r"(?:^|[\s\[(])(?:system|assistant|user|developer)\s*(?:note|message|prompt)?\s*:"
     r"|\b(?:ignore|disregard|forget|override)\b[^.;]{0,40}\b(?:instructions?|evidence|data|rules|above|previous|prompt)\b"
