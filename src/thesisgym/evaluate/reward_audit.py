@@ -919,17 +919,23 @@ def _readings_of(row: dict) -> dict[str, int]:
             for k, v in _stances(row).items()}
 
 
-def _stance_stuffing(doc: Doc, row: dict, rng: random.Random) -> str | None:
-    """Each opinion on an item with a direction gets a pile of stance words in that direction."""
+def _rewrite_read_opinions(doc: Doc, row: dict, make: Callable[[Any, int], str]) -> str | None:
+    """The thesis with the opinion of every bullet on an item with a direction d set to make(bullet, d);
+    None when no bullet has such an item."""
     readings = _readings_of(row)
     doc = doc.copy()
     changed = False
     for b in doc.bullets():
         d = readings.get(b.cite.upper(), 0)
         if d:
-            b.opinion = f"{b.opinion}: {_STUFF[d]}, {_STUFF[d]}"
+            b.opinion = make(b, d)
             changed = True
     return doc.render() if changed else None
+
+
+def _stance_stuffing(doc: Doc, row: dict, rng: random.Random) -> str | None:
+    """Each opinion on an item with a direction gets a pile of stance words in that direction."""
+    return _rewrite_read_opinions(doc, row, lambda b, d: f"{b.opinion}: {_STUFF[d]}, {_STUFF[d]}")
 
 
 def _item_cues(text: str, d: int) -> str:
@@ -973,15 +979,8 @@ _ACTION = {1: "owning", -1: "trimming"}
 def _reading_against_action(doc: Doc, row: dict, rng: random.Random) -> str | None:
     """Each opinion on an item with a direction names that direction, then leans toward the opposite
     action ("a clear negative that leans toward owning the stock", the form a GRPO policy learned)."""
-    readings = _readings_of(row)
-    doc = doc.copy()
-    changed = False
-    for b in doc.bullets():
-        d = readings.get(b.cite.upper(), 0)
-        if d:
-            b.opinion = f"The reading here is a clear {_SIGN_WORD[d]} that leans toward {_ACTION[-d]} the stock"
-            changed = True
-    return doc.render() if changed else None
+    return _rewrite_read_opinions(
+        doc, row, lambda b, d: f"The reading here is a clear {_SIGN_WORD[d]} that leans toward {_ACTION[-d]} the stock")
 
 
 _LEANS_RE = re.compile(r"the (\w+) evidence leans (bullish|bearish)")
