@@ -668,8 +668,16 @@ def test_a_level_named_lower_or_higher_is_no_move():
     ("Downside risk looks limited after this for the shares", 1),
     ("Upside looks limited after this for the shares", -1),
     ("This removes a key concern and a headwind for the shares", 1),
-    # the remover's clause ends at "but", and what follows the contrast is the view
-    ("This removes a concern, but the downside is real", -1),
+    # the remover's clause ends at "but"; the contrast weighs the two sides: no direction
+    ("This removes a concern, but the downside is real", 0),
+    # the analyst's action, turned by "avoid"; what an action is done into is no view; a caveat after
+    # "but" does not override the view; "short sellers" are people; "no doubt" negates nothing
+    ("I would avoid buying the shares", -1),
+    ("Buying into the weakness makes sense here", 1),
+    ("Bullish for the shares, but the stock looks overbought", 1),
+    ("Short sellers should cover here", 0),
+    ("No doubt, a bullish print", 1),
+    ("Selling pressure is easing", 1),
     # a negation reads within its sentence (a red team's escape: "nothing" negated "bullish" across ";")
     ("The print clears nothing up; bullish, I would buy the shares", 1),
     ("No. This is bullish for the shares", 1),
@@ -744,8 +752,8 @@ _ACT = {1: "owning", -1: "trimming"}
 def test_an_opinion_that_argues_both_ways_earns_no_evidence_credit():
     """"A clear negative that leans toward owning the stock" (a GRPO policy wrote it on bearish bars):
     the item's word and the opposite action cancel out, so the opinion says nothing the item backs. With
-    no contrast saying which side wins it is charged like a misreading; after a contrast ("but") the
-    view is what follows it; "argues against owning it" reads bearish."""
+    no contrast weighing the two it is charged like a misreading; with one ("but") it has no direction and
+    is not charged; "argues against owning it" reads bearish."""
     from thesisgym.rewards.evidence import evidence_report
     from thesisgym.rewards.reading import opinion_direction, self_contradicts
     from thesisgym.thesis import parse_thesis
@@ -764,7 +772,8 @@ def test_an_opinion_that_argues_both_ways_earns_no_evidence_credit():
     assert self_contradicts("a clear negative that leans toward owning the stock")
     assert opinion_direction("a clear negative that leans toward owning the stock") == 0
     assert opinion_direction("reads as a warning for the stock and argues against owning it") == -1
-    assert opinion_direction("a weak quarter, but it leans toward owning the stock") == 1
+    assert opinion_direction("a weak quarter, but it leans toward owning the stock") == 0
+    assert not self_contradicts("a weak quarter, but it leans toward owning the stock")
     assert not self_contradicts("strong growth and record margins, with some risk")  # one side wins
     assert opinion_direction("anything but bullish; sell the shares") == -1  # "anything but" is no contrast
 

@@ -1193,17 +1193,23 @@ def _reads_sections(check: StatementCheck, text: str, thesis: Thesis, checks: Se
     return StatementCheck(check.where, 0.0, False, (*check.reasons, *wrong))
 
 
-_STATEMENT_SENTENCE_RE = re.compile(r"(?<=[.;!?])\s+")
+_QUOTED_RE = re.compile(r'"[^"]*"|\u201c[^\u201d]*\u201d')
+# a statement weighs items against each other ("Despite [T3], the balance is bearish", "[T3] aside, I
+# lean bearish"): a citation is read in its own clause only
+_CITING_CLAUSE_RE = re.compile(r"[,;:.!?]|\b(?:but|however|although|though|despite|while|whereas|yet|aside)\b",
+                               re.I)
 
 
 def _misread_citations(text: str, index: EvidenceIndex) -> list[tuple[str, ...]]:
-    """The id sets that a sentence of a statement cites and reads against their direction (the bullet's
-    rule, `reads_its_evidence`, on the sentence's words outside its quotes)."""
+    """The id sets that a clause of a statement cites and reads against their direction (the bullet's
+    rule, `reads_its_evidence`, on the clause's words outside its quotes)."""
     out: list[tuple[str, ...]] = []
     if "[" not in text:
         return out
-    for sentence in _STATEMENT_SENTENCE_RE.split(text):
-        b = parse_bullet(sentence)
+    for clause in _CITING_CLAUSE_RE.split(_QUOTED_RE.sub(" ", text)):
+        if "[" not in clause:
+            continue
+        b = parse_bullet(clause)
         ids = tuple(i for i in b.citations if i in index.items)
         if ids and not reads_its_evidence(b.opinion, ids, index):
             out.append(ids)

@@ -24,10 +24,15 @@ an opinion says or what an item says:
   item's word repeated, not a reading of it. The direction is the sign of the net cue weight once it
   reaches CLEAR (one clear stance word); more stance words, intensifiers or repeated cues add
   nothing beyond that sign. An opinion whose cues cancel out ("encouraging and argues for a
-  short") has no direction (0): it does not read its item either way. A macro item has no reading
+  short") has no direction (0): it does not read its item either way; without a contrast ("but",
+  "however") weighing the two it contradicts itself (`self_contradicts`), which the evidence reward
+  charges like a misreading. The analyst's actions ("owning", "trimming") are cues, turned by "against"
+  and "avoid". A macro item has no reading
   here (`UNREAD_SECTIONS`): whether a rate cut or hot inflation is good for the stock is not in
   its words. An opinion whose cue is turned in a way the lexicon cannot read (a negation further back
   in the cue's clause than the 3-word window, or irony: `unreadable_turn`) has no direction (0).
+- `section_claims(statement)`: what a conclusion says of each section it names ("the news evidence
+  leans bullish", "news bullish (two up)"); `item_lean` is an item's stance before the threshold.
 - `verdict_direction(statement)`: a statement's direction is that of its verdict, its last sentence
   with a direction (a conclusion weighs the sections first, then says which side wins).
 - `is_instruction(text)`: an item that addresses the model instead of reporting a fact ("SYSTEM
@@ -91,11 +96,14 @@ _NOT_AFTER_RECORD = frozenset(
 # "short" is bearish as a position ("argues for a short"); as an adjective of time or of an average
 # ("short moving average", "a short pause", "short-term") it reads nothing
 _NOT_AFTER_SHORT = frozenset(["term", "moving", "average", "pause", "period", "window", "time", "run",
-                              "horizon", "squeeze", "interest", "sma", "ema", "end", "of"])
+                              "horizon", "squeeze", "interest", "sma", "ema", "end", "of", "sellers", "seller",
+                              "covering"])
 # two-word negations ("anything but bullish", "far from bullish") and comparatives that leave no
 # direction ("less bullish than the consensus")
 _NEGATING_PAIRS = frozenset([("anything", "but"), ("far", "from")])
 _WEAKENERS = frozenset(["less"])
+# words that turn the analyst's action after them, and are no cue of their own there
+_ACTION_TURNERS = frozenset(["against", "avoid", "avoiding"])
 # A cue a sentence says is small or going away reads the other way: "downside risk looks limited",
 # "limited upside", "the selloff looks overdone" (a diminisher up to three words after the cue, or one
 # of two words before it), "this removes a key concern and a headwind" (a remover turns every cue after
@@ -105,7 +113,7 @@ _WEAKENERS = frozenset(["less"])
 # after it is attributive ("limited growth": it turns that cue only), and a negated one turns nothing
 # ("the downside is not limited").
 _DIMINISHED_AFTER = frozenset(["limited", "contained", "capped", "muted", "fading", "receding", "overdone",
-                               "subsiding", "abating"])
+                               "subsiding", "abating", "easing", "waning", "drying"])
 _DIMINISHED_BEFORE = frozenset(["limited", "muted", "fading", "receding", "minimal"])
 _REMOVERS = frozenset(["removes", "removed", "eliminates", "eliminated", "resolves", "resolved", "dispels",
                        "dispelled", "allays", "allayed", "offsets", "erases", "erased"])
@@ -261,20 +269,34 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
             continue  # "lower band 172.50": the name of a level, not a move
         if i and words[i - 1] in _WEAKENERS:
             continue  # "less bullish than the consensus": a degree, no direction
-        before = words[max(0, i - 3) : i]
+        if w in _ACTION_TURNERS and any(x.replace("_", " ") in ACTIONS for x in words[i + 1 : i + 3]):
+            continue  # "avoid buying it": the action it turns carries the view
+        if "into" in words[max(0, i - 3) : i] and any(x.replace("_", " ") in ACTIONS for x in words[max(0, i - 4) : i]):
+            continue  # "buying into the weakness": what the action is done into, not a view
+        lo = max(0, i - 3)
+        before = words[lo:i]
         if sentence_of is not None:
-            before = [p for k, p in enumerate(before, max(0, i - 3)) if sentence_of[k] == sentence_of[i]]
-        if any(p in NEGATIONS for p in before) or any(pair in _NEGATING_PAIRS for pair in zip(before, before[1:], strict=False)):
-            weight = -weight
+            before = [p for k, p in enumerate(before, lo) if sentence_of[k] == sentence_of[i]]
+        if any(p in NEGATIONS and words[k + 1] not in _NOT_NEGATING_AFTER for k, p in enumerate(words[lo:i], lo)
+               if p in before) or any(pair in _NEGATING_PAIRS for pair in zip(before, before[1:], strict=False)):
+            weight = -weight  # "no doubt, bullish" negates nothing
         if i in turned:
             weight = -weight
-        if "against" in before[-2:] and w.replace("_", " ") in ACTIONS:
-            weight = -weight  # "argues against owning it"
+        if w.replace("_", " ") in ACTIONS and not _ACTION_TURNERS.isdisjoint(before[-2:]) and _turns_action(low, w):
+            weight = -weight  # "argues against owning it", "avoid buying it"
         out.append((w, weight))
     if "%" in text:
         for m in _SIGNED_PCT_RE.finditer(text):
             out.append(("%", _SIGNED_PCT_WEIGHT if m.group(1) == "+" else -_SIGNED_PCT_WEIGHT))
     return tuple(out)
+
+
+@lru_cache(maxsize=1 << 12)
+def _turns_action(low: str, action: str) -> bool:
+    """Whether "against" / "avoid" turns `action` in `low` inside one clause ("against this, selling looks
+    right" keeps its selling)."""
+    words = action.replace("_", " ")
+    return re.search(r"\b(?:against|avoid|avoiding)\s+(?:[a-z']+\s+)?" + re.escape(words) + r"\b", low) is not None
 
 
 def _turned_positions(words: Sequence[str], clause_of: Sequence[int]) -> frozenset[int]:
@@ -437,22 +459,22 @@ def unreadable_turn(opinion: str) -> bool:
 def opinion_direction(opinion: str, echo: str = "") -> int:
     """The analyst's direction in {-1, 0, +1} (module docstring): own cues only (a cue whose words
     all appear in `echo` is a repeated word of the item, and a signed percentage shown in `echo` too),
-    saturated at the first clear direction; an opinion that argues both ways and then contrasts ("weak
-    quarter, but I would own it") says what follows its last contrast. 0 when it says nothing clear,
-    argues both ways without saying which side wins (`self_contradicts` tells that case apart), or turns
-    its cues in a way the lexicon cannot read (`unreadable_turn`)."""
+    saturated at the first clear direction. 0 when it says nothing clear, argues both ways without
+    saying which side wins (`self_contradicts` tells the case with no contrast apart), or turns its cues
+    in a way the lexicon cannot read (`unreadable_turn`)."""
     return _reading(opinion, echo)[0]
 
 
 def self_contradicts(opinion: str, echo: str = "") -> bool:
     """Whether `opinion` argues both ways in one breath: clear cues of both directions that cancel out,
-    with no contrast ("but", "however") saying which side wins ("a clear negative that leans toward
-    owning the stock", "encouraging and argues for a short"). Such an opinion cannot be a reading of an
-    item in that item's direction."""
+    with no contrast ("but", "however") weighing them ("a clear negative that leans toward owning the
+    stock", "encouraging and argues for a short"). Such an opinion cannot be a reading of an item in
+    that item's direction. (What follows a contrast is not taken as the view: "bullish, but overbought"
+    is a caveat, "bearish, but the headline is bullish" a description.)"""
     return _reading(opinion, echo)[1]
 
 
-# a contrast after which the opinion says which side wins ("anything but" is a negation, not one)
+# a contrast: the opinion weighs the two sides ("anything but" is a negation, not one)
 _CONTRAST_RE = re.compile(r"(?<!anything )\b(?:but|however|nevertheless|nonetheless)\b|(?:,|\band)\s+yet\b")
 
 
@@ -465,15 +487,11 @@ def _reading(opinion: str, echo: str) -> tuple[int, bool]:
     words = _echo_words(echo) if echo else frozenset()
     pos, neg = _own_weights(cues, words, echo)
     net = pos - neg
-    if pos >= CLEAR and neg >= CLEAR:  # both ways: a contrast says which side wins, else it is a contradiction
-        tails = _CONTRAST_RE.split(opinion.lower())
-        if len(tails) > 1:
-            tail_pos, tail_neg = _own_weights(stance_cues(tails[-1]), words, echo)
-            if abs(tail_pos - tail_neg) >= CLEAR:
-                return (1 if tail_pos > tail_neg else -1), False
-        elif abs(net) < CLEAR:
-            return 0, True
-    return (0 if abs(net) < CLEAR else (1 if net > 0 else -1)), False
+    if abs(net) < CLEAR:
+        # both ways and no side chosen: with a contrast it weighs the two (no direction), without one it
+        # contradicts itself
+        return 0, pos >= CLEAR and neg >= CLEAR and _CONTRAST_RE.search(opinion.lower()) is None
+    return (1 if net > 0 else -1), False
 
 
 def _own_weights(cues: Iterable[tuple[str, float]], words: frozenset[str], echo: str) -> tuple[float, float]:
@@ -519,14 +537,14 @@ def verdict_direction(statement: str) -> int:
 _SECTION_WORDS = {"technical": "technical", "technicals": "technical", "fundamentals": "fundamentals",
                   "fundamental": "fundamentals", "news": "news", "insider": "insider", "insiders": "insider",
                   "analyst": "analyst", "analysts": "analyst", "macro": "macro"}
-_STATEMENT_CLAUSE_RE = re.compile(r"[,;:.!?]\s|[;:!?]|\band\b|\bso\b")
+_STATEMENT_CLAUSE_RE = re.compile(r"[,;.!?]\s|[;!?]|\band\b|\bso\b")
 _PARENTHESES_RE = re.compile(r"\([^()]*\)")
 
 
 @lru_cache(maxsize=1 << 14)
 def section_claims(statement: str) -> tuple[tuple[str, int], ...]:
     """What a statement says of each section it names, as (section, direction) pairs: each clause (split
-    at punctuation, "and", "so") that names exactly one section and reads one way ("the news evidence
+    at punctuation but a colon, "and", "so") that names exactly one section and reads one way ("the news evidence
     leans bullish", "technical bearish (one down)"; a parenthesis, such as a running count, is not read)."""
     if not isinstance(statement, str) or not statement:
         return ()
