@@ -1183,9 +1183,12 @@ def _reads_sections(check: StatementCheck, text: str, thesis: Thesis, checks: Se
         # have a reading of their own, and items the lexicon cannot read ("opens an office"): the claim
         # misreads only when it goes against its bullets' items and every item of the section leans the
         # other way
-        close = prompt_close(index)
-        maybe = {(it.section, d) for it in index.items.values() for d in (1, -1)
-                 if item_lean(it.text, close, it.section) * d >= 0}
+        maybe = index.features.get("section_leans")
+        if maybe is None:  # per index: the (section, direction) pairs some item of the section allows
+            close = prompt_close(index)
+            maybe = index.features["section_leans"] = frozenset(
+                (it.section, d) for it in index.items.values() for d in (1, -1)
+                if item_lean(it.text, close, it.section) * d >= 0)
         wrong += [f"misreads the {sec} evidence"
                   for sec in sorted({sec for sec, d in claims if d * nets[sec] < 0 and (sec, d) not in maybe})]
     if not wrong:

@@ -67,13 +67,13 @@ __all__ = [
     "is_instruction",
     "only_instruction",
     "quotes_instruction",
-    "section_claims",
-    "self_contradicts",
     "item_lean",
     "item_reading",
     "latest_close",
     "level_score",
     "opinion_direction",
+    "section_claims",
+    "self_contradicts",
     "stance",
     "stance_cues",
     "stance_score",
@@ -104,6 +104,7 @@ _NEGATING_PAIRS = frozenset([("anything", "but"), ("far", "from")])
 _WEAKENERS = frozenset(["less"])
 # words that turn the analyst's action after them, and are no cue of their own there
 _ACTION_TURNERS = frozenset(["against", "avoid", "avoiding"])
+_ACTION_TOKENS = frozenset(a.replace(" ", "_") for a in ACTIONS)  # as `_tokens` joins phrases
 # A cue a sentence says is small or going away reads the other way: "downside risk looks limited",
 # "limited upside", "the selloff looks overdone" (a diminisher up to three words after the cue, or one
 # of two words before it), "this removes a key concern and a headwind" (a remover turns every cue after
@@ -248,13 +249,14 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
     if "above " in low or "below " in low:
         low = _PRICE_SIDE_RE.sub(lambda m: "below" if m.group(1) == "above" else "above", low)
     words = _tokens(low)
-    # a negation reads within its sentence: "the print clears nothing up; bullish" keeps "bullish"
-    sentence_of = _sentences_of(low, len(words)) if _SENTENCE_END_RE.search(low) and not NEGATIONS.isdisjoint(
-        words) else None
-    turned: frozenset[int] = frozenset()
-    if _TURNERS.intersection(words):
-        clause_of = _clauses_of(low, len(words))
-        turned = _turned_positions(words, clause_of) if clause_of is not None else frozenset()
+    # a negation reads within its sentence ("the print clears nothing up; bullish" keeps "bullish"); a
+    # diminisher, a remover, "against" or "avoid" within its clause
+    sentence_of = _parts_of(low, len(words), _SENTENCE_END_RE) if _SENTENCE_END_RE.search(low) and not \
+        NEGATIONS.isdisjoint(words) else None
+    clause_of = _parts_of(low, len(words), _CLAUSE_PUNCT_RE) if not _TURNERS.isdisjoint(words) or not \
+        _ACTION_TURNERS.isdisjoint(words) else None
+    turned = _turned_positions(words, clause_of) if clause_of is not None and not _TURNERS.isdisjoint(
+        words) else frozenset()
     for i, w in enumerate(words):
         weight = LEXICON.get(w.replace("_", " ")) if "_" in w else LEXICON.get(w)
         if weight is None:
@@ -269,34 +271,25 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
             continue  # "lower band 172.50": the name of a level, not a move
         if i and words[i - 1] in _WEAKENERS:
             continue  # "less bullish than the consensus": a degree, no direction
-        if w in _ACTION_TURNERS and any(x.replace("_", " ") in ACTIONS for x in words[i + 1 : i + 3]):
+        if w in _ACTION_TURNERS and not _ACTION_TOKENS.isdisjoint(words[i + 1 : i + 3]):
             continue  # "avoid buying it": the action it turns carries the view
-        if "into" in words[max(0, i - 3) : i] and any(x.replace("_", " ") in ACTIONS for x in words[max(0, i - 4) : i]):
+        if "into" in words[max(0, i - 3) : i] and not _ACTION_TOKENS.isdisjoint(words[max(0, i - 4) : i]):
             continue  # "buying into the weakness": what the action is done into, not a view
-        lo = max(0, i - 3)
-        before = words[lo:i]
-        if sentence_of is not None:
-            before = [p for k, p in enumerate(before, lo) if sentence_of[k] == sentence_of[i]]
-        if any(p in NEGATIONS and words[k + 1] not in _NOT_NEGATING_AFTER for k, p in enumerate(words[lo:i], lo)
-               if p in before) or any(pair in _NEGATING_PAIRS for pair in zip(before, before[1:], strict=False)):
+        window = [k for k in range(max(0, i - 3), i) if sentence_of is None or sentence_of[k] == sentence_of[i]]
+        before = [words[k] for k in window]
+        if any(words[k] in NEGATIONS and words[k + 1] not in _NOT_NEGATING_AFTER for k in window) or any(
+                pair in _NEGATING_PAIRS for pair in zip(before, before[1:], strict=False)):
             weight = -weight  # "no doubt, bullish" negates nothing
         if i in turned:
             weight = -weight
-        if w.replace("_", " ") in ACTIONS and not _ACTION_TURNERS.isdisjoint(before[-2:]) and _turns_action(low, w):
-            weight = -weight  # "argues against owning it", "avoid buying it"
+        if w in _ACTION_TOKENS and any(words[k] in _ACTION_TURNERS and (clause_of is None or clause_of[k] == clause_of[i])
+                                       for k in window[-2:]):
+            weight = -weight  # "argues against owning it", "avoid buying it"; not "against this, selling"
         out.append((w, weight))
     if "%" in text:
         for m in _SIGNED_PCT_RE.finditer(text):
             out.append(("%", _SIGNED_PCT_WEIGHT if m.group(1) == "+" else -_SIGNED_PCT_WEIGHT))
     return tuple(out)
-
-
-@lru_cache(maxsize=1 << 12)
-def _turns_action(low: str, action: str) -> bool:
-    """Whether "against" / "avoid" turns `action` in `low` inside one clause ("against this, selling looks
-    right" keeps its selling)."""
-    words = action.replace("_", " ")
-    return re.search(r"\b(?:against|avoid|avoiding)\s+(?:[a-z']+\s+)?" + re.escape(words) + r"\b", low) is not None
 
 
 def _turned_positions(words: Sequence[str], clause_of: Sequence[int]) -> frozenset[int]:
@@ -328,26 +321,18 @@ def _is_cue(word: str) -> bool:
     return (LEXICON.get(word.replace("_", " ")) if "_" in word else LEXICON.get(word)) is not None
 
 
-def _clauses_of(low: str, n_words: int) -> list[int] | None:
-    """The clause number of each of the `n_words` tokens of `low` (clauses end at , ; : . ! ?), or None
-    when a lexicon phrase spans a clause end (the token counts then differ)."""
+def _parts_of(low: str, n_words: int, ends: re.Pattern[str]) -> list[int] | None:
+    """The part number of each of the `n_words` tokens of `low`, parts ending where `ends` matches
+    (`_CLAUSE_PUNCT_RE`: clauses; `_SENTENCE_END_RE`: sentences, not at the point of a number), or None
+    when a lexicon phrase spans a part's end (the token counts then differ)."""
     out: list[int] = []
-    for k, clause in enumerate(_CLAUSE_PUNCT_RE.split(low)):
-        out += [k] * len(_tokens(clause))
+    for k, part in enumerate(ends.split(low)):
+        out += [k] * len(_tokens(part))
     return out if len(out) == n_words else None
 
 
 _CLAUSE_PUNCT_RE = re.compile(r"[,;:.!?]")
 _SENTENCE_END_RE = re.compile(r"[;:!?]|\.(?!\d)")
-
-
-def _sentences_of(low: str, n_words: int) -> list[int] | None:
-    """The sentence number of each of the `n_words` tokens of `low` (sentences end at ; : . ! ?, not at
-    the point of a number), or None when a lexicon phrase spans a sentence end."""
-    out: list[int] = []
-    for k, part in enumerate(_SENTENCE_END_RE.split(low)):
-        out += [k] * len(_tokens(part))
-    return out if len(out) == n_words else None
 
 
 def stance_score(text: str) -> float:
@@ -529,10 +514,6 @@ def verdict_direction(statement: str) -> int:
     return opinion_direction(sentence) if sentence else 0
 
 
-# --- instructions ----------------------------------------------------------------------------------------
-# An item that addresses the model: a role header, an order to ignore or disregard, an order to
-# answer / output / rate / decide, or a decision label or tag. Reports quote analysts' ratings
-# ("downgrades X to Sell") but never speak to the reader in the imperative about the answer.
 # the sections a conclusion may name, as it names them ("the fundamental picture", "analysts")
 _SECTION_WORDS = {"technical": "technical", "technicals": "technical", "fundamentals": "fundamentals",
                   "fundamental": "fundamentals", "news": "news", "insider": "insider", "insiders": "insider",
@@ -558,6 +539,10 @@ def section_claims(statement: str) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
+# --- instructions ----------------------------------------------------------------------------------------
+# An item that addresses the model: a role header, an order to ignore or disregard, an order to
+# answer / output / rate / decide, or a decision label or tag. Reports quote analysts' ratings
+# ("downgrades X to Sell") but never speak to the reader in the imperative about the answer.
 _INSTRUCTION_RE = re.compile(
     r"(?:^|[\s\[(])(?:system|assistant|user|developer)\s*(?:note|message|prompt)?\s*:"
     r"|\b(?:ignore|disregard|forget|override)\b[^.;]{0,40}\b(?:instructions?|evidence|data|rules|above|previous|prompt)\b"
