@@ -201,3 +201,10 @@ def test_named_split_presets_work_from_any_folder(tmp_path, monkeypatch):
         SplitConfig.from_yaml("nope")
     with pytest.raises(ValueError, match="missing.yaml: no such SplitConfig file"):
         SplitConfig.from_yaml("missing.yaml")
+    # the documented sequence `data import-shared ... --out mag7` then `build --store mag7 --config mag7`:
+    # a folder named like the preset is the store, not the config (it raised "Is a directory")
+    (tmp_path / "mag7").mkdir()
+    assert SplitConfig.from_yaml("mag7").heldout_tickers == ["META", "NVDA"]
+    (tmp_path / "store").mkdir()
+    with pytest.raises(ValueError, match="store: a folder, not a SplitConfig YAML file"):
+        SplitConfig.from_yaml("store")

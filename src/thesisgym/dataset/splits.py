@@ -128,9 +128,13 @@ def presets() -> list[str]:
 
 
 def resolve_preset(path: str | Path) -> Path:
-    """`path` itself when it exists or names a folder; else the preset of that name."""
+    """`path` itself when it is a file or names a folder; else the preset of that name (a bare name
+    that is also a folder here, "mag7" beside the store `data import-shared --out mag7` wrote, is the preset)."""
     path = Path(path)
-    if path.exists() or len(path.parts) > 1 or path.suffix in (".yaml", ".yml"):
+    bare_preset = len(path.parts) == 1 and (PRESET_DIR / f"{path.name}.yaml").exists()
+    if path.is_dir() and not bare_preset:
+        raise ValueError(f"{path}: a folder, not a SplitConfig YAML file (presets: {', '.join(presets())})")
+    if (path.exists() and not bare_preset) or len(path.parts) > 1 or path.suffix in (".yaml", ".yml"):
         if not path.exists():
             raise ValueError(f"{path}: no such SplitConfig file (presets: {', '.join(presets())})")
         return path
