@@ -693,6 +693,38 @@ def test_a_level_named_lower_or_higher_is_no_move():
     ("Bearish: weak demand, limited growth and fading momentum", -1),
     ("The shares cleared resistance in a bullish breakout; buy", 1),
     ("The shares now trade below the close of a month ago", -1),
+    # trader's idioms for an action, turned like one, only in a recommendation's frame (a red team's
+    # escapes: "unload", "take profits"); a question answered "no" reads the other way ("Bullish? No. I
+    # would stay out" read bullish), any other question as said ("Bearish? You bet." stays bearish)
+    ("I would take profits here and unload the shares", -1),
+    ("This argues against taking profits yet", 1),
+    ("I would load up on the shares", 1),
+    ("It is too early to take profits.", 0),
+    ("The company is loading up on debt.", 0),
+    ("New entrants are likely to stay out given the moat.", 0),
+    ("Bullish? No. I would stay out", -1),
+    ("Bullish? Not at all, I would sell", -1),
+    ("Bullish? Nah.", -1),
+    ("Bullish? Absolutely not.", -1),
+    ("Bearish? You bet.", -1),
+    ("Buy? No doubt about it.", 1),
+    ("Sell? No doubt.", -1),
+    ("Bearish? Hardly. Buy.", 1),
+    ("Why sell here? The beat is strong", 1),
+    # what "at risk" threatens carries the view; a cue said to be over is going away, not one in a
+    # complement (honest readings a red team found charged as misreadings)
+    ("Short sellers look at risk here", 1),
+    ("The short position looks at risk", 1),
+    ("The bears are not at risk.", -1),
+    ("Shorts are right and longs are at risk.", -1),
+    ("Are shorts at risk? No.", -1),
+    ("Margins are at risk", -1),
+    ("The downtrend looks over; buy", 1),
+    ("The rally is over, sell", -1),
+    ("Is the rally over? No. The beat extends it.", 1),
+    ("Is the rally over? Yes.", -1),
+    ("The wait for the upgrade is over: buy.", 1),
+    ("Bullish over the coming week", 1),
 ])
 def test_an_opinion_reads_the_cue_it_turns(opinion, direction):
     """A cue said to be small or going away, a concessive clause and a level placed against the price

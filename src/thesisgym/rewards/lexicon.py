@@ -24,6 +24,7 @@ __all__ = [
     "EVENT_VERBS",
     "FACT_TERMS",
     "HEDGES",
+    "IDIOMS",
     "LEXICON",
     "NEGATIONS",
     "all_stems",
@@ -88,11 +89,24 @@ LEXICON: dict[str, float] = {
     # also name other things stay out: "own" is "its own", "reducing" may be debt, "adding" may be losses)
     "owning": 0.5, "buying": 0.5, "accumulating": 0.75, "adding exposure": 0.75, "selling": -0.5,
     "shorting": -0.5, "trimming": -0.5, "cutting exposure": -0.75, "reducing exposure": -0.75,
+    # trader's idiom for the same actions ("take profits", "unload the shares", "stay out"); only phrases
+    # whose words name no event: every word of a phrase joins the analysis vocabulary, so "exit the position"
+    # would make "the CFO's exit" analysis and hide it as an invented fact, "lock in gains" a contract locked in
+    "take profits": -0.5, "taking profits": -0.5, "profit taking": -0.5, "unload": -0.5, "unloading": -0.5,
+    "stay out": -0.5, "staying out": -0.5, "stay away": -0.5, "staying away": -0.5, "get out": -0.5,
+    "getting out": -0.5, "go short": -0.75, "going short": -0.75, "go long": 0.75, "going long": 0.75,
+    "load up": 0.5, "loading up": 0.5,
 }
+# the trader's idioms above: each names the analyst's own action only in a recommendation's frame
+# (`reading._framed`: "I would take profits", "time to unload", "Load up."), never a company's or
+# others' ("the company is loading up on debt", "new entrants stay out", "too early to take profits")
+IDIOMS = frozenset(["take profits", "taking profits", "profit taking", "unload", "unloading", "stay out",
+                    "staying out", "stay away", "staying away", "get out", "getting out", "go short", "going short",
+                    "go long", "going long", "load up", "loading up"])
 # the action cues above (and the ratings) that "against" turns: "argues against owning it"
 ACTIONS = frozenset(["buy", "sell", "short", "accumulate", "avoid", "long position", "short position", "owning",
                      "buying", "accumulating", "adding exposure", "selling", "shorting", "trimming",
-                     "cutting exposure", "reducing exposure"])
+                     "cutting exposure", "reducing exposure"]) | IDIOMS
 NEGATIONS = frozenset(
     ["not", "no", "never", "without", "nor", "fails", "fail", "failed", "neither", "isn't", "wasn't", "didn't",
      "doesn't", "don't", "won't", "cannot", "hardly", "barely", "lacks", "lack", "aren't", "weren't", "can't",

@@ -7,10 +7,11 @@ an opinion says or what an item says:
 - `stance_score(text)`: the finance lexicon (`lexicon.LEXICON`, multi-word phrases first) with a
   negation within the three preceding words ("not", or "anything but" / "far from") flipping a cue,
   "less" before a cue removing it, a cue said to be small or going away turned ("downside risk
-  looks limited", "removes a concern"), a concessive clause dropped ("despite the rally, ..."), a
-  level placed against the price read from the price's side ("the average sits above the price"),
-  plus explicitly signed percentages ("change -0.25%", "-9.7% surprise"). `stance` = tanh of it, in
-  [-1, 1].
+  looks limited", "removes a concern", "the downtrend looks over"), a question's cues asked, not
+  said, unless the next sentence answers it ("Bullish? No."), a concessive clause dropped ("despite
+  the rally, ..."), a level placed against the price read from the price's side ("the average sits
+  above the price"), plus explicitly signed percentages ("change -0.25%", "-9.7% surprise").
+  `stance` = tanh of it, in [-1, 1].
 - `level_score(text, close)`: the direction of technical levels (a moving average against the
   latest close, RSI between 55 and 70 / 30 and 45, the MACD histogram's sign).
 - `item_reading(text, close)`: what an item says, as a direction in {-1, 0, +1}: the sign of its
@@ -55,7 +56,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
-from thesisgym.rewards.lexicon import ACTIONS, LEXICON, NEGATIONS
+from thesisgym.rewards.lexicon import ACTIONS, IDIOMS, LEXICON, NEGATIONS
 
 __all__ = [
     "CLEAR",
@@ -105,6 +106,11 @@ _WEAKENERS = frozenset(["less"])
 # words that turn the analyst's action after them, and are no cue of their own there
 _ACTION_TURNERS = frozenset(["against", "avoid", "avoiding"])
 _ACTION_TOKENS = frozenset(a.replace(" ", "_") for a in ACTIONS)  # as `_tokens` joins phrases
+_IDIOM_TOKENS = frozenset(a.replace(" ", "_") for a in IDIOMS)
+# the words before an idiom that make it the analyst's recommendation (`_framed`)
+_IDIOM_FRAMES = frozenset(["i", "we", "i'd", "we'd", "would", "should", "must", "time", "toward", "towards", "for",
+                           "against", "avoid", "avoiding", "recommend", "favour", "favours", "favor", "favors",
+                           "prefer", "better", "rather"])
 # A cue a sentence says is small or going away reads the other way: "downside risk looks limited",
 # "limited upside", "the selloff looks overdone" (a diminisher up to three words after the cue, or one
 # of two words before it), "this removes a key concern and a headwind" (a remover turns every cue after
@@ -120,9 +126,13 @@ _REMOVERS = frozenset(["removes", "removed", "eliminates", "eliminated", "resolv
                        "dispelled", "allays", "allayed", "offsets", "erases", "erased"])
 _REMOVER_REACH = 6
 # a cue said to be threatened reads the other way too ("the gains of recent weeks look at risk"): "at
-# risk" turns every cue before it in its clause, up to six words back, and stays a bearish cue itself
+# risk" turns every cue before it in its clause, up to six words back (and then adds no weight of its
+# own: `_threat_weight`)
 _THREATENED = frozenset(["at_risk"])
-_TURNERS = _DIMINISHED_AFTER | _DIMINISHED_BEFORE | _REMOVERS | _THREATENED
+_OVER = frozenset(["over_"])  # "the downtrend looks over" (_OVER_RE below)
+_TURNERS = _DIMINISHED_AFTER | _DIMINISHED_BEFORE | _REMOVERS | _THREATENED | _OVER
+# those who lose when the shares rise: "at risk" after them reads bullish ("short sellers look at risk")
+_SHORT_SIDE = frozenset(["shorts", "bears", "sellers"])
 # a concessive clause grants the other side and is not the claim: "despite the strong rally, this is a
 # warning" reads bearish, "shares rose despite a weak market" bullish; its cues are dropped. One that
 # opens a sentence ends at its comma, and without one nothing is dropped ("Despite the headline I would
@@ -135,6 +145,13 @@ _CONCESSIVE_RE = re.compile(r"(?:^|(?<=[.;:!?])\s*)" + _CONCESSIVE + r"[^,;:.!?]
 # the close of a month ago")
 _PRICE_SIDE_RE = re.compile(r"\b(above|below) (?:the |its |our )?(?:current |latest |last |share )?"
                             r"(?:price|close|shares|stock)\b(?! target| of)")
+# "the downtrend looks over", "is the rally over?": a cue said to be over is going away; "over" only after
+# a copula and before the clause's end (or the subject of an inverted question), not "over the coming
+# week" nor "over 5%". It becomes the token "over_", a diminisher that turns no cue of a complement
+# ("the wait for the upgrade is over": the wait ends, not the upgrade)
+_OVER_RE = re.compile(r"\b((?:is|are|was|were|looks?|seems?|appears?|now) (?:all )?)over\b(?=\s*(?:[,;:.!?)]|$|and\b"
+                      r"|but\b))|\b((?:is|are|was|were) (?:the |this |that |its )?[a-z]+ )over(?=\s*\?)")
+_COMPLEMENT_HEADS = frozenset(["for", "of", "over", "about", "on"])
 # "strong" before a rating or a flow intensifies it ("a strong sell view"); it is no bullish word there
 _STRONG_RATINGS = frozenset(["sell", "buy", "selling", "buying", "sells", "buys"])
 _BAND_WORDS = frozenset(["band", "bound", "bollinger", "channel", "limit"])
@@ -246,6 +263,8 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
         low = _LEVEL_LABEL_RE.sub("level", low)
     if "spite" in low or "notwithstanding" in low or "though" in low:  # "despite", "in spite of", "(al)though"
         low = _CONCESSIVE_RE.sub(", ", low)
+    if " over" in low:
+        low = _OVER_RE.sub(lambda m: (m.group(1) or m.group(2)) + "over_", low)
     if "above " in low or "below " in low:
         low = _PRICE_SIDE_RE.sub(lambda m: "below" if m.group(1) == "above" else "above", low)
     words = _tokens(low)
@@ -254,13 +273,22 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
     sentence_of = _parts_of(low, len(words), _SENTENCE_END_RE) if _SENTENCE_END_RE.search(low) and not \
         NEGATIONS.isdisjoint(words) else None
     clause_of = _parts_of(low, len(words), _CLAUSE_PUNCT_RE) if not _TURNERS.isdisjoint(words) or not \
-        _ACTION_TURNERS.isdisjoint(words) else None
-    turned = _turned_positions(words, clause_of) if clause_of is not None and not _TURNERS.isdisjoint(
-        words) else frozenset()
+        _ACTION_TURNERS.isdisjoint(words) or not _IDIOM_TOKENS.isdisjoint(words) else None
+    turned, restated = _turned_positions(words, clause_of) if clause_of is not None and not _TURNERS.isdisjoint(
+        words) else (frozenset(), {})
+    asked, answers = _asked(low, len(words)) if "?" in low else (None, frozenset())
     for i, w in enumerate(words):
         weight = LEXICON.get(w.replace("_", " ")) if "_" in w else LEXICON.get(w)
         if weight is None:
             continue
+        if w in _IDIOM_TOKENS and not _framed(words, i, clause_of):
+            continue  # "the company is loading up on debt": not the analyst's action
+        if i in restated:
+            weight = restated[i]
+            if not weight:
+                continue
+        if asked is not None:
+            weight *= asked[i]  # "Bullish? No.": the answer says it
         if w == "record" and (i + 1 == len(words) or words[i + 1] in _NOT_AFTER_RECORD):
             continue  # "the record shows", "part of the record for": the noun, not "record orders"
         if w == "short" and i + 1 < len(words) and words[i + 1] in _NOT_AFTER_SHORT:
@@ -277,7 +305,8 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
             continue  # "buying into the weakness": what the action is done into, not a view
         window = [k for k in range(max(0, i - 3), i) if sentence_of is None or sentence_of[k] == sentence_of[i]]
         before = [words[k] for k in window]
-        if any(words[k] in NEGATIONS and words[k + 1] not in _NOT_NEGATING_AFTER for k in window) or any(
+        if any(words[k] in NEGATIONS and words[k + 1] not in _NOT_NEGATING_AFTER and k not in answers
+               for k in window) or any(
                 pair in _NEGATING_PAIRS for pair in zip(before, before[1:], strict=False)):
             weight = -weight  # "no doubt, bullish" negates nothing
         if i in turned:
@@ -292,14 +321,50 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
     return tuple(out)
 
 
-def _turned_positions(words: Sequence[str], clause_of: Sequence[int]) -> frozenset[int]:
+# a question answered "no" says the opposite of its cues ("Bullish? No. I would stay out", "Bullish?
+# Absolutely not."); any other question keeps its cues (an unanswered or rhetorical one, "Bearish? You
+# bet.", is read as said: dropping it would let a misreading hide in a question mark). The answer is the
+# next sentence's opening words followed by a pause ("No doubt." is no answer) and negates nothing after it.
+_ANSWER_NO_RE = re.compile(r"\s*(?:no|nope|nah|hardly|not at all|not really|(?:absolutely|definitely|certainly"
+                           r"|of course) not)\s*(?:[.,;:!?]|$)")
+_ANSWERED_RE = re.compile(r"\?" + _ANSWER_NO_RE.pattern)
+
+
+def _asked(low: str, n_words: int) -> tuple[list[int] | None, frozenset[int]]:
+    """Per token of `low`: -1 in a question the next sentence answers "no", else 1; and the positions
+    of the answer words. (None, {}) when a lexicon phrase spans a sentence end."""
+    parts = _SENTENCE_END_RE.split(low)
+    ends = [m.group() for m in _SENTENCE_END_RE.finditer(low)]
+    sizes = [len(_tokens(p)) for p in parts]
+    if sum(sizes) != n_words:
+        return None, frozenset()
+    factors: list[int] = []
+    answers: set[int] = set()
+    start = 0
+    for k, size in enumerate(sizes):
+        factor = 1
+        if k + 1 < len(parts) and ends[k] == "?" and (m := _ANSWER_NO_RE.match(parts[k + 1])) is not None:
+            factor = -1
+            answers.update(range(start + size, start + size + len(_tokens(m.group()))))
+        factors += [factor] * size
+        start += size
+    return factors, frozenset(answers)
+
+
+def _turned_positions(words: Sequence[str], clause_of: Sequence[int]) -> tuple[frozenset[int], dict[int, float]]:
     """Positions of the cues a diminisher or a remover turns (see _DIMINISHED_AFTER); `clause_of[i]`
-    numbers the clause of word i, and no turn crosses into another clause."""
+    numbers the clause of word i, and no turn crosses into another clause. Also the new weight of an
+    "at risk" that threatens something: 0 when it turned a cue (the threatened cue carries the view),
+    bullish when what it threatens is the short side ("short sellers look at risk here")."""
     marks = [i for i, w in enumerate(words) if w in _TURNERS]
     turned: set[int] = set()
+    restated: dict[int, float] = {}
     for i in marks:
         w, here = words[i], clause_of[i]
-        if any(p in NEGATIONS for p in words[max(0, i - 2) : i]):
+        negated = any(p in NEGATIONS for p in words[max(0, i - 2) : i])
+        if w in _THREATENED and (weight := _threat_weight(words, i, clause_of, negated)) is not None:
+            restated[i] = weight
+        if negated:
             continue  # "not limited", "not capped": the cue stands
         reach: Iterable[int] = ()
         if w in _REMOVERS:
@@ -308,13 +373,52 @@ def _turned_positions(words: Sequence[str], clause_of: Sequence[int]) -> frozens
             reach = range(i + 1, min(len(words), i + 3))  # attributive: "limited upside"
         elif w in _DIMINISHED_AFTER:
             reach = range(i - 1, max(-1, i - 4), -1)  # "downside risk looks limited"
+        elif w in _OVER:
+            reach = [j for j in range(i - 1, max(-1, i - 4), -1) if not _in_complement(words, j)]
         elif w in _THREATENED:
             reach = range(i - 1, max(-1, i - 1 - _REMOVER_REACH), -1)
         for j in reach:
             if clause_of[j] != here or words[j] in _CLAUSE_END:
                 break
             turned.add(j)
-    return frozenset(turned)
+    return frozenset(turned), restated
+
+
+def _threat_weight(words: Sequence[str], i: int, clause_of: Sequence[int], negated: bool) -> float | None:
+    """The weight of the "at risk" at i when it is not its own: bullish when it threatens the short side
+    ("short sellers look at risk"; negated, "the bears are not at risk", the negation then turns it),
+    else 0 when it turns a cue ("the gains look at risk": the turned cue carries the view)."""
+    for j in range(i - 1, max(-1, i - 1 - _REMOVER_REACH), -1):
+        if clause_of[j] != clause_of[i] or words[j] in _CLAUSE_END or words[j] == "and":
+            break
+        if words[j] in _SHORT_SIDE and (words[j] != "sellers" or words[j - 1] == "short"):
+            return -LEXICON["at risk"]
+    if negated:
+        return None
+    for j in range(i - 1, max(-1, i - 1 - _REMOVER_REACH), -1):
+        if clause_of[j] != clause_of[i] or words[j] in _CLAUSE_END:
+            break
+        if _is_cue(words[j]) and not (words[j] == "short" and words[j + 1] in _NOT_AFTER_SHORT):
+            return 0.0
+    return None
+
+
+def _framed(words: Sequence[str], i: int, clause_of: Sequence[int] | None) -> bool:
+    """Whether the idiom at i is the analyst's recommendation: a frame word among the three words before
+    it in its clause ("I would take profits", "time to unload"), or a base form opening its clause
+    ("Load up.", "Take profits here"; not a gerund subject, "Taking profits now would be premature")."""
+    def same(k: int) -> bool:
+        return clause_of is None or clause_of[k] == clause_of[i]
+
+    if any(words[k] in _IDIOM_FRAMES and same(k) for k in range(max(0, i - 3), i)):
+        return True
+    return not words[i].split("_")[0].endswith("ing") and (i == 0 or not same(i - 1))
+
+
+def _in_complement(words: Sequence[str], j: int) -> bool:
+    """Whether word j sits right after a preposition, or after one and an article ("for the upgrade")."""
+    return (j >= 1 and words[j - 1] in _COMPLEMENT_HEADS) or (
+        j >= 2 and words[j - 1] in ("the", "a", "an", "this", "its") and words[j - 2] in _COMPLEMENT_HEADS)
 
 
 def _is_cue(word: str) -> bool:
@@ -416,6 +520,8 @@ def unreadable_turn(opinion: str) -> bool:
     if _IRONY_RE.search(opinion) is not None:
         return True
     low = opinion.lower()
+    if "?" in low:
+        low = _ANSWERED_RE.sub("? ", low)  # "Bullish? Not at all, I would sell": the answer turns the question
     if not any(n in low for n in ("no", "n't", "never", "without", "nor", "fail", "hardly", "barely", "lack",
                                   "cannot", "denie")):
         return False  # C-level test: most opinions hold no negation at all
