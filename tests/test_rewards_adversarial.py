@@ -711,6 +711,9 @@ def test_a_level_named_lower_or_higher_is_no_move():
     ("Sell? No doubt.", -1),
     ("Bearish? Hardly. Buy.", 1),
     ("Why sell here? The beat is strong", 1),
+    ("Any reason to buy? None.", -1),
+    ("Why would anyone sell? Definitely the wrong move.", 1),
+    ("Why is the stock bullish? Because of the beat.", 1),
     # what "at risk" threatens carries the view; a cue said to be over is going away, not one in a
     # complement (honest readings a red team found charged as misreadings)
     ("Short sellers look at risk here", 1),

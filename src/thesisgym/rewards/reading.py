@@ -325,14 +325,18 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
 # Absolutely not."); any other question keeps its cues (an unanswered or rhetorical one, "Bearish? You
 # bet.", is read as said: dropping it would let a misreading hide in a question mark). The answer is the
 # next sentence's opening words followed by a pause ("No doubt." is no answer) and negates nothing after it.
-_ANSWER_NO_RE = re.compile(r"\s*(?:no|nope|nah|hardly|not at all|not really|(?:absolutely|definitely|certainly"
-                           r"|of course) not)\s*(?:[.,;:!?]|$)")
+_ANSWER_NO_RE = re.compile(r"\s*(?:no|nope|nah|none|hardly|not at all|not really|(?:absolutely|definitely"
+                           r"|certainly|of course) not)\s*(?:[.,;:!?]|$)")
+# a rhetorical "why" asks against its action: "Why would anyone sell?", "Why buy here?" (not "Why is it
+# bullish?", which asks for a reason)
+_WHY_AGAINST = frozenset(["would", "should", "buy", "sell", "own", "short", "hold"])
 _ANSWERED_RE = re.compile(r"\?" + _ANSWER_NO_RE.pattern)
 
 
 def _asked(low: str, n_words: int) -> tuple[list[int] | None, frozenset[int]]:
-    """Per token of `low`: -1 in a question the next sentence answers "no", else 1; and the positions
-    of the answer words. (None, {}) when a lexicon phrase spans a sentence end."""
+    """Per token of `low`: -1 in a question the next sentence answers "no" and for the action a
+    rhetorical "why" asks against, else 1; and the positions of the answer words. (None, {}) when a lexicon phrase spans a
+    sentence end."""
     parts = _SENTENCE_END_RE.split(low)
     ends = [m.group() for m in _SENTENCE_END_RE.finditer(low)]
     sizes = [len(_tokens(p)) for p in parts]
@@ -342,11 +346,15 @@ def _asked(low: str, n_words: int) -> tuple[list[int] | None, frozenset[int]]:
     answers: set[int] = set()
     start = 0
     for k, size in enumerate(sizes):
-        factor = 1
-        if k + 1 < len(parts) and ends[k] == "?" and (m := _ANSWER_NO_RE.match(parts[k + 1])) is not None:
-            factor = -1
-            answers.update(range(start + size, start + size + len(_tokens(m.group()))))
-        factors += [factor] * size
+        factor = [1] * size
+        if k < len(ends) and ends[k] == "?":
+            words = _tokens(parts[k])
+            if len(words) > 1 and words[0] == "why" and words[1] in _WHY_AGAINST:
+                factor = [-1 if w in _ACTION_TOKENS else 1 for w in words]  # the action asked against
+            elif k + 1 < len(parts) and (m := _ANSWER_NO_RE.match(parts[k + 1])) is not None:
+                factor = [-1] * size
+                answers.update(range(start + size, start + size + len(_tokens(m.group()))))
+        factors += factor
         start += size
     return factors, frozenset(answers)
 
