@@ -196,6 +196,22 @@ def test_trade_r1_table_carries_the_pooled_decision_skill(tmp_path):
     assert by[("fsr", "A")].count("n/a") == len(SKILL_HEAD)
 
 
+def test_trade_r1_table_opens_with_the_sft_start_every_arm_is_read_against(tmp_path):
+    """The checkpoint every arm starts from, scored on the same sets, is the table's first row: an arm's
+    change is read against it, not against the other arms alone. It has no in-sample reward."""
+    cfg = TradeR1Config(out=str(tmp_path), arms=["dsr"], seeds=[0])
+    for arm, name, reward in (("sft_start", "sft_start", float("nan")), ("dsr", "dsr-s0", 0.2)):
+        (tmp_path / "arms" / name).mkdir(parents=True)
+        rows = scored_rows(DECISIONS if arm == "dsr" else REVERSED_DAY_1)
+        (tmp_path / "arms" / name / "metrics.json").write_text(json.dumps(
+            {"arm": arm, "seed": 0, "in_sample_reward": reward, "sharpe_A": 1.0, "sharpe_B": 0.5, "A": rows, "B": rows,
+             "train_majority": "HOLD"}))
+    start, dsr = summarize(tmp_path, cfg)
+    assert (start["arm"], dsr["arm"]) == ("sft_start", "dsr") and start["A.skill"]["ic"] != dsr["A.skill"]["ic"]
+    lines = format_table([start, dsr])
+    assert lines[2].startswith("| sft_start | 1 | n/a |") and lines[3].startswith("| dsr | 1 | 0.200 |")
+
+
 def test_tool_table_carries_the_decision_skill():
     table = summarize_tools({"single-prompt": scored_rows(DECISIONS), "tool SFT": scored_rows(REVERSED_DAY_1)},
                             majority="HOLD")
@@ -215,7 +231,7 @@ def test_trade_r1_runs_end_to_end_at_a_reduced_size_and_resumes(tmp_path):
                         demo=dict(tickers=4, days=200, stride=6, heldout_tickers=1, distill_n=2, sft_steps=2,
                                   num_generations=2, max_completion_length=24))
     summary = run_trade_r1(cfg, progress=False)
-    assert [r["arm"] for r in summary["table"]] == ["market_only", "dsr"]
+    assert [r["arm"] for r in summary["table"]] == ["sft_start", "market_only", "dsr"]
     assert (tmp_path / "x" / "table.md").exists() and (tmp_path / "x" / "trade_r1.png").exists()
     lines: list[str] = []
     run_trade_r1(cfg, log=lines.append, progress=False)  # resumed: nothing retrained

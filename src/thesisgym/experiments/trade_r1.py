@@ -16,7 +16,8 @@ GRPO recipes' reward stacks, `thesisgym.rewards.score_completion`, the local con
    generator, momentum reverses) and for the lucky ticker's rows after its drift flipped; every
    thesis is scored by the shared verifier with the local judge's `s`.
 
-Per arm: in-sample reward (the arm's own reward, mean over its last logged GRPO steps), held-out
+The table's first row is the SFT start itself (`sft_start`), scored on the same held-out sets: each arm's
+change is read against it. Per arm: in-sample reward (the arm's own reward, mean over its last logged GRPO steps), held-out
 hallucination rate, grounding, s, decision accuracy, the share of BUY decisions, Sharpe (backtest of
 the decisions on A's test rows) and the cross-market drop (A minus B) in accuracy (with its own
 interval, each market's rows resampled on their own) and in Sharpe (per seed, with the seed range);
@@ -60,6 +61,8 @@ ARMS: dict[str, tuple[str, list[str] | None]] = {
     "dsr": ("dsr", None),
     "weighted": ("dsr", ["weighted", "structure", "evidence", "decision", "loop"]),
 }
+# the SFT checkpoint every arm starts from, scored on the same held-out sets: the row each arm is read against
+START_ARM = "sft_start"
 ROW_METRICS: tuple[str, ...] = ("hallucination_rate", "grounding", "s", "decision_correct", "decision_valid")
 
 
@@ -135,7 +138,6 @@ def run_trade_r1(config: TradeR1Config, *, log: Callable[[str], None] = print, p
         build_market_data,
         distil_sft_data,
         drop_checkpoints,
-        generate_for,
         grpo_config,
         train_sft,
     )
@@ -166,6 +168,14 @@ def run_trade_r1(config: TradeR1Config, *, log: Callable[[str], None] = print, p
     majority = train_majority(splits_a["train"])  # the constant the skill table's paired accuracy names
     log("    eval rows: " + ", ".join(f"{k} {len(v)}" for k, v in sets.items()))
 
+    start = out / "arms" / START_ARM / "metrics.json"  # the baseline every arm's change is read against
+    if not start.exists():
+        res = {"arm": START_ARM, "seed": config.seed, "in_sample_reward": math.nan, "train_majority": majority,
+               **_score_sets(sft_final, sets, demo, store_a, store_b, START_ARM)}
+        start.parent.mkdir(parents=True, exist_ok=True)
+        start.write_text(json.dumps(res, default=float))
+        log("    the SFT start scored on the held-out sets")
+
     jobs = [(arm, seed) for arm in config.arms for seed in config.seeds]
     with Ticker(len(jobs), "arms x seeds", enabled=progress, unit="runs", print_fn=log) as bar:
         for arm, seed in jobs:
@@ -179,12 +189,7 @@ def run_trade_r1(config: TradeR1Config, *, log: Callable[[str], None] = print, p
                 final = run_grpo(cfg, callbacks=[CompactProgress(label=f"{arm} s{seed}", print_fn=log, show_bar=False)])
                 drop_checkpoints(run_dir / "grpo")
                 res: dict[str, Any] = {"arm": arm, "seed": seed, "in_sample_reward": _in_sample(run_dir / "grpo", arm),
-                                       "train_majority": majority}
-                for name, rows in sets.items():
-                    comps = generate_for(final, rows, demo)
-                    res[name] = with_row_fields(score_with_s(comps, rows), rows)
-                    if name in ("A", "B"):
-                        res[f"sharpe_{name}"] = _sharpe(comps, rows, store_a if name == "A" else store_b, arm)
+                                       "train_majority": majority, **_score_sets(final, sets, demo, store_a, store_b, arm)}
                 res["seconds"] = round(time.perf_counter() - t_arm, 1)
                 done.write_text(json.dumps(res, default=float))
                 log(f"    {arm} seed {seed}: {res['seconds']:.0f} s")
@@ -196,6 +201,19 @@ def run_trade_r1(config: TradeR1Config, *, log: Callable[[str], None] = print, p
     (out / "table.md").write_text("\n".join(format_table(table)) + "\n")
     plot_table(table, out / "trade_r1.png")
     return summary
+
+
+def _score_sets(model: Path, sets: dict[str, list], demo: Any, store_a: Any, store_b: Any, name: str) -> dict:
+    """Greedy theses of one checkpoint for every held-out set, scored (and A's and B's backtest Sharpe)."""
+    from thesisgym.experiments.demo import generate_for
+
+    res: dict[str, Any] = {}
+    for split, rows in sets.items():
+        comps = generate_for(model, rows, demo)
+        res[split] = with_row_fields(score_with_s(comps, rows), rows)
+        if split in ("A", "B"):
+            res[f"sharpe_{split}"] = _sharpe(comps, rows, store_a if split == "A" else store_b, name)
+    return res
 
 
 def _eval_sets(store_a: Any, splits_a: dict, splits_b: dict, n: int) -> dict[str, list]:
@@ -223,13 +241,15 @@ def _in_sample(run_dir: Path, arm: str) -> float:
 def summarize(out: Path, config: TradeR1Config) -> list[dict]:
     """One row per arm from the finished arm-seed `metrics.json` files."""
     table = []
-    for arm in config.arms:
-        runs = [json.loads(p.read_text()) for s in config.seeds
-                if (p := out / "arms" / f"{arm}-s{s}" / "metrics.json").exists()]
+    start = out / "arms" / START_ARM / "metrics.json"
+    groups = [(START_ARM, [json.loads(start.read_text())] if start.exists() else [])]
+    groups += [(arm, [json.loads(p.read_text()) for s in config.seeds
+                      if (p := out / "arms" / f"{arm}-s{s}" / "metrics.json").exists()]) for arm in config.arms]
+    for arm, runs in groups:
         if not runs:
             continue
         row: dict[str, Any] = {"arm": arm, "seeds": len(runs),
-                               "in_sample_reward": float(np.nanmean([r["in_sample_reward"] for r in runs]))}
+                               "in_sample_reward": _nanmean([r["in_sample_reward"] for r in runs])}
         for split in ("A", "B", "lucky"):
             scored = [s for r in runs for s in r.get(split, [])]
             for m in ROW_METRICS:
@@ -256,6 +276,12 @@ def summarize(out: Path, config: TradeR1Config) -> list[dict]:
             row[f"{split}.skill"] = _pooled_skill(runs, split, config.seed)
         table.append(row)
     return table
+
+
+def _nanmean(values: Sequence[float]) -> float:
+    """Mean of the finite values; NaN when there are none (the SFT start has no in-sample reward)."""
+    finite = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    return float(np.mean(finite)) if finite else math.nan
 
 
 def _pooled_skill(runs: Sequence[dict], split: str, seed: int) -> dict[str, Any]:
@@ -285,7 +311,9 @@ def format_table(table: Sequence[dict]) -> list[str]:
             "drop Sharpe A-B (seed range)")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in table:
-        cells = (r["arm"], str(r["seeds"]), f"{r['in_sample_reward']:.3f}", _ci(r.get("A.hallucination_rate")),
+        reward = r["in_sample_reward"]
+        cells = (r["arm"], str(r["seeds"]), f"{reward:.3f}" if math.isfinite(reward) else "n/a",
+                 _ci(r.get("A.hallucination_rate")),
                  _ci(r.get("A.grounding")), _ci(r.get("A.s")), _ci(r.get("A.decision_correct")),
                  _ci(r.get("B.decision_correct")), _ci(r.get("lucky.decision_correct")),
                  f"{r.get('A.buy_share', math.nan):.0%}", _ci(r["sharpe_A"]), _ci(r["sharpe_B"]),
