@@ -74,7 +74,7 @@ def test_decision_mix_text_lists_shares_largest_first():
 def test_run_demo_end_to_end_tiny(tmp_path):
     cfg = DemoConfig.sized("quick", out=str(tmp_path / "demo"), tickers=4, days=160, stride=6, distill_n=2,
                            sft_steps=2, grpo_steps=1, num_generations=2, max_completion_length=24, eval_rows=4,
-                           curve_rows=3)
+                           eval_per_date=2, curve_rows=3)
     out = tmp_path / "demo"
     stale = out / "tiny-base"
     stale.mkdir(parents=True)
@@ -151,7 +151,7 @@ def test_demo_cli_prints_table_and_report_path(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_two_demo_runs_with_the_same_seed_print_the_same_change_table(tmp_path):
     cfg = dict(tickers=4, days=160, stride=6, heldout_tickers=1, distill_n=2, sft_steps=3, grpo_steps=1,
-               num_generations=2, max_completion_length=32, eval_rows=6, curve_rows=2, probes="digits")
+               num_generations=2, max_completion_length=32, eval_rows=6, eval_per_date=2, curve_rows=2, probes="digits")
     tables = []
     for run in ("a", "a"):  # the same folder twice: the second run must not reuse the first one's model
         lines: list[str] = []
