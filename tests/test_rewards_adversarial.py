@@ -720,6 +720,7 @@ def test_a_level_named_lower_or_higher_is_no_move():
     ("The short position looks at risk", 1),
     ("The bears are not at risk.", -1),
     ("Shorts are right and longs are at risk.", -1),
+    ("Sellers are at risk, short", -1),  # "sellers" opening the text: no "short" before it
     ("Are shorts at risk? No.", -1),
     ("Margins are at risk", -1),
     ("The downtrend looks over; buy", 1),

@@ -7,9 +7,9 @@ an opinion says or what an item says:
 - `stance_score(text)`: the finance lexicon (`lexicon.LEXICON`, multi-word phrases first) with a
   negation within the three preceding words ("not", or "anything but" / "far from") flipping a cue,
   "less" before a cue removing it, a cue said to be small or going away turned ("downside risk
-  looks limited", "removes a concern", "the downtrend looks over"), a question's cues asked, not
-  said, unless the next sentence answers it ("Bullish? No."), a concessive clause dropped ("despite
-  the rally, ..."), a level placed against the price read from the price's side ("the average sits
+  looks limited", "removes a concern", "the downtrend looks over"), a question answered "no" turned
+  ("Bullish? No.") and any other read as said, a concessive clause dropped ("despite the rally,
+  ..."), a level placed against the price read from the price's side ("the average sits
   above the price"), plus explicitly signed percentages ("change -0.25%", "-9.7% surprise").
   `stance` = tanh of it, in [-1, 1].
 - `level_score(text, close)`: the direction of technical levels (a moving average against the
@@ -335,27 +335,25 @@ _ANSWERED_RE = re.compile(r"\?" + _ANSWER_NO_RE.pattern)
 
 def _asked(low: str, n_words: int) -> tuple[list[int] | None, frozenset[int]]:
     """Per token of `low`: -1 in a question the next sentence answers "no" and for the action a
-    rhetorical "why" asks against, else 1; and the positions of the answer words. (None, {}) when a lexicon phrase spans a
-    sentence end."""
+    rhetorical "why" asks against, else 1; and the positions of the answer words. (None, {}) when a
+    lexicon phrase spans a sentence end."""
     parts = _SENTENCE_END_RE.split(low)
     ends = [m.group() for m in _SENTENCE_END_RE.finditer(low)]
-    sizes = [len(_tokens(p)) for p in parts]
-    if sum(sizes) != n_words:
+    tokens = [_tokens(p) for p in parts]
+    if sum(map(len, tokens)) != n_words:
         return None, frozenset()
     factors: list[int] = []
     answers: set[int] = set()
-    start = 0
-    for k, size in enumerate(sizes):
-        factor = [1] * size
+    for k, words in enumerate(tokens):
+        factor = [1] * len(words)
         if k < len(ends) and ends[k] == "?":
-            words = _tokens(parts[k])
             if len(words) > 1 and words[0] == "why" and words[1] in _WHY_AGAINST:
                 factor = [-1 if w in _ACTION_TOKENS else 1 for w in words]  # the action asked against
             elif k + 1 < len(parts) and (m := _ANSWER_NO_RE.match(parts[k + 1])) is not None:
-                factor = [-1] * size
-                answers.update(range(start + size, start + size + len(_tokens(m.group()))))
+                factor = [-1] * len(words)
+                start = len(factors) + len(words)  # the answer opens the next sentence
+                answers.update(range(start, start + len(_tokens(m.group()))))
         factors += factor
-        start += size
     return factors, frozenset(answers)
 
 
@@ -399,7 +397,7 @@ def _threat_weight(words: Sequence[str], i: int, clause_of: Sequence[int], negat
     for j in range(i - 1, max(-1, i - 1 - _REMOVER_REACH), -1):
         if clause_of[j] != clause_of[i] or words[j] in _CLAUSE_END or words[j] == "and":
             break
-        if words[j] in _SHORT_SIDE and (words[j] != "sellers" or words[j - 1] == "short"):
+        if words[j] in _SHORT_SIDE and (words[j] != "sellers" or (j > 0 and words[j - 1] == "short")):
             return -LEXICON["at risk"]
     if negated:
         return None
