@@ -729,6 +729,60 @@ def test_a_level_named_lower_or_higher_is_no_move():
     ("Is the rally over? Yes.", -1),
     ("The wait for the upgrade is over: buy.", 1),
     ("Bullish over the coming week", 1),
+    # v4.15: an answer that says the asked cue is small says no; a tag question affirms; "why not"
+    # proposes; more of the trader's idioms; a cue another outweighs (passive turns what is before it,
+    # active what follows); "over-X" is one word
+    ("Upside? Limited.", -1),
+    ("Downside? Minimal.", 1),
+    ("Is the selloff over? Far from it. Sell.", -1),
+    ("This is clearly a sell signal, isn't it?", -1),
+    ("Bearish, no?", -1),
+    ("Sell (why not?) on this print.", -1),
+    ("Why not buy?", 1),
+    ("Take some profits.", -1),
+    ("Book profits and cash out.", -1),
+    ("Stay on the sidelines.", -1),
+    ("Investors stay on the sidelines for now.", 0),
+    ("Get the heck out.", -1),
+    ("The earnings beat is over-shadowed by the guidance cut; sell.", -1),
+    ("The beat overshadowed the guidance cut.", 1),
+    ("The guidance cut outweighs the beat.", -1),
+    ("Risks are outweighed by the upside.", 1),
+    # ... and what two red teams of those rules found: a short answer turns only the asked cue, the first
+    # of a question without a verb, and ends its sentence; "why not" proposes only as the last sentence,
+    # asked of the reader or the analyst; a tag followed by a rebuttal is
+    # left alone, a modal frames an idiom only with the analyst or the investor as its subject (never
+    # the short side's, nor a forecast's "would"), an outweighed cue carries no view, and "eclipsed"
+    # (mostly "surpassed") turns nothing
+    ("The beat was strong, so is the stock a sell? Unlikely.", 1),
+    ("After a weak quarter and a guidance cut, upside? Limited.", -1),
+    ("Upside? Slim to none.", -1),
+    ("Upside: limited.", -1),
+    ("Here is why not to buy: the guidance cut.", -1),
+    ("That is why no one should buy here.", -1),
+    ("Bullish, no? The guidance cut says otherwise.", 0),
+    ("Sell, wouldn't you say?", -1),
+    ("Rivals would stay on the sidelines, leaving Acme the whole market.", 0),
+    ("Investors would be wise to take some profits.", -1),
+    ("Don't cash out yet.", 1),
+    ("Orders eclipsed expectations and growth accelerated.", 1),
+    ("Acme has overshadowed its rivals with strong growth.", 1),
+    ("The beat was overshadowed.", 0),
+    ("The miss was overshadowed by an even bigger guidance cut.", -1),
+    ("Nothing overshadows the beat.", 0),
+    ("Weak margins overshadow the small revenue beat.", -1),
+    ("I would rather load up than sell here.", 1),
+    ("Can the recovery be derailed? Unlikely.", 1),
+    ("Any downside after a beat this strong? Minimal.", 1),
+    ("Is the beat priced in? Far from it; buy.", 1),
+    ("Why not buy? I can think of three reasons.", -1),
+    ("Margin pressure to ease: unlikely.", -1),
+    ("Chance of a dividend cut? Slim, management says; we would not bet on it.", -1),
+    ("Traders will take profits into the print, so expect a dip; buy it.", 1),
+    ("We are taking profits on the position.", -1),
+    ("Short sellers would be wise to get out now.", 0),
+    ("Shareholders would cash out at a 40% premium in the takeover.", 0),
+    ("The beat is more than outweighed by the guidance cut.", -1),
 ])
 def test_an_opinion_reads_the_cue_it_turns(opinion, direction):
     """A cue said to be small or going away, a concessive clause and a level placed against the price
@@ -1037,3 +1091,14 @@ def test_a_named_persons_departure_its_item_reports_is_not_an_invention():
     assert _stated_facts("the chief Jane Doe left, a clear negative", [idx.items["N1"]], idx) == []
     assert "reports what no evidence holds: quit" in _stated_facts(
         "the chief Jane Doe quit, a clear negative", [idx.items["N1"]], idx)
+
+
+@pytest.mark.parametrize("opinion", ["The company booked a $2bn charge last quarter.", "The founder was sidelined by the board.",
+                                     "The CEO sidelined two directors.", "New bookings vanished after the recall."])
+def test_an_idiom_word_does_not_hide_an_invented_event(opinion):
+    """The trader's idioms "book profits" and "stay on the sidelines" read an action; their words that name
+    an event elsewhere stay out of the analysis vocabulary (nor does a joined phrase's stem, "bookin" of
+    "booking_profits", hold "bookings"), so such a report is still an invented fact."""
+    from thesisgym.rewards.lexicon import open_words
+
+    assert {"booked", "sidelined", "bookings"} & set(open_words(opinion))

@@ -25,6 +25,7 @@ __all__ = [
     "FACT_TERMS",
     "HEDGES",
     "IDIOMS",
+    "IDIOM_EVENT_WORDS",
     "LEXICON",
     "NEGATIONS",
     "all_stems",
@@ -95,14 +96,24 @@ LEXICON: dict[str, float] = {
     "take profits": -0.5, "taking profits": -0.5, "profit taking": -0.5, "unload": -0.5, "unloading": -0.5,
     "stay out": -0.5, "staying out": -0.5, "stay away": -0.5, "staying away": -0.5, "get out": -0.5,
     "getting out": -0.5, "go short": -0.75, "going short": -0.75, "go long": 0.75, "going long": 0.75,
-    "load up": 0.5, "loading up": 0.5,
+    "load up": 0.5, "loading up": 0.5, "take profit": -0.5, "taking profit": -0.5, "take some profits": -0.5,
+    "take some profit": -0.5, "taking some profits": -0.5, "take partial profits": -0.5, "book profits": -0.5,
+    "booking profits": -0.5, "cash out": -0.5, "cashing out": -0.5, "stay on the sidelines": -0.5,
+    "staying on the sidelines": -0.5, "sit on the sidelines": -0.5, "wait on the sidelines": -0.5,
+    "get the heck out": -0.5, "get the hell out": -0.5,
 }
 # the trader's idioms above: each names the analyst's own action only in a recommendation's frame
 # (`reading._framed`: "I would take profits", "time to unload", "Load up."), never a company's or
 # others' ("the company is loading up on debt", "new entrants stay out", "too early to take profits")
 IDIOMS = frozenset(["take profits", "taking profits", "profit taking", "unload", "unloading", "stay out",
                     "staying out", "stay away", "staying away", "get out", "getting out", "go short", "going short",
-                    "go long", "going long", "load up", "loading up"])
+                    "go long", "going long", "load up", "loading up", "take profit", "taking profit",
+                    "take some profits", "take some profit", "taking some profits", "take partial profits", "book profits",
+                    "booking profits", "cash out", "cashing out", "stay on the sidelines", "staying on the sidelines",
+                    "sit on the sidelines", "wait on the sidelines", "get the heck out", "get the hell out"])
+# words of those idioms that name an event elsewhere ("the company booked a charge", "the CEO was
+# sidelined"): they stay out of the analysis vocabulary, so such a report is still held to the evidence
+IDIOM_EVENT_WORDS = frozenset(["book", "booking", "sidelines", "heck", "hell", "wait"])
 # the action cues above (and the ratings) that "against" turns: "argues against owning it"
 ACTIONS = frozenset(["buy", "sell", "short", "accumulate", "avoid", "long position", "short position", "owning",
                      "buying", "accumulating", "adding exposure", "selling", "shorting", "trimming",
@@ -413,7 +424,7 @@ COMINGS_AND_GOINGS = frozenset("""
 left leave leaves leaving went gone quit quits quitting stepped walked exited departed
 """.split())  # noqa: SIM905
 _CLOSED = (FUNCTION_WORDS | ANALYSIS_WORDS | frozenset(k.replace(" ", "_") for k in LEXICON)
-           | frozenset(w for k in LEXICON for w in k.split()) | NEGATIONS | HEDGES | FACT_TERMS | READING_TERMS
+           | frozenset(w for k in LEXICON for w in k.split() if w not in IDIOM_EVENT_WORDS) | NEGATIONS | HEDGES | FACT_TERMS | READING_TERMS
            | ACTOR_TERMS | PEOPLE_TERMS | UP_WORDS | DOWN_WORDS | _NOT_NAMES)
 _OPEN_WORD_RE = re.compile(r"[a-z][a-z']*[a-z]|[a-z]*\d[a-z\d]*[a-z][a-z\d]*|[a-z]+\d[a-z\d]*")
 _CLAUSE_RE = re.compile(r"[.;:!?,()\[\]]+|\s[-\u2013\u2014]\s|\b(?:and|but|while|whereas|which|who|so)\b")
@@ -464,7 +475,9 @@ def _pool_of(text: str) -> frozenset[str]:
     return frozenset(words) | frozenset(map(stem, words)) | frozenset(f for w in words for f in _forms(w))
 
 
-_CLOSED_POOL = frozenset(_CLOSED) | frozenset(map(stem, _CLOSED))
+# a joined phrase ("booking_profits") holds no stem: its first six letters ("bookin") would hold other
+# words ("bookings", "lowered" from "lowered_guidance") that the phrase's words alone do not
+_CLOSED_POOL = frozenset(_CLOSED) | frozenset(stem(w) for w in _CLOSED if "_" not in w)
 
 
 _DIGIT_RE = re.compile(r"\d")

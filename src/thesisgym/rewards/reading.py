@@ -107,10 +107,19 @@ _WEAKENERS = frozenset(["less"])
 _ACTION_TURNERS = frozenset(["against", "avoid", "avoiding"])
 _ACTION_TOKENS = frozenset(a.replace(" ", "_") for a in ACTIONS)  # as `_tokens` joins phrases
 _IDIOM_TOKENS = frozenset(a.replace(" ", "_") for a in IDIOMS)
-# the words before an idiom that make it the analyst's recommendation (`_framed`)
-_IDIOM_FRAMES = frozenset(["i", "we", "i'd", "we'd", "would", "should", "must", "time", "toward", "towards", "for",
-                           "against", "avoid", "avoiding", "recommend", "favour", "favours", "favor", "favors",
-                           "prefer", "better", "rather"])
+# the words before an idiom that make it the analyst's recommendation (`_framed`): an advice frame among
+# the three words before it, or a modal whose subject is the analyst or the investor right before it
+_IDIOM_FRAMES = frozenset(["time", "toward", "towards", "for", "against", "avoid", "avoiding", "recommend", "favour",
+                           "favours", "favor", "favors", "prefer", "better", "rather", "wise", "prudent"])
+_FIRST_PERSON = frozenset(["i", "we", "you", "i'd", "we'd", "you'd", "i'll", "we'll", "you'll", "we're", "i'm",
+                           "you're"])
+_IDIOM_MODALS = frozenset(["would", "should", "must", "will"])
+_WEAK_MODALS = frozenset(["would", "will"])  # "shareholders would cash out in a takeover": a forecast, not advice
+_IDIOM_SUBJECTS = _FIRST_PERSON | frozenset(["investors", "holders", "shareholders", "clients", "anyone", "everyone",
+                                             "one"])
+_IDIOM_ADVERBS = frozenset(["now", "probably", "rather", "simply", "also", "still", "then", "happily"])
+_DONT = frozenset(["don't", "never"])
+_CONDITIONS = frozenset(["if", "unless", "only"])  # "we would cash out only if the thesis breaks"
 # A cue a sentence says is small or going away reads the other way: "downside risk looks limited",
 # "limited upside", "the selloff looks overdone" (a diminisher up to three words after the cue, or one
 # of two words before it), "this removes a key concern and a headwind" (a remover turns every cue after
@@ -125,12 +134,18 @@ _DIMINISHED_BEFORE = frozenset(["limited", "muted", "fading", "receding", "minim
 _REMOVERS = frozenset(["removes", "removed", "eliminates", "eliminated", "resolves", "resolved", "dispels",
                        "dispelled", "allays", "allayed", "offsets", "erases", "erased"])
 _REMOVER_REACH = 6
+# a cue that another outweighs reads the other way: "the beat is (more than) overshadowed by the cut" and "the
+# beat was overshadowed." turn the cues up to five words before the verb; active, "the cut overshadowed
+# the beat", "risks outweigh the upside", its object (up to three words, not past "with", "and", ...).
+# Not "eclipse", which in a market text mostly means "surpass" ("orders eclipsed expectations").
+_OUTWEIGHED = frozenset(["overshadowed", "outweighed", "overshadow", "overshadows", "outweigh", "outweighs"])
+_OBJECT_END = frozenset(["with", "and", "as", "while", "after", "on", "in", "by", "for", "to", "from", "at"])
 # a cue said to be threatened reads the other way too ("the gains of recent weeks look at risk"): "at
 # risk" turns every cue before it in its clause, up to six words back (and then adds no weight of its
 # own: `_threat_weight`)
 _THREATENED = frozenset(["at_risk"])
 _OVER = frozenset(["over_"])  # "the downtrend looks over" (_OVER_RE below)
-_TURNERS = _DIMINISHED_AFTER | _DIMINISHED_BEFORE | _REMOVERS | _THREATENED | _OVER
+_TURNERS = _DIMINISHED_AFTER | _DIMINISHED_BEFORE | _REMOVERS | _THREATENED | _OVER | _OUTWEIGHED
 # those who lose when the shares rise: "at risk" after them reads bullish ("short sellers look at risk")
 _SHORT_SIDE = frozenset(["shorts", "bears", "sellers"])
 # a concessive clause grants the other side and is not the claim: "despite the strong rally, this is a
@@ -151,6 +166,7 @@ _PRICE_SIDE_RE = re.compile(r"\b(above|below) (?:the |its |our )?(?:current |lat
 # ("the wait for the upgrade is over": the wait ends, not the upgrade)
 _OVER_RE = re.compile(r"\b((?:is|are|was|were|looks?|seems?|appears?|now) (?:all )?)over\b(?=\s*(?:[,;:.!?)]|$|and\b"
                       r"|but\b))|\b((?:is|are|was|were) (?:the |this |that |its )?[a-z]+ )over(?=\s*\?)")
+_OVER_HYPHEN_RE = re.compile(r"\bover-(?=(?:bought|sold|valued|done|shadow|shadows|shadowed)\b)")
 _COMPLEMENT_HEADS = frozenset(["for", "of", "over", "about", "on"])
 # "strong" before a rating or a flow intensifies it ("a strong sell view"); it is no bullish word there
 _STRONG_RATINGS = frozenset(["sell", "buy", "selling", "buying", "sells", "buys"])
@@ -263,6 +279,10 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
         low = _LEVEL_LABEL_RE.sub("level", low)
     if "spite" in low or "notwithstanding" in low or "though" in low:  # "despite", "in spite of", "(al)though"
         low = _CONCESSIVE_RE.sub(", ", low)
+    if ":" in low:
+        low = _COLON_SMALL_RE.sub(r"\1 limited", low)
+    if "over-" in low:
+        low = _OVER_HYPHEN_RE.sub("over", low)  # "over-sold" is "oversold", not "over" + "sold"
     if " over" in low:
         low = _OVER_RE.sub(lambda m: (m.group(1) or m.group(2)) + "over_", low)
     if "above " in low or "below " in low:
@@ -303,12 +323,14 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
             continue  # "avoid buying it": the action it turns carries the view
         if "into" in words[max(0, i - 3) : i] and not _ACTION_TOKENS.isdisjoint(words[max(0, i - 4) : i]):
             continue  # "buying into the weakness": what the action is done into, not a view
+        if w in _ACTION_TOKENS and "than" in words[max(0, i - 2) : i] and "rather" in words[:i]:
+            continue  # "I would rather load up than sell": the action declined
         window = [k for k in range(max(0, i - 3), i) if sentence_of is None or sentence_of[k] == sentence_of[i]]
         before = [words[k] for k in window]
         if any(words[k] in NEGATIONS and words[k + 1] not in _NOT_NEGATING_AFTER and k not in answers
                for k in window) or any(
-                pair in _NEGATING_PAIRS for pair in zip(before, before[1:], strict=False)):
-            weight = -weight  # "no doubt, bullish" negates nothing
+                pair in _NEGATING_PAIRS and k not in answers for k, pair in zip(window, zip(before, before[1:], strict=False), strict=False)):
+            weight = -weight  # "no doubt, bullish", "Far from it. Sell.", "why not buy?" negate nothing
         if i in turned:
             weight = -weight
         if w in _ACTION_TOKENS and any(words[k] in _ACTION_TURNERS and (clause_of is None or clause_of[k] == clause_of[i])
@@ -325,12 +347,32 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
 # Absolutely not."); any other question keeps its cues (an unanswered or rhetorical one, "Bearish? You
 # bet.", is read as said: dropping it would let a misreading hide in a question mark). The answer is the
 # next sentence's opening words followed by a pause ("No doubt." is no answer) and negates nothing after it.
-_ANSWER_NO_RE = re.compile(r"\s*(?:no|nope|nah|none|hardly|not at all|not really|(?:absolutely|definitely"
-                           r"|certainly|of course) not)\s*(?:[.,;:!?]|$)")
+# A short answer that says the asked cue is small ("Upside? Limited.", "Chance of a dividend cut? Slim to
+# none.", "Any downside after a beat this strong? Minimal.") turns only that cue, the first of a question
+# without a verb: asked with one ("Can the recovery be derailed? Unlikely.") it denies the verb, which the
+# lexicon cannot read, and turns nothing.
+_ANSWER_NO = (r"(?:no|nope|nah|none|hardly|not at all|not really|not yet|(?:absolutely|definitely|certainly"
+              r"|of course) not)")
+_SMALL_ANSWER = r"(?:limited|minimal|little|slim|negligible|nil|zero|marginal|capped|contained|muted|unlikely|doubtful)"
+_ANSWER_SMALL = (r"(?:not much|not quite|not a chance|no way|wrong|far from it|next to nothing|(?:very |pretty |quite "
+                 r"|rather |fairly |highly )?" + _SMALL_ANSWER + r"(?: at best| to none| to nothing)?)")
+_ANSWER_END = r"\s*(?:[.,;:!?]|$)"
+_ANSWER_NO_RE = re.compile(r"\s*" + _ANSWER_NO + _ANSWER_END)
+# a short answer ends its sentence ("Slim, management says; we would not bet on it" reports someone's)
+_ANSWER_SMALL_RE = re.compile(r"\s*" + _ANSWER_SMALL + r"(?:,\s*if any)?\s*(?:[.;:!?]|$)")
+_QUESTION_VERBS = frozenset(["is", "are", "was", "were", "be", "been", "being", "am", "will", "would", "can", "could",
+                             "does", "do", "did", "has", "have", "had", "should", "shall", "may", "might", "must", "to",
+                             "it's", "that's", "why", "how", "what", "when", "who", "where", "which"])
+# "Upside: limited." says what "upside is limited" says (the colon would end the diminisher's clause)
+# (a heading of up to three words opening its sentence, no verb: "Margin pressure to ease: unlikely" denies
+# the verb)
+_COLON_SMALL_RE = re.compile(r"(?:^|(?<=[.;!?])\s*)(?!\S*\s*(?:\S+\s+)?\bto\b)((?:[a-z'_-]+\s+){0,2}[a-z'_-]+)"
+                             r":\s*(?:very |pretty |quite |rather |fairly |highly )?(?:" + _SMALL_ANSWER[3:-1]
+                             + "|fading|receding|easing|waning|subsiding|abating|overdone)(?: at best)?(?=\\s*(?:[.,;!?]|$))")
 # a rhetorical "why" asks against its action: "Why would anyone sell?", "Why buy here?" (not "Why is it
 # bullish?", which asks for a reason)
 _WHY_AGAINST = frozenset(["would", "should", "buy", "sell", "own", "short", "hold"])
-_ANSWERED_RE = re.compile(r"\?" + _ANSWER_NO_RE.pattern)
+_ANSWERED_RE = re.compile(r"\?\s*(?:" + _ANSWER_NO + "|" + _ANSWER_SMALL + ")" + _ANSWER_END)
 
 
 def _asked(low: str, n_words: int) -> tuple[list[int] | None, frozenset[int]]:
@@ -347,14 +389,34 @@ def _asked(low: str, n_words: int) -> tuple[list[int] | None, frozenset[int]]:
     for k, words in enumerate(tokens):
         factor = [1] * len(words)
         if k < len(ends) and ends[k] == "?":
-            if len(words) > 1 and words[0] == "why" and words[1] in _WHY_AGAINST:
+            after = parts[k + 1] if k + 1 < len(parts) else ""
+            start = len(factors) + len(words)  # an answer opens the next sentence
+            if len(words) > 1 and words[0] == "why" and words[1] in _WHY_AGAINST and not after.lstrip().startswith(
+                    "because"):
                 factor = [-1 if w in _ACTION_TOKENS else 1 for w in words]  # the action asked against
-            elif k + 1 < len(parts) and (m := _ANSWER_NO_RE.match(parts[k + 1])) is not None:
+            elif (m := _ANSWER_NO_RE.match(after)) is not None:
                 factor = [-1] * len(words)
-                start = len(factors) + len(words)  # the answer opens the next sentence
                 answers.update(range(start, start + len(_tokens(m.group()))))
+            elif (m := _ANSWER_SMALL_RE.match(after)) is not None:
+                answers.update(range(start, start + len(_tokens(m.group()))))
+                if "," not in parts[k] and _QUESTION_VERBS.isdisjoint(words) and not any(
+                        w.endswith("n't") for w in words):
+                    head = next((j for j, w in enumerate(words) if _is_cue(w)), None)
+                    if head is not None:
+                        factor[head] = -1
+            if _proposes(words, parts[k + 1:]):
+                answers.add(len(factors) + 1)  # "Why not buy?" proposes what it asks
         factors += factor
     return factors, frozenset(answers)
+
+
+def _proposes(words: Sequence[str], rest: Sequence[str]) -> bool:
+    """Whether a question (its tokens; `rest`: the text after it) is "why not ..." proposing its action: the
+    last sentence, asked of the reader or the analyst ("Why not buy?", "Why don't we add?"), not "why not to
+    buy", "why don't insiders buy", "why not buy the index instead", nor one a reason answers."""
+    if len(words) < 3 or words[0] != "why" or any(p.strip() for p in rest) or "instead" in words or words[2] == "to":
+        return False
+    return words[1] == "not" or (words[1].endswith("n't") and words[2] in ("you", "we", "i"))
 
 
 def _turned_positions(words: Sequence[str], clause_of: Sequence[int]) -> tuple[frozenset[int], dict[int, float]]:
@@ -370,6 +432,12 @@ def _turned_positions(words: Sequence[str], clause_of: Sequence[int]) -> tuple[f
         negated = any(p in NEGATIONS for p in words[max(0, i - 2) : i])
         if w in _THREATENED and (weight := _threat_weight(words, i, clause_of, negated)) is not None:
             restated[i] = weight
+        if w in _OUTWEIGHED:
+            # the outweighed cue carries no view: the one that outweighs it does ("the miss was
+            # overshadowed by an even bigger cut" is bearish once); negated ("nothing overshadows the
+            # beat") it is the view, which a negation before it would turn: it reads nothing then
+            restated.update((j, 0.0) for j in _outweighed_reach(words, i, clause_of) if _is_cue(words[j]))
+            continue
         if negated:
             continue  # "not limited", "not capped": the cue stands
         reach: Iterable[int] = ()
@@ -388,6 +456,19 @@ def _turned_positions(words: Sequence[str], clause_of: Sequence[int]) -> tuple[f
                 break
             turned.add(j)
     return frozenset(turned), restated
+
+
+def _outweighed_reach(words: Sequence[str], i: int, clause_of: Sequence[int]) -> Iterable[int]:
+    """The positions an outweighing verb at i turns (see _OUTWEIGHED): passive ("by" or the clause's end
+    after it) the five words before it, active its object."""
+    if i + 1 == len(words) or words[i + 1] == "by" or clause_of[i + 1] != clause_of[i]:
+        return [j for j in range(i - 1, max(-1, i - 6), -1) if clause_of[j] == clause_of[i]]
+    out = []
+    for j in range(i + 1, min(len(words), i + 5)):
+        if words[j] in _OBJECT_END or clause_of[j] != clause_of[i]:
+            break
+        out.append(j)
+    return out
 
 
 def _threat_weight(words: Sequence[str], i: int, clause_of: Sequence[int], negated: bool) -> float | None:
@@ -410,15 +491,41 @@ def _threat_weight(words: Sequence[str], i: int, clause_of: Sequence[int], negat
 
 
 def _framed(words: Sequence[str], i: int, clause_of: Sequence[int] | None) -> bool:
-    """Whether the idiom at i is the analyst's recommendation: a frame word among the three words before
-    it in its clause ("I would take profits", "time to unload"), or a base form opening its clause
-    ("Load up.", "Take profits here"; not a gerund subject, "Taking profits now would be premature")."""
+    """Whether the idiom at i is the analyst's recommendation (module docstring): an advice word among the
+    three words before it in its clause ("time to unload", "would be wise to take profits"); the analyst or
+    the reader right before it ("we stay out", "we are taking profits"); a modal with such a subject ("I
+    would take profits", "investors should get out"; "would" and "will" in the first person only: "rivals
+    would stay out" is a forecast); "don't" opening its clause; a base form opening its clause ("Load up.",
+    "Take profits here"; not a gerund subject, "Taking profits now would be premature"); or an earlier
+    framed idiom of its clause joined by "and". Never the short side's ("short sellers should get out") nor
+    a condition's ("we would cash out only if the thesis breaks")."""
     def same(k: int) -> bool:
         return clause_of is None or clause_of[k] == clause_of[i]
 
+    def opens(k: int) -> bool:  # word k opens its clause
+        return k <= 0 or not same(k - 1)
+
+    start = next((k for k in range(i, -1, -1) if opens(k)), 0)
+    if not _SHORT_SIDE.isdisjoint(words[start:i]) or any(
+            w in _CONDITIONS for k, w in enumerate(words[i + 1 : i + 4], i + 1) if same(k)):
+        return False
     if any(words[k] in _IDIOM_FRAMES and same(k) for k in range(max(0, i - 3), i)):
         return True
-    return not words[i].split("_")[0].endswith("ing") and (i == 0 or not same(i - 1))
+    k = i - 1
+    while k >= 0 and same(k) and words[k] in _IDIOM_ADVERBS:
+        k -= 1
+    if k < 0 or not same(k):
+        return not words[i].split("_")[0].endswith("ing")
+    w, subject = words[k], words[max(start, k - 3) : k]
+    if w == "and":
+        j = next((j for j in range(k - 1, start - 1, -1) if words[j] in _IDIOM_TOKENS), None)
+        return j is not None and _framed(words, j, clause_of)
+    if w in _FIRST_PERSON or (w in ("am", "are") and k and words[k - 1] in ("i", "we")):
+        return True
+    if w in _IDIOM_MODALS:
+        return not _FIRST_PERSON.isdisjoint(subject) if w in _WEAK_MODALS else (
+            opens(k) or not _IDIOM_SUBJECTS.isdisjoint(subject))
+    return (w in _DONT and opens(k)) or (w == "not" and k > 0 and words[k - 1] == "do" and opens(k - 1))
 
 
 def _in_complement(words: Sequence[str], j: int) -> bool:
@@ -499,6 +606,17 @@ def _echo_words(echo: str) -> frozenset[str]:
 # ("I would not say that it is bullish") or "and" ("I would not, and I mean it, call it bullish").
 _CLAUSE_END = frozenset(["but", "while", "whereas", "although", "though", "yet", "however"])
 _CLAUSE_SPLIT_RE = re.compile(r"[.;:!?]+")
+# a tag question that ends the opinion affirms the view before it ("clearly a sell signal, isn't it?",
+# "Bearish, no?", "Sell, wouldn't you say?"), as does one in brackets ("Sell (why not?) on this print"): its
+# negation turns nothing. Followed by more ("Bullish, no? The cut says otherwise.") it may be rebutted and
+# is left to the negation rule.
+_TAG = (r"\s*(?:(?:(?:is|are|was|were|does|do|did|would|should|could|can|will|has|have)n't|(?:is|are|was|does) (?:it|that|this"
+        r"|they) not)(?: (?:it|they|we|you|he|she|this|that|there))?(?: (?:think|say|agree))?|no|right|why not)\s*\?")
+_TAG_RE = re.compile(r"," + _TAG + r"(?=\s*(?:$|(?:yes|yep|exactly|indeed|absolutely|definitely)\s*(?:[.!]|$)))|\("
+                     + _TAG + r"\s*\)")
+# "why not buy?" ending the opinion proposes what it asks (`_proposes`)
+_WHY_NOT_RE = re.compile(r"(?:^|(?<=[.;:!?(]))(\s*why) (?:not|[a-z]+n't(?= (?:you|we|i)\b))\b(?! to\b)"
+                         r"(?![^.;:!?]*\binstead\b)(?=[^.;:!?]*\?\s*$)")
 # negation words that negate no view: "not only ... but", "no doubt", "not least"
 _NOT_NEGATING_AFTER = frozenset(["only", "just", "merely", "least", "doubt", "question", "wonder", "surprise"])
 _IRONY_RE = re.compile(
@@ -515,8 +633,6 @@ _IRONY_RE = re.compile(
     r"|\b([a-z]+),\s+(?:just|simply|really|truly|so)\s+\1\b",
     re.I,
 )
-
-
 @lru_cache(maxsize=1 << 16)
 def unreadable_turn(opinion: str) -> bool:
     """Whether `opinion` turns a stance cue in a way the lexicon cannot read (see above): irony, or a
@@ -528,6 +644,8 @@ def unreadable_turn(opinion: str) -> bool:
     low = opinion.lower()
     if "?" in low:
         low = _ANSWERED_RE.sub("? ", low)  # "Bullish? Not at all, I would sell": the answer turns the question
+        low = _TAG_RE.sub("?", low)  # "a sell signal, isn't it?": the tag affirms what it follows
+        low = _WHY_NOT_RE.sub(r"\1", low)  # "why not buy?" proposes what it asks
     if not any(n in low for n in ("no", "n't", "never", "without", "nor", "fail", "hardly", "barely", "lack",
                                   "cannot", "denie")):
         return False  # C-level test: most opinions hold no negation at all
