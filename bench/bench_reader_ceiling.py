@@ -187,13 +187,15 @@ def measure(splits: dict, *, skill_rows: int, seed: int = 0) -> dict:
     z = np.array([r["fwd_return"] / r["fwd_vol"] if r["fwd_vol"] else np.nan for r in test])
     ok = np.isfinite(z)
     out: dict = {"rows": len(test), "dates": boot.n_dates, "majority": majority,
-                 "majority_accuracy": float(np.mean(labels == majority))}
+                 "majority_accuracy": float(np.mean(labels == majority)), "buy_accuracy": float(np.mean(labels == "BUY"))}
     for name, d in dec.items():
         d = np.array(d)
         hit = (d == labels).astype(float)
         out[name] = {
             "accuracy": boot.interval(np.mean, hit),
             "accuracy_minus_majority": boot.interval(np.mean, hit - (labels == majority)),
+            # the demo's hardest constant: BUY is the widest band of a rising test period
+            "accuracy_minus_buy": boot.interval(np.mean, hit - (labels == "BUY")),
             "ic": boot.interval(lambda p, r: _spearman(p[np.isfinite(r)], r[np.isfinite(r)]),
                                 np.array([DEFAULT_POSITIONS[x] for x in d]), np.where(ok, z, np.nan)),
             "mix": {lab: float(np.mean(d == lab)) for lab in LABELS},
@@ -227,14 +229,15 @@ def _fmt(t: tuple[float, float, float], pct: bool = False) -> str:
 def print_table(name: str, res: dict) -> None:
     print(f"\n## {name}: {res['rows']} test rows over {res['dates']} dates; train majority {res['majority']} "
           f"({100 * res['majority_accuracy']:.1f} % of test rows)")
-    print("| policy | accuracy % | minus majority (pts) | IC | decision mix |")
-    print("|---|---|---|---|---|")
+    print("| policy | accuracy % | minus majority (pts) | minus always-BUY (pts) | IC | decision mix |")
+    print("|---|---|---|---|---|---|")
     for p in ("reader", "teacher"):
         r = res[p]
         mix = " ".join(f"{k[:4]} {100 * v:.0f}" for k, v in r["mix"].items())
         print(f"| {p} | {_fmt(r['accuracy'], True)} | {_fmt(r['accuracy_minus_majority'], True)} | "
-              f"{_fmt(r['ic'])} | {mix} |")
-    print(f"| always {res['majority']} | {100 * res['majority_accuracy']:.1f} | 0 | 0 (constant) | |")
+              f"{_fmt(r['accuracy_minus_buy'], True)} | {_fmt(r['ic'])} | {mix} |")
+    print(f"| always {res['majority']} | {100 * res['majority_accuracy']:.1f} | 0 | | 0 (constant) | |")
+    print(f"| always BUY | {100 * res['buy_accuracy']:.1f} | | 0 | 0 (constant) | |")
     if "rewards" in res:
         print(f"\nMean reward per recipe on {res['skill_rows']} test rows (best constant: the constant decision "
               "with the highest mean reward; paired 95 % interval of the difference):")
