@@ -648,3 +648,23 @@ def test_probes_run_on_a_spread_subset_when_probe_rows_is_set(market):
     assert res.probes["noise"]["rows"] == 10  # the noise baseline re-asks the same subset
     probed = [c for c in res.completions if c["probe"] == "anon"]
     assert len(probed) == 10 and len({c["asof"] for c in probed}) > 1  # spread, not the first ten rows of a date
+
+
+def test_a_second_decider_is_tested_against_the_constants(market):
+    """A decider beside the policy (the demo's SFT checkpoint) gets its own paired accuracy test against the
+    train majority and always-BUY, in the table and the verdict: one that always says BUY is exactly
+    always-BUY (difference 0, interval [0, 0]); the labels themselves are above both."""
+    from thesisgym.evaluate import verdict
+
+    store, rows = market
+    labels = {(r["ticker"], r["asof"], r["variation"]): r["label"] for r in rows}
+    cfg = EvalConfig(probes=[], progress=False, bootstrap_reps=200)
+    res = evaluate(_Coin(), rows, store, cfg, train=rows, scorer=_stub_scorer,
+                   accuracy_baselines={"labels": labels, "buyer": {k: "BUY" for k in labels}})
+    acc = res.accuracy
+    assert (acc.loc["buyer", ["minus_always_buy", "minus_always_buy_lo", "minus_always_buy_hi"]] == 0).all()
+    assert acc.loc["labels", "minus_always_buy_lo"] > 0 and acc.loc["labels", "minus_majority_lo"] > 0
+    assert np.isnan(acc.loc["always BUY", "minus_always_buy"])  # a constant is not tested against itself
+    lines = verdict(res)
+    assert any(line.startswith("labels: accuracy") and "always BUY above" in line for line in lines), lines
+    assert any(line.startswith("buyer: accuracy") and "always BUY indistinguishable" in line for line in lines), lines

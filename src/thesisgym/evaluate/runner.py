@@ -457,7 +457,9 @@ def decision_entries(policy: Policy | None, name: str, scores: pd.DataFrame, row
 def accuracy_table(policy: Policy | None, name: str, scores: pd.DataFrame, rows: list[dict], train: Any,
                    refs: dict[str, list[str]], grid: Grid, config: EvalConfig) -> pd.DataFrame:
     """Accuracy [CI] of the policy and the references over every labelled row (all variations); rows
-    after the first also get the paired difference (first minus this) with its interval."""
+    after the first also get the paired difference (first minus this) with its interval, and the caller's
+    references (`refs`, e.g. the SFT checkpoint) theirs to the constants: `minus_majority` (the train
+    majority class) and `minus_always_buy`, each with `_lo` / `_hi`."""
     entries = decision_entries(policy, name, scores, rows, train, refs, config)
     labelled = [i for i, r in enumerate(rows) if r.get("label") in LABELS]
     if not labelled:
@@ -468,15 +470,23 @@ def accuracy_table(policy: Policy | None, name: str, scores: pd.DataFrame, rows:
               confidence=config.confidence, seed=config.seed)
     table = {}
     reference: list[float] | None = None
+    hits = {k: [float(decisions[i] == t) for i, t in zip(labelled, truth, strict=True)] for k, decisions in entries.items()}
+    constants = {"minus_majority": next((k for k in entries if k.startswith("majority of train")), None),
+                 "minus_always_buy": "always BUY"}
     for k, decisions in entries.items():
         pred = [decisions[i] for i in labelled]
-        exact = [float(p == t) for p, t in zip(pred, truth, strict=True)]
+        exact = hits[k]
         diff = {}
         if reference is None:
             reference = exact
         else:
             d, lo, hi, _, _ = S.rate_interval(dates, [a - b for a, b in zip(reference, exact, strict=True)], **kw)
             diff = {"first_minus_this": d, "first_minus_this_lo": lo, "first_minus_this_hi": hi}
+        if k in refs:  # a second decider beside the policy: its own paired test against the constants
+            for col, c in constants.items():
+                if c is not None:
+                    d, lo, hi, _, _ = S.rate_interval(dates, [a - b for a, b in zip(exact, hits[c], strict=True)], **kw)
+                    diff.update({col: d, f"{col}_lo": lo, f"{col}_hi": hi})
         side = [float(SIDE.get(p, 9) == SIDE[t]) for p, t in zip(pred, truth, strict=True)]
         acc, lo, hi, n, nd = S.rate_interval(dates, exact, **kw)
         dacc, dlo, dhi, _, _ = S.rate_interval(dates, side, **kw)

@@ -145,8 +145,20 @@ def _accuracy_line(result: EvalResult, conf: float) -> list[str]:
         d = acc.loc[k]
         parts.append(f"{k} {ci_text(acc, k, 'accuracy', pct=True)}: "
                      + compare_words(float(d["first_minus_this_lo"]), float(d["first_minus_this_hi"]), None, conf))
-    return [f"Decision accuracy {ci_text(acc, name, 'accuracy', pct=True)} (paired, by date) over "
-            f"{int(acc.loc[name, 'rows'])} rows on {int(acc.loc[name, 'dates'])} dates; vs " + "; ".join(parts) + "."]
+    out = [f"Decision accuracy {ci_text(acc, name, 'accuracy', pct=True)} (paired, by date) over "
+           f"{int(acc.loc[name, 'rows'])} rows on {int(acc.loc[name, 'dates'])} dates; vs " + "; ".join(parts) + "."]
+    major = next((c for c in acc.index if str(c).startswith("majority of train")), None)
+    constants = [(c, col) for c, col in ((major, "minus_majority"), ("always BUY", "minus_always_buy"))
+                 if c is not None and col in acc.columns]
+    for k in acc.index:  # a second decider (the SFT checkpoint): its own paired test against the constants
+        d = acc.loc[k]
+        tests = [(c, col) for c, col in constants if k != name and np.isfinite(float(d[col]))]
+        if tests:
+            out.append(f"{k}: accuracy {ci_text(acc, k, 'accuracy', pct=True)}; vs " + "; ".join(
+                f"{c} {compare_words(float(d[f'{col}_lo']), float(d[f'{col}_hi']), None, conf)} "
+                f"(paired difference {fmt_interval(float(d[col]), float(d[f'{col}_lo']), float(d[f'{col}_hi']), pct=True)})"
+                for c, col in tests) + ".")
+    return out
 
 
 def _probe_lines(result: EvalResult) -> list[str]:
