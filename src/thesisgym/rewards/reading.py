@@ -8,7 +8,10 @@ an opinion says or what an item says:
   negation within the three preceding words ("not", or "anything but" / "far from") flipping a cue,
   "less" before a cue removing it, a cue said to be small or going away turned ("downside risk
   looks limited", "removes a concern", "the downtrend looks over"), a question answered "no" turned
-  ("Bullish? No.") and any other read as said, a concessive clause dropped ("despite the rally,
+  ("Bullish? No.") and any other read as said, a short answer turning the asked cue of a verbless
+  question ("Upside? Limited.") or heading ("Upside: limited."), a tag question ending the opinion
+  affirming it ("Bearish, isn't it?"), an outweighed cue carrying no view ("the beat is overshadowed
+  by the cut"), a concessive clause dropped ("despite the rally,
   ..."), a level placed against the price read from the price's side ("the average sits
   above the price"), plus explicitly signed percentages ("change -0.25%", "-9.7% surprise").
   `stance` = tanh of it, in [-1, 1].
@@ -28,7 +31,8 @@ an opinion says or what an item says:
   short") has no direction (0): it does not read its item either way; without a contrast ("but",
   "however") weighing the two it contradicts itself (`self_contradicts`), which the evidence reward
   charges like a misreading. The analyst's actions ("owning", "trimming") are cues, turned by "against"
-  and "avoid". A macro item has no reading
+  and "avoid"; the trader's idioms for them ("take profits", "cash out", "stay on the sidelines") only as
+  the analyst's or the investor's advice (`_framed`). A macro item has no reading
   here (`UNREAD_SECTIONS`): whether a rate cut or hot inflation is good for the stock is not in
   its words. An opinion whose cue is turned in a way the lexicon cannot read (a negation further back
   in the cue's clause than the 3-word window, or irony: `unreadable_turn`) has no direction (0).
