@@ -15,7 +15,8 @@ template teacher (`thesisgym.teachers.TemplateTeacher`, cut points calibrated on
 
 Prints, with 95 % intervals from a circular block bootstrap over test dates (blocks of 4 dates, the
 7-day holding period at the demo's stride 2; `thesisgym.evaluate.stats.bootstrap_indices`):
-- accuracy of reader and teacher, and their paired difference to the train-majority constant;
+- accuracy of reader and teacher, and their paired differences to the train-majority constant and to
+  always-BUY (the demo's hardest constant: docs/training.md, section 5m);
 - IC: Spearman of the position (STRONG_SELL -1 ... STRONG_BUY +1) and fwd_return / fwd_vol (pooled);
   a constant's IC is 0 by definition;
 - each shipped recipe's mean reward (`evaluate.reward_audit` skill check: one honest label-free
