@@ -152,8 +152,8 @@ def _accuracy_line(result: EvalResult, conf: float) -> list[str]:
                  if c is not None and col in acc.columns]
     for k in acc.index:  # a second decider (the SFT checkpoint): its own paired test against the constants
         d = acc.loc[k]
-        tests = [(c, col) for c, col in constants if k != name and np.isfinite(float(d[col]))]
-        if tests:
+        tests = [(c, col) for c, col in constants if np.isfinite(float(d[col]))]
+        if k != name and tests:
             out.append(f"{k}: accuracy {ci_text(acc, k, 'accuracy', pct=True)}; vs " + "; ".join(
                 f"{c} {compare_words(float(d[f'{col}_lo']), float(d[f'{col}_hi']), None, conf)} "
                 f"(paired difference {fmt_interval(float(d[col]), float(d[f'{col}_lo']), float(d[f'{col}_hi']), pct=True)})"

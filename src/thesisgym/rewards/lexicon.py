@@ -90,9 +90,14 @@ LEXICON: dict[str, float] = {
     # also name other things stay out: "own" is "its own", "reducing" may be debt, "adding" may be losses)
     "owning": 0.5, "buying": 0.5, "accumulating": 0.75, "adding exposure": 0.75, "selling": -0.5,
     "shorting": -0.5, "trimming": -0.5, "cutting exposure": -0.75, "reducing exposure": -0.75,
-    # trader's idiom for the same actions ("take profits", "unload the shares", "stay out"); only phrases
-    # whose words name no event: every word of a phrase joins the analysis vocabulary, so "exit the position"
-    # would make "the CFO's exit" analysis and hide it as an invented fact, "lock in gains" a contract locked in
+}
+# the trader's idioms for the same actions ("take profits", "unload the shares", "stay out"): each names the
+# analyst's own action only in a recommendation's frame (`reading._framed`: "I would take profits", "time to
+# unload", "Load up."), never a company's or others' ("the company is loading up on debt", "new entrants stay
+# out", "too early to take profits"). Only phrases whose words name no event: every word of a phrase joins the
+# analysis vocabulary, so "exit the position" would make "the CFO's exit" analysis and hide it as an invented
+# fact, "lock in gains" a contract locked in (or the word stays out of it: IDIOM_EVENT_WORDS)
+_IDIOM_WEIGHTS: dict[str, float] = {
     "take profits": -0.5, "taking profits": -0.5, "profit taking": -0.5, "unload": -0.5, "unloading": -0.5,
     "stay out": -0.5, "staying out": -0.5, "stay away": -0.5, "staying away": -0.5, "get out": -0.5,
     "getting out": -0.5, "go short": -0.75, "going short": -0.75, "go long": 0.75, "going long": 0.75,
@@ -102,15 +107,8 @@ LEXICON: dict[str, float] = {
     "staying on the sidelines": -0.5, "sit on the sidelines": -0.5, "wait on the sidelines": -0.5,
     "get the heck out": -0.5, "get the hell out": -0.5,
 }
-# the trader's idioms above: each names the analyst's own action only in a recommendation's frame
-# (`reading._framed`: "I would take profits", "time to unload", "Load up."), never a company's or
-# others' ("the company is loading up on debt", "new entrants stay out", "too early to take profits")
-IDIOMS = frozenset(["take profits", "taking profits", "profit taking", "unload", "unloading", "stay out",
-                    "staying out", "stay away", "staying away", "get out", "getting out", "go short", "going short",
-                    "go long", "going long", "load up", "loading up", "take profit", "taking profit",
-                    "take some profits", "take some profit", "taking some profits", "take partial profits", "book profits",
-                    "booking profits", "cash out", "cashing out", "stay on the sidelines", "staying on the sidelines",
-                    "sit on the sidelines", "wait on the sidelines", "get the heck out", "get the hell out"])
+LEXICON.update(_IDIOM_WEIGHTS)
+IDIOMS = frozenset(_IDIOM_WEIGHTS)
 # words of those idioms that name an event elsewhere ("the company booked a charge", "the CEO was
 # sidelined"): they stay out of the analysis vocabulary, so such a report is still held to the evidence
 IDIOM_EVENT_WORDS = frozenset(["book", "booking", "sidelines", "heck", "hell", "wait"])

@@ -138,9 +138,9 @@ _DIMINISHED_BEFORE = frozenset(["limited", "muted", "fading", "receding", "minim
 _REMOVERS = frozenset(["removes", "removed", "eliminates", "eliminated", "resolves", "resolved", "dispels",
                        "dispelled", "allays", "allayed", "offsets", "erases", "erased"])
 _REMOVER_REACH = 6
-# a cue that another outweighs reads the other way: "the beat is (more than) overshadowed by the cut" and "the
-# beat was overshadowed." turn the cues up to five words before the verb; active, "the cut overshadowed
-# the beat", "risks outweigh the upside", its object (up to three words, not past "with", "and", ...).
+# a cue that another outweighs carries no view: "the beat is (more than) overshadowed by the cut" and "the
+# beat was overshadowed." the cues up to five words before the verb; active, "the cut overshadowed the
+# beat", "risks outweigh the upside", its object (up to four words, not past "with", "and", ...).
 # Not "eclipse", which in a market text mostly means "surpass" ("orders eclipsed expectations").
 _OUTWEIGHED = frozenset(["overshadowed", "outweighed", "overshadow", "overshadows", "outweigh", "outweighs"])
 _OBJECT_END = frozenset(["with", "and", "as", "while", "after", "on", "in", "by", "for", "to", "from", "at"])
@@ -356,14 +356,14 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
 # without a verb: asked with one ("Can the recovery be derailed? Unlikely.") it denies the verb, which the
 # lexicon cannot read, and turns nothing.
 _ANSWER_NO = (r"(?:no|nope|nah|none|hardly|not at all|not really|not yet|(?:absolutely|definitely|certainly"
-              r"|of course) not)")
-_SMALL_ANSWER = r"(?:limited|minimal|little|slim|negligible|nil|zero|marginal|capped|contained|muted|unlikely|doubtful)"
-_ANSWER_SMALL = (r"(?:not much|not quite|not a chance|no way|wrong|far from it|next to nothing|(?:very |pretty |quite "
-                 r"|rather |fairly |highly )?" + _SMALL_ANSWER + r"(?: at best| to none| to nothing)?)")
-_ANSWER_END = r"\s*(?:[.,;:!?]|$)"
-_ANSWER_NO_RE = re.compile(r"\s*" + _ANSWER_NO + _ANSWER_END)
+              r"|of course) not)\s*(?:[.,;:!?]|$)")
+_SMALL_WORDS = "limited|minimal|little|slim|negligible|nil|zero|marginal|capped|contained|muted|unlikely|doubtful"
+_DEGREE = r"(?:very |pretty |quite |rather |fairly |highly )?"
 # a short answer ends its sentence ("Slim, management says; we would not bet on it" reports someone's)
-_ANSWER_SMALL_RE = re.compile(r"\s*" + _ANSWER_SMALL + r"(?:,\s*if any)?\s*(?:[.;:!?]|$)")
+_ANSWER_SMALL = (r"(?:not much|not quite|not a chance|no way|wrong|far from it|next to nothing|" + _DEGREE
+                 + f"(?:{_SMALL_WORDS})" + r"(?: at best| to none| to nothing)?)(?:,\s*if any)?\s*(?:[.;:!?]|$)")
+_ANSWER_NO_RE = re.compile(r"\s*" + _ANSWER_NO)
+_ANSWER_SMALL_RE = re.compile(r"\s*" + _ANSWER_SMALL)
 _QUESTION_VERBS = frozenset(["is", "are", "was", "were", "be", "been", "being", "am", "will", "would", "can", "could",
                              "does", "do", "did", "has", "have", "had", "should", "shall", "may", "might", "must", "to",
                              "it's", "that's", "why", "how", "what", "when", "who", "where", "which"])
@@ -371,18 +371,19 @@ _QUESTION_VERBS = frozenset(["is", "are", "was", "were", "be", "been", "being", 
 # (a heading of up to three words opening its sentence, no verb: "Margin pressure to ease: unlikely" denies
 # the verb)
 _COLON_SMALL_RE = re.compile(r"(?:^|(?<=[.;!?])\s*)(?!\S*\s*(?:\S+\s+)?\bto\b)((?:[a-z'_-]+\s+){0,2}[a-z'_-]+)"
-                             r":\s*(?:very |pretty |quite |rather |fairly |highly )?(?:" + _SMALL_ANSWER[3:-1]
-                             + "|fading|receding|easing|waning|subsiding|abating|overdone)(?: at best)?(?=\\s*(?:[.,;!?]|$))")
+                             r":\s*" + _DEGREE + f"(?:{_SMALL_WORDS}|fading|receding|easing|waning|subsiding|abating|overdone)"
+                             + r"(?: at best)?(?=\s*(?:[.,;!?]|$))")
 # a rhetorical "why" asks against its action: "Why would anyone sell?", "Why buy here?" (not "Why is it
 # bullish?", which asks for a reason)
 _WHY_AGAINST = frozenset(["would", "should", "buy", "sell", "own", "short", "hold"])
-_ANSWERED_RE = re.compile(r"\?\s*(?:" + _ANSWER_NO + "|" + _ANSWER_SMALL + ")" + _ANSWER_END)
+_ANSWERED_RE = re.compile(r"\?\s*(?:" + _ANSWER_NO + "|" + _ANSWER_SMALL + ")")
 
 
 def _asked(low: str, n_words: int) -> tuple[list[int] | None, frozenset[int]]:
-    """Per token of `low`: -1 in a question the next sentence answers "no" and for the action a
-    rhetorical "why" asks against, else 1; and the positions of the answer words. (None, {}) when a
-    lexicon phrase spans a sentence end."""
+    """Per token of `low`: -1 in a question the next sentence answers "no", for the asked cue of a verbless
+    question a short answer says is small, and for the action a rhetorical "why" asks against, else 1; and
+    the positions of the answer words and of a proposing "why not"'s "not" (neither negates anything).
+    (None, {}) when a lexicon phrase spans a sentence end."""
     parts = _SENTENCE_END_RE.split(low)
     ends = [m.group() for m in _SENTENCE_END_RE.finditer(low)]
     tokens = [_tokens(p) for p in parts]
@@ -637,6 +638,8 @@ _IRONY_RE = re.compile(
     r"|\b([a-z]+),\s+(?:just|simply|really|truly|so)\s+\1\b",
     re.I,
 )
+
+
 @lru_cache(maxsize=1 << 16)
 def unreadable_turn(opinion: str) -> bool:
     """Whether `opinion` turns a stance cue in a way the lexicon cannot read (see above): irony, or a
