@@ -3,7 +3,7 @@
     python bench/bench_reader_ceiling.py [--preset reading|noisy] [--market A|B] [--skill-rows 450]
     python bench/bench_reader_ceiling.py --sweep 0,0.2,0.4,0.6,0.8 --png docs/img/reader_ceiling.png
 
-Builds the demo's market and dataset (`thesisgym.experiments.demo`: 12 tickers x 520 days, the demo's
+Builds the demo's market and dataset (`thesisgym.experiments.demo.DemoConfig`: 12 tickers x 1,040 days, the demo's
 context and splits), parses simple features from each prompt's evidence only (per section and age
 bucket: count, summed lexicon stance, summed signed stated percentage, EPS surprises, analyst target
 moves, the day's price change, the template teacher's recency- and size-weighted score; never a label
@@ -87,7 +87,7 @@ def features(row: dict) -> list[float]:
 
 
 def build(preset: str, market: str, seed: int, out: Path, **knobs: float) -> dict:
-    """The demo's market (12 tickers x 520 days) and splits for these knobs; {split: rows}."""
+    """The demo's market (`DemoConfig`: 12 tickers x 1,040 days) and splits for these knobs; {split: rows}."""
     import datasets
 
     from thesisgym.data.synth import SynthConfig, generate_market

@@ -176,11 +176,15 @@ def test_default_demo_meets_the_heldout_reasoning_targets(default_demo):
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=False, reason=(
-    "not reachable by imitation at the demo's size: on the demo's 80 evaluation rows always-BUY is right on "
-    "46.2 % and the teacher's own rule on 41.2 %; the policies beat the train majority, not always-BUY "
-    "(docs/training.md, section 5i)"))
+    "issue 29's target, not met at 95 % on one seed yet: on the default demo's 160 rows the policies beat one "
+    "constant at 95 % and the other within noise, and the teacher they imitate only just beats both "
+    "(docs/training.md, section 5n)"))
 def test_default_demo_decides_better_than_the_majority_class_and_always_buy(default_demo):
+    """Paired by date, both the GRPO policy (first row minus each constant) and the SFT checkpoint
+    (its own minus_* columns) beat the train majority and always-BUY with intervals above 0."""
     acc = default_demo["evaluation"].accuracy
-    policy = acc.iloc[0]["accuracy"]
-    assert policy > default_demo["majority_class_accuracy"]
-    assert policy > acc.loc["always BUY", "accuracy"]
+    majority = next(k for k in acc.index if str(k).startswith("majority of train"))
+    assert acc.loc[majority, "first_minus_this_lo"] > 0
+    assert acc.loc["always BUY", "first_minus_this_lo"] > 0
+    sft = acc.loc["SFT checkpoint"]
+    assert sft["minus_majority_lo"] > 0 and sft["minus_always_buy_lo"] > 0

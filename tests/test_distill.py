@@ -129,6 +129,30 @@ def test_cli_distill(tmp_path):
     assert bad.exit_code == 2 and "nope: no such dataset directory" in " ".join(bad.output.split())
 
 
+def test_cli_distill_compact_calls_each_count_as_the_reward_fitted_teacher(tmp_path):
+    """`--style compact` calibrates the tally like the demo (`--tally reward`, the default) or to the label
+    mix (`--tally mix`); the kept theses' decisions are that teacher's."""
+    from typer.testing import CliRunner
+
+    from thesisgym.cli import app
+    from thesisgym.teachers.template import COMPACT_STYLE
+
+    toy_dataset(40, seed=3).save_to_disk(str(tmp_path / "ctx"))
+    rows = list(load_from_disk(str(tmp_path / "ctx")))
+    for fit in ("reward", "mix"):
+        args = ["distill", "--dataset", str(tmp_path / "ctx"), "--out", str(tmp_path / fit), "--n", "1",
+                "--decision-tolerance", "4", "--min-grounding", "0", "--style", "compact"]
+        r = CliRunner().invoke(app, args + (["--tally", fit] if fit == "mix" else []))
+        assert r.exit_code == 0, r.output
+        want = TemplateTeacher(seed=0, **COMPACT_STYLE).calibrate(rows, tally=fit)
+        kept = load_from_disk(str(tmp_path / fit))["train"]
+        by_key = {(str(r["ticker"]), str(r["asof"])): want.decision(r) for r in rows}
+        assert kept["teacher_decision"] == [by_key[(str(t), str(a))] for t, a in zip(kept["ticker"], kept["asof"], strict=True)]
+    bad = CliRunner().invoke(app, ["distill", "--dataset", str(tmp_path / "ctx"), "--out", str(tmp_path / "x"),
+                                   "--style", "compact", "--tally", "oracle"])
+    assert bad.exit_code == 2 and "oracle" in bad.output
+
+
 def test_stats_say_how_often_the_teacher_and_the_kept_set_agree_with_the_label():
     rows = toy_rows(12, seed=5)
     teacher = TemplateTeacher()

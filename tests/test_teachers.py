@@ -295,6 +295,64 @@ def test_tally_thesis_decides_from_the_verdicts_it_writes_and_costs_no_evidence(
         TemplateTeacher(pick="best")
 
 
+def test_reward_cuts_pick_the_most_paid_monotone_call_per_count():
+    """`reward_cuts`: each net count gets the decision that earns the most decision reward on its rows
+    (under "calibrated", the most frequent label), never more bearish for a higher count; a rare count
+    borrows rows from its neighbours toward 0; bad input is named."""
+    from thesisgym.rewards.decision import load_decision_matrix
+    from thesisgym.teachers.template import reward_cuts, score_to_label
+
+    # the label-mix cuts would call -3 STRONG_SELL; its rows are mostly HOLD, so the reward map holds
+    nets = [-3] * 10 + [-1] * 10 + [0] * 10 + [1] * 10 + [2] * 10
+    labels = (["HOLD"] * 6 + ["SELL"] * 4 + ["HOLD"] * 7 + ["SELL"] * 3 + ["BUY"] * 6 + ["HOLD"] * 4
+              + ["BUY"] * 8 + ["HOLD"] * 2 + ["STRONG_BUY"] * 6 + ["BUY"] * 4)
+    cuts = reward_cuts(nets, labels, min_rows=1)
+    assert [score_to_label(n, cuts) for n in (-3, -1, 0, 1, 2)] == ["HOLD", "HOLD", "BUY", "BUY", "STRONG_BUY"]
+    assert [score_to_label(n, cuts) for n in (-9, 9)] == ["HOLD", "STRONG_BUY"]  # beyond the rows: the ends
+    # the map is the best monotone one: brute force over every monotone assignment of the five counts
+    import itertools
+
+    m = load_decision_matrix()
+    best = max(sum(m(LABELS[c], y) for c, y in zip((a[(-3, -1, 0, 1, 2).index(n)] for n in nets), labels, strict=True))
+               for a in itertools.combinations_with_replacement(range(5), 5))
+    got = sum(m(score_to_label(n, cuts), y) for n, y in zip(nets, labels, strict=True))
+    assert got == best
+    # an anti-monotone market cannot buy its way out: a higher count never gets a more bearish call
+    flip = reward_cuts([-1] * 10 + [1] * 10, ["STRONG_BUY"] * 10 + ["STRONG_SELL"] * 10, min_rows=1)
+    assert LABELS.index(score_to_label(1, flip)) >= LABELS.index(score_to_label(-1, flip))
+    # a count seen on 2 rows takes its inward neighbour's rows too (min_rows)
+    sparse = reward_cuts([0] * 30 + [4] * 2, ["HOLD"] * 30 + ["STRONG_BUY"] * 2, min_rows=20)
+    assert score_to_label(4, sparse) == "HOLD"
+    assert score_to_label(4, reward_cuts([0] * 30 + [4] * 2, ["HOLD"] * 30 + ["STRONG_BUY"] * 2, min_rows=1)) == "STRONG_BUY"
+    with pytest.raises(ValueError, match="labels must be"):
+        reward_cuts([0] * 10, ["UP"] * 10)
+    with pytest.raises(ValueError, match="2 net counts but 1 labels"):
+        reward_cuts([0, 1], ["HOLD"])
+    with pytest.raises(ValueError, match="at least 10"):
+        reward_cuts([0] * 3, ["HOLD"] * 3)
+
+
+def test_a_reward_calibrated_tally_teacher_fits_train_labels_and_never_reads_its_own():
+    """calibrate(tally="reward"): the net-count cuts come from the rows' labels (a flip of every label
+    moves them), the decision of a row never from that row's label; "mix" ignores labels."""
+    from thesisgym.teachers.template import COMPACT_STYLE, reward_cuts
+
+    rows = toy_rows(60, seed=4)
+    t = TemplateTeacher(**COMPACT_STYLE).calibrate(rows, tally="reward")
+    nets = [t.planned_net(r) for r in rows]
+    assert t.tally_cuts == reward_cuts(nets, [r["label"] for r in rows])
+    lied = [dict(r, label="STRONG_SELL") for r in rows]
+    assert TemplateTeacher(**COMPACT_STYLE).calibrate(lied, tally="reward").tally_cuts != t.tally_cuts
+    # a row's own label never reaches its decision: change it alone and the call stays
+    row = rows[0]
+    assert t.decision(dict(row, label="STRONG_SELL")) == t.decision(dict(row, label="STRONG_BUY")) == t.decision(row)
+    # the map pays at least what the label-mix cuts pay on the rows it was fitted on
+    mix = TemplateTeacher(**COMPACT_STYLE).calibrate(rows)
+    assert (sum(t.decision(r) == r["label"] for r in rows) >= sum(mix.decision(r) == r["label"] for r in rows))
+    with pytest.raises(ValueError, match="`tally` must be"):
+        TemplateTeacher(**COMPACT_STYLE).calibrate(rows, tally="oracle")
+
+
 @pytest.mark.parametrize("layout", ["quote", "id"])
 def test_verdict_last_layouts_quote_what_carries_the_direction_and_stay_grounded(layout):
     """layout "quote" / "id": the verdict follows the quote, so the quote alone must read in the item's

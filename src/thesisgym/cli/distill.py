@@ -36,6 +36,11 @@ class Style(StrEnum):
     compact = "compact"
 
 
+class TallyFit(StrEnum):
+    reward = "reward"
+    mix = "mix"
+
+
 class Mode(StrEnum):
     forward = "forward"
     reverse = "reverse"
@@ -106,6 +111,10 @@ def distill_cmd(
                                      "demo's: one bullet on each section's first item, the call counted from its verdicts)."),
     calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate",
                                    help="template teacher: fit decision cut points to the label mix on these rows' evidence."),
+    tally: TallyFit = typer.Option(TallyFit.reward, "--tally",
+                                   help="compact style, with --calibrate: the call for each net count. reward (the demo's: "
+                                        "the monotone map that earns the most decision reward on these rows' labels) | "
+                                        "mix (match the label mix, evidence only)."),
 ) -> None:
     """Distill teacher theses into an SFT set with rejection sampling (decision + grounding filter)."""
     from thesisgym.teachers.distill import distill
@@ -118,7 +127,7 @@ def distill_cmd(
                           drop_section_rate=drop_section_rate, base_url=base_url, model=model, timeout=timeout,
                           max_retries=retries, concurrency=concurrency, cache_path=cache, style=style.value)
         if calibrate and hasattr(t, "calibrate") and len(rows) >= 10:
-            t.calibrate(rows)
+            t.calibrate(rows, tally=tally.value)
         result = distill(rows, t, n=f.n, min_grounding=f.min_grounding, max_hallucination_rate=f.max_hallucination_rate,
                          decision_tolerance=f.decision_tolerance, keep_per_prompt=f.keep_per_prompt, seed=seed,
                          workers=workers, progress=True)

@@ -46,7 +46,7 @@ class DemoConfig(StrictModel):
     model: str = Field(PRETRAINED, description="base model: a preset (smollm2-135m), a hub id or path, or "
                                                "'tiny' (built locally, no pretraining)")
     tickers: int = Field(12, ge=3)
-    days: int = Field(520, ge=120)
+    days: int = Field(1040, ge=120)
     stride: int = Field(2, ge=1, description="keep every k-th trading day in the datasets")
     token_budget: int = Field(330, gt=100, description="approximate prompt words (the compact instructions take ~50)")
     heldout_tickers: int = Field(2, ge=0)
@@ -257,8 +257,9 @@ def distil_sft_data(config: DemoConfig, splits: dict, out: Path, *, log: Callabl
     from thesisgym.teachers.distill import distill
     from thesisgym.teachers.template import COMPACT_STYLE
 
-    # calibrated cut points give the teacher the label's class mix; within one class of the label
-    # counts as agreement because the rule-based teacher reads the evidence, not the future.
+    # the tally's call per net count is the one the decision reward pays most for on train rows
+    # (`reward_cuts`; cuts matching the label mix lost 1-5 points of accuracy, docs/training.md 5n);
+    # within one class of the label counts as agreement because the teacher reads the evidence, not the future.
     # compact: one bullet per section quoting a 3-5 word run; layout "id": the id, the quote (the words
     # that carry the item's direction), then the verdict (held-out grounding after 64 SFT examples 0.40
     # -> 0.72, docs/training.md section 5g). A tally thesis decides from the verdicts it writes, so a
@@ -266,7 +267,7 @@ def distil_sft_data(config: DemoConfig, splits: dict, out: Path, *, log: Callabl
     style = dict(COMPACT_STYLE, layout=layout, conclusion=conclusion, pick=pick)
     teacher = TemplateTeacher(noise=0.15, wrong_decision_rate=0.0 if conclusion == "tally" else 0.2, seed=config.seed,
                               **style)
-    teacher.calibrate(list(splits["train"]))
+    teacher.calibrate(list(splits["train"]), tally="reward")
     result = distill(splits["train"], teacher, n=config.distill_n, min_grounding=0.75, decision_tolerance=1,
                      seed=config.seed)
     sft_dir = out / "sft_data"

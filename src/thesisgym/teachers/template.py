@@ -38,7 +38,8 @@ the sign of the summed direction of the items its bullets cite (`rewards.evidenc
 verifier reads in them), the conclusion lists those verdicts with the net count so far after each
 ("technical bullish (one up), news bearish (even): net even, so buy."), and in forward mode the decision
 is the final net (bullish minus bearish) through `tally_cuts` (symmetric by default; `calibrate` fits them to the label mix on the
-rows' evidence, as it fits the score cuts). The decision is then a function of text the model wrote
+rows' evidence, as it fits the score cuts, or with `tally="reward"`, the demo's, to the call per count that earns
+the most decision reward on the rows' labels: `reward_cuts`). The decision is then a function of text the model wrote
 itself, which a small model can learn; the rule-2 decision is not (docs/training.md, section 5h). A
 running count, not a count of the list at its end: a 135M model copied the list but wrote the most
 common count whatever the list said (section 5i).
@@ -69,6 +70,7 @@ import math
 import random
 import re
 from collections.abc import Callable, Sequence
+from typing import Any
 from datetime import date
 
 from thesisgym.consistency.judges import canonical_items
@@ -281,6 +283,73 @@ def calibrated_cuts(scores: Sequence[float], quantiles: Sequence[float] = LABEL_
     return tuple((float(b), lab) for b, lab in zip(q[::-1], ("STRONG_BUY", "BUY", "HOLD", "SELL"), strict=True))
 
 
+def reward_cuts(nets: Sequence[int], labels: Sequence[str], *, matrix: Any = None,
+                min_rows: int = 20) -> tuple[tuple[float, str], ...]:
+    """Tally cuts that earn the most decision reward on labelled rows: the monotone map from a tally's
+    net count to a decision (a higher count never gives a more bearish call) maximising the summed
+    `matrix` reward (`rewards.decision.load_decision_matrix()` by default: "calibrated", so the most
+    accurate map) of `labels` (one per row, of the row whose count is in `nets`).
+
+    `calibrated_cuts` matches the label mix instead, which is not what the trained decision reward
+    pays: on the demo market a net of -3 is most often HOLD, yet the label-mix cuts call it
+    STRONG_SELL (docs/training.md, section 5n). A count seen on fewer than `min_rows` rows is pooled
+    with its neighbours toward 0 until it has that many (a rare extreme count says little alone).
+    Only the labels of the rows given (the train split) are used; a row's own decision never sees its
+    label."""
+    from collections import Counter
+
+    from thesisgym.rewards.decision import load_decision_matrix
+
+    if len(nets) != len(labels):
+        raise ValueError(f"reward_cuts: {len(nets)} net counts but {len(labels)} labels")
+    bad = sorted({str(lab) for lab in labels if lab not in LABELS})
+    if bad:
+        raise ValueError(f"reward_cuts: labels must be in {list(LABELS)}, got {bad[:3]}")
+    if len(nets) < 10:
+        raise ValueError(f"reward_cuts: need at least 10 labelled rows, got {len(nets)}")
+    m = matrix or load_decision_matrix()
+    by: dict[int, Counter] = {}
+    for net, lab in zip(nets, labels, strict=True):
+        by.setdefault(int(net), Counter())[lab] += 1
+    values = sorted(by)
+    gains = []
+    for v in values:
+        pooled, w = Counter(by[v]), v
+        while sum(pooled.values()) < min_rows and w != 0:
+            w += -1 if w > 0 else 1
+            pooled += by.get(w, Counter())
+        gains.append([sum(n * m(d, y) for y, n in pooled.items()) for d in LABELS])
+    choice = _monotone_best(gains)
+    # one cut per class, most bullish first: a class's bound is the midpoint below the lowest count
+    # called that class or higher; counts beyond the fitted ones take the call at their end
+    bounds: dict[str, float] = {}
+    for k, lab in enumerate(LABELS[1:], start=1):
+        ks = [i for i, c in enumerate(choice) if c >= k]
+        bounds[lab] = math.inf if not ks else (-math.inf if ks[0] == 0 else values[ks[0]] - 0.5)
+    return tuple((bounds[lab], lab) for lab in ("STRONG_BUY", "BUY", "HOLD", "SELL"))
+
+
+def _monotone_best(gains: Sequence[Sequence[float]]) -> list[int]:
+    """Class index per value (non-decreasing along the values) maximising the summed gain; ties go to
+    the lower class."""
+    k = len(LABELS)
+    best = [list(gains[0])]
+    for g in gains[1:]:
+        prev = best[-1]
+        run, row = -math.inf, []
+        for c in range(k):
+            run = max(run, prev[c])
+            row.append(run + g[c])
+        best.append(row)
+    out, c = [], max(range(k), key=lambda j: (best[-1][j], -j))
+    for i in range(len(gains) - 1, -1, -1):
+        out.append(c)
+        if i:
+            target = best[i][c] - gains[i][c]
+            c = next(j for j in range(c + 1) if best[i - 1][j] == target)
+    return out[::-1]
+
+
 # --- writing ---------------------------------------------------------------------------------------
 # Opinions are assembled from four parts (subject, verdict, horizon, link), each dealt from a
 # shuffled deck per thesis (a part comes back only after every other one has been used): 4 x 8 x 4
@@ -468,12 +537,20 @@ class TemplateTeacher:
         self.pick = pick
         self.tally_cuts = tuple(tally_cuts) if tally_cuts is not None else TALLY_CUTS
 
-    def calibrate(self, rows: Sequence[dict]) -> TemplateTeacher:
-        """Fit the decision cut points on `rows` (their evidence only, see `calibrated_cuts`): the rule-2
-        score cuts and, for `conclusion="tally"`, the cuts on the net count (`planned_net`); returns self."""
+    def calibrate(self, rows: Sequence[dict], *, tally: str = "mix") -> TemplateTeacher:
+        """Fit the decision cut points on `rows`; returns self. The rule-2 score cuts always match the
+        label mix (their evidence only, see `calibrated_cuts`). For `conclusion="tally"`, the cuts on the
+        net count (`planned_net`): `tally="mix"` matches the label mix the same way; `tally="reward"`
+        fits the map that earns the most decision reward on the rows' labels (`reward_cuts`; rows
+        without a label are skipped)."""
+        if tally not in ("mix", "reward"):
+            raise ValueError(f"TemplateTeacher.calibrate: `tally` must be 'mix' or 'reward', got {tally!r}")
         self.cuts = calibrated_cuts([evidence_score(r["evidence"], r["sections"], asof=r.get("asof")) for r in rows])
-        if self.conclusion == "tally":
+        if self.conclusion == "tally" and tally == "mix":
             self.tally_cuts = calibrated_cuts([self.planned_net(r) for r in rows])
+        elif self.conclusion == "tally":
+            labelled = [r for r in rows if r.get("label") in LABELS]
+            self.tally_cuts = reward_cuts([self.planned_net(r) for r in labelled], [r["label"] for r in labelled])
         return self
 
     def planned_net(self, row: dict) -> int:
