@@ -258,7 +258,7 @@ def distil_sft_data(config: DemoConfig, splits: dict, out: Path, *, log: Callabl
     from thesisgym.teachers.template import COMPACT_STYLE
 
     # the tally's call per net count is the one the decision reward pays most for on train rows
-    # (`reward_cuts`; cuts matching the label mix lost 1-5 points of accuracy, docs/training.md 5n);
+    # (`reward_cuts`; cuts matching the label mix lost 1-4 points of accuracy, docs/training.md 5n);
     # within one class of the label counts as agreement because the teacher reads the evidence, not the future.
     # compact: one bullet per section quoting a 3-5 word run; layout "id": the id, the quote (the words
     # that carry the item's direction), then the verdict (held-out grounding after 64 SFT examples 0.40
