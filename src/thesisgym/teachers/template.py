@@ -70,11 +70,11 @@ import math
 import random
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
 from datetime import date
 
 from thesisgym.consistency.judges import canonical_items
 from thesisgym.rewards.base import EvidenceIndex, evidence_index
+from thesisgym.rewards.decision import DecisionMatrix, load_decision_matrix
 from thesisgym.rewards.evidence import item_readings, prompt_close, quote_credited
 from thesisgym.rewards.reading import item_reading
 from thesisgym.schema import LABEL_QUANTILES, LABELS, SECTIONS
@@ -283,7 +283,7 @@ def calibrated_cuts(scores: Sequence[float], quantiles: Sequence[float] = LABEL_
     return tuple((float(b), lab) for b, lab in zip(q[::-1], ("STRONG_BUY", "BUY", "HOLD", "SELL"), strict=True))
 
 
-def reward_cuts(nets: Sequence[int], labels: Sequence[str], *, matrix: Any = None,
+def reward_cuts(nets: Sequence[int], labels: Sequence[str], *, matrix: DecisionMatrix | None = None,
                 min_rows: int = 20) -> tuple[tuple[float, str], ...]:
     """Tally cuts that earn the most decision reward on labelled rows: the monotone map from a tally's
     net count to a decision (a higher count never gives a more bearish call) maximising the summed
@@ -297,8 +297,6 @@ def reward_cuts(nets: Sequence[int], labels: Sequence[str], *, matrix: Any = Non
     Only the labels of the rows given (the train split) are used; a row's own decision never sees its
     label."""
     from collections import Counter
-
-    from thesisgym.rewards.decision import load_decision_matrix
 
     if len(nets) != len(labels):
         raise ValueError(f"reward_cuts: {len(nets)} net counts but {len(labels)} labels")
