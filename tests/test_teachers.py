@@ -317,6 +317,17 @@ def test_reward_cuts_pick_the_most_paid_monotone_call_per_count():
                for a in itertools.combinations_with_replacement(range(5), 5))
     got = sum(m(score_to_label(n, cuts), y) for n, y in zip(nets, labels, strict=True))
     assert got == best
+    # a matrix whose sums are inexact in floating point (a user's variant, not a shipped one) still
+    # gets the best monotone map
+    from thesisgym.rewards.decision import DecisionMatrix
+
+    odd = DecisionMatrix("odd", tuple(tuple(round(0.1 * ((3 * r + 7 * c) % 11) - 0.5, 1) for c in range(5))
+                                      for r in range(5)), -1.5)
+    cuts = reward_cuts(nets, labels, matrix=odd, min_rows=1)
+    best = max(sum(odd(LABELS[a[(-3, -1, 0, 1, 2).index(n)]], y) for n, y in zip(nets, labels, strict=True))
+               for a in itertools.combinations_with_replacement(range(5), 5))
+    got = sum(odd(score_to_label(n, cuts), y) for n, y in zip(nets, labels, strict=True))
+    assert got == pytest.approx(best)
     # an anti-monotone market cannot buy its way out: a higher count never gets a more bearish call
     flip = reward_cuts([-1] * 10 + [1] * 10, ["STRONG_BUY"] * 10 + ["STRONG_SELL"] * 10, min_rows=1)
     assert LABELS.index(score_to_label(1, flip)) >= LABELS.index(score_to_label(-1, flip))

@@ -316,6 +316,7 @@ def reward_cuts(nets: Sequence[int], labels: Sequence[str], *, matrix: DecisionM
         while sum(pooled.values()) < min_rows and w != 0:
             w += -1 if w > 0 else 1
             pooled += by.get(w, Counter())
+        # summed, not n x the mean (`rewards.skill.constant_rewards`): a tie stays exact, so it goes to the lower class
         gains.append([sum(n * m(d, y) for y, n in pooled.items()) for d in LABELS])
     choice = _monotone_best(gains)
     # one cut per class, most bullish first: a class's bound is the midpoint below the lowest count
@@ -329,22 +330,24 @@ def reward_cuts(nets: Sequence[int], labels: Sequence[str], *, matrix: DecisionM
 
 def _monotone_best(gains: Sequence[Sequence[float]]) -> list[int]:
     """Class index per value (non-decreasing along the values) maximising the summed gain; ties go to
-    the lower class."""
+    the lower class. Back-pointers, not a recomputed difference, recover the path (float sums of a
+    user's matrix need not subtract back exactly)."""
     k = len(LABELS)
-    best = [list(gains[0])]
+    best, back = list(gains[0]), []
     for g in gains[1:]:
-        prev = best[-1]
-        run, row = -math.inf, []
+        arg, run, row, ptr = 0, -math.inf, [], []
         for c in range(k):
-            run = max(run, prev[c])
+            if best[c] > run:
+                arg, run = c, best[c]
             row.append(run + g[c])
-        best.append(row)
-    out, c = [], max(range(k), key=lambda j: (best[-1][j], -j))
-    for i in range(len(gains) - 1, -1, -1):
+            ptr.append(arg)
+        best = row
+        back.append(ptr)
+    c = max(range(k), key=lambda j: (best[j], -j))
+    out = [c]
+    for ptr in reversed(back):
+        c = ptr[c]
         out.append(c)
-        if i:
-            target = best[i][c] - gains[i][c]
-            c = next(j for j in range(c + 1) if best[i - 1][j] == target)
     return out[::-1]
 
 
