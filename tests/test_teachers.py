@@ -295,6 +295,66 @@ def test_tally_thesis_decides_from_the_verdicts_it_writes_and_costs_no_evidence(
         TemplateTeacher(pick="best")
 
 
+def test_a_sized_tally_counts_a_large_stated_move_twice_and_quotes_its_size():
+    """size_cut: a section whose cited item states a size of at least the cut reads "strongly" and
+    counts two; the quote then holds that size; the running count and the call follow; the evidence
+    score is the unsized thesis's; a cut without a tally conclusion is refused."""
+    import re
+
+    from thesisgym.rewards.base import evidence_index
+    from thesisgym.rewards.evidence import item_readings
+    from thesisgym.teachers.template import _COUNT_WORDS as words
+    from thesisgym.teachers.template import (
+        COMPACT_STYLE,
+        TALLY_CUTS,
+        _section_verdict,
+        score_to_label,
+        stated_size,
+    )
+
+    assert stated_size({"text": "change -7.5% on 2% volume"}) == 7.5 and stated_size({"text": "no figure"}) is None
+    # several items: the sign of their readings, doubled only by a large item that reads that way
+    small, big = {"id": "N1", "text": "sales up 1.0%"}, {"id": "N2", "text": "orders jump 8.0%"}
+    assert _section_verdict([small, dict(small, id="N3")], {"N1": 1, "N3": 1}, 3.0) == 1
+    assert _section_verdict([small, big], {"N1": 1, "N2": 1}, 3.0) == 2
+    assert _section_verdict([small, dict(small, id="N3"), big], {"N1": 1, "N3": 1, "N2": -1}, 3.0) == 1
+    rows = toy_rows(40, seed=5)
+    sized, plain = TemplateTeacher(**dict(COMPACT_STYLE, size_cut=3.0)), TemplateTeacher(**COMPACT_STYLE)
+    pull = {2: "strongly bullish", 1: "bullish", 0: "neutral", -1: "bearish", -2: "strongly bearish"}
+    strong = shown = 0
+    for row in rows:
+        thesis = parse_thesis(sized.write(row)[0])
+        readings = item_readings(evidence_index(row["evidence"]))
+        items = {it["id"]: it for it in row["evidence"]}
+        want = {}
+        for sec in thesis.sections:
+            bullet = sec.bullets[0]
+            item = items[bullet.citations[0]]
+            big = (stated_size(item) or 0.0) >= 3.0 and readings.get(item["id"].upper(), 0) != 0
+            want[sec.name] = readings.get(item["id"].upper(), 0) * (2 if big else 1)
+            strong += big
+            # the size the verdict doubles on is among the words copied, where a credited run that
+            # reads in the item's direction holds it ("surprise 4.1%" alone has no direction)
+            shown += big and any(stated_size({"text": q}) == stated_size(item) for q in bullet.quotes)
+        steps = re.findall(r"(\w+) ((?:strongly )?(?:bullish|bearish)|neutral) \((even|\w+ up|\w+ down)\)",
+                           thesis.conclusion.split(":")[0])
+        assert {s: v for s, v, _ in steps} == {s: pull[v] for s, v in want.items()}
+        running = [sum(list(want.values())[:k + 1]) for k in range(len(want))]
+        assert [_net_of(net, words) for _, _, net in steps] == running
+        assert thesis.decision == score_to_label(sum(want.values()), TALLY_CUTS) == sized.decision(row)
+        assert sized.planned_net(row) == sum(want.values())
+        # a quote that holds the size is as grounded as one without (within a hundredth: a longer
+        # run of figures is credited a little less)
+        assert _score(sized.write(row)[0], row)["evidence"] >= _score(plain.write(row)[0], row)["evidence"] - 0.01
+    assert strong >= 5 and shown >= 0.75 * strong, (strong, shown)  # the doubling was exercised
+    with pytest.raises(ValueError, match="size_cut"):
+        TemplateTeacher(size_cut=3.0)  # a prose conclusion has no verdicts to size
+    for bad in (0, float("inf"), float("nan"), True, "3"):
+        with pytest.raises(ValueError, match="size_cut"):
+            TemplateTeacher(**dict(COMPACT_STYLE, size_cut=bad))
+    assert "size_cut=3.0" in repr(sized) and "size_cut" not in repr(plain)
+
+
 def test_reward_cuts_pick_the_most_paid_monotone_call_per_count():
     """`reward_cuts`: each net count gets the decision that earns the most decision reward on its rows
     (under "calibrated", the most frequent label), never more bearish for a higher count; a rare count

@@ -43,6 +43,11 @@ the most decision reward on the rows' labels: `reward_cuts`). The decision is th
 itself, which a small model can learn; the rule-2 decision is not (docs/training.md, section 5h). A
 running count, not a count of the list at its end: a 135M model copied the list but wrote the most
 common count whatever the list said (section 5i).
+`size_cut` sizes those verdicts: a cited item that states a move of at least `size_cut` % (its
+first percentage, `stated_size`: "orders jump 7.3%") counts twice, "news strongly bullish (two up)",
+and the bullet's quote then holds that figure where a credited run reading in the item's direction
+does. A sign count throws away the size the evidence-only reader uses most; the demo does not use
+it, because a 135M student did not learn it (docs/training.md, section 5o).
 `pick="first"` gives the bullets of `bullets=(lo, hi)` to each section's first items (the prompt lists the
 newest first) instead of random ones: the item to read is then always the same place in the prompt.
 `compact=True` (the small-model demo) quotes the first run of words without a digit that the
@@ -215,10 +220,18 @@ def item_weight(item: dict, today: date | None) -> float:
     published = _day(item.get("date"))
     if today is not None and published is not None:
         w *= math.exp(-max((today - published).days, 0) / RECENCY_DAYS)
-    pct = _PCT.search(str(item.get("text", "")))
-    if pct is not None:
-        w *= min(abs(float(pct.group(1))), SIZE_CAP) / SIZE_UNIT
+    size = stated_size(item)
+    if size is not None:
+        w *= min(size, SIZE_CAP) / SIZE_UNIT
     return w
+
+
+def stated_size(item: dict) -> float | None:
+    """The size an item states: its first percentage, unsigned (None without one). An order jump of
+    12 % or a 4 % surprise says more than a 1 % one; rule 2 weighs items by it and a sized tally verdict
+    (`TemplateTeacher(size_cut=...)`) doubles on it."""
+    pct = _PCT.search(str(item.get("text", "")))
+    return None if pct is None else abs(float(pct.group(1)))
 
 
 def evidence_score(evidence: Sequence[dict], sections: Sequence[str], *, asof: object = None) -> float:
@@ -242,19 +255,28 @@ def decide(evidence: Sequence[dict], sections: Sequence[str], *,
     return score_to_label(overall, cuts), overall
 
 
-def _section_verdict(items: Sequence[dict], readings: dict[str, int]) -> int:
-    """A tally thesis's verdict on a section, in {-1, 0, +1}: the sign of the summed reading
-    (`item_readings`) of the items its bullets cite."""
-    return int(_sign(sum(readings.get(str(it["id"]).strip().upper(), 0) for it in items)))
+def _section_verdict(items: Sequence[dict], readings: dict[str, int], size_cut: float | None = None) -> int:
+    """A tally thesis's verdict on a section: the sign of the summed reading (`item_readings`) of the
+    items its bullets cite, in {-1, 0, +1}. With `size_cut`, doubled ("strongly bullish") when one of
+    those items reads in that direction and states a size of at least `size_cut` % (`stated_size`): a
+    7 % order jump moves next week's price more than a 1 % one; two small items stay one step."""
+    def reading(it: dict) -> int:
+        return readings.get(str(it["id"]).strip().upper(), 0)
+
+    verdict = int(_sign(sum(reading(it) for it in items)))
+    if size_cut is not None and verdict and any(reading(it) == verdict and (stated_size(it) or 0.0) >= size_cut
+                                                for it in items):
+        return 2 * verdict
+    return verdict
 
 
 def _net_words(net: int) -> str:
-    return "even" if net == 0 else f"{_COUNT_WORDS[min(abs(net), 6)]} {'up' if net > 0 else 'down'}"
+    return "even" if net == 0 else f"{_COUNT_WORDS[min(abs(net), len(_COUNT_WORDS) - 1)]} {'up' if net > 0 else 'down'}"
 
 
 def _tally(pulls: dict[str, int], decision: str) -> str:
     """'technical bullish (one up), news bearish (even), macro neutral (even): net even, so hold.'
-    (`pulls`: each section's verdict in {-1, 0, +1}). The count runs along the list: each step adds one
+    (`pulls`: each section's verdict in {-1, 0, +1}, or {-2, ..., +2} sized). The count runs along the list: each step adds one
     verdict to the count just written, so the net that the call reads sits right before it."""
     call = decision.replace("_", " ").lower()
     if not pulls:
@@ -408,8 +430,10 @@ class _Decks:
 
 
 _LEAN = {1: "leans bullish", 0: "is roughly neutral", -1: "leans bearish"}
-_PULL_WORD = {1: "bullish", 0: "neutral", -1: "bearish"}
-_COUNT_WORDS = ("none", "one", "two", "three", "four", "five", "six")  # at most the six sections
+_PULL_WORD = {2: "strongly bullish", 1: "bullish", 0: "neutral", -1: "bearish", -2: "strongly bearish"}
+# at most the six sections, twice each with sized verdicts
+_COUNT_WORDS = ("none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+                "twelve")
 
 
 def _quote_span(text: str, rng: random.Random, *, lo: int = 4, hi: int = 12,
@@ -483,7 +507,8 @@ class TemplateTeacher:
     writes a rationalisation of the row's label (reverse distillation): the decision is the label
     and bullets that agree with it are preferred. `conclusion="tally"` decides from the verdicts the
     thesis writes through `tally_cuts` (its `wrong_decision_rate` then replaces that decision);
-    `pick="first"` cites each section's first items.
+    `pick="first"` cites each section's first items; `size_cut` doubles a tally verdict on a large
+    stated move.
     """
 
     def __init__(
@@ -503,6 +528,7 @@ class TemplateTeacher:
         layout: str = "opinion",
         pick: str = "random",
         tally_cuts: Sequence[tuple[float, str]] | None = None,
+        size_cut: float | None = None,
     ) -> None:
         for name, p in (("noise", noise), ("wrong_decision_rate", wrong_decision_rate),
                         ("drop_section_rate", drop_section_rate)):
@@ -523,6 +549,11 @@ class TemplateTeacher:
             raise ValueError(f"TemplateTeacher: `mode` must be 'forward' or 'reverse', got {mode!r}")
         if pick not in ("random", "first"):
             raise ValueError(f"TemplateTeacher: `pick` must be 'random' or 'first', got {pick!r}")
+        if size_cut is not None and (conclusion != "tally" or isinstance(size_cut, bool)
+                                     or not isinstance(size_cut, (int, float)) or not 0 < size_cut < math.inf):
+            raise ValueError(f"TemplateTeacher: `size_cut` must be None or a positive percentage, and only a "
+                             f"tally conclusion has sized verdicts; got size_cut={size_cut!r} with "
+                             f"conclusion={conclusion!r}")
         self.noise = float(noise)
         self.wrong_decision_rate = float(wrong_decision_rate)
         self.drop_section_rate = float(drop_section_rate)
@@ -537,6 +568,7 @@ class TemplateTeacher:
         self.layout = layout
         self.pick = pick
         self.tally_cuts = tuple(tally_cuts) if tally_cuts is not None else TALLY_CUTS
+        self.size_cut = None if size_cut is None else float(size_cut)
 
     def calibrate(self, rows: Sequence[dict], *, tally: str = "mix") -> TemplateTeacher:
         """Fit the decision cut points on `rows`; returns self. The rule-2 score cuts always match the
@@ -555,7 +587,7 @@ class TemplateTeacher:
         return self
 
     def planned_net(self, row: dict) -> int:
-        """Bullish minus bearish sections of a tally thesis on `row` without noise: with `pick="first"`
+        """Bullish minus bearish sections (doubled where sized) of a tally thesis on `row` without noise: with `pick="first"`
         the sections' first `bullets[0]` items, otherwise all their items (a random pick's expectation)."""
         evidence = [it for it in row["evidence"] if isinstance(it, dict) and it.get("id") and it.get("text")]
         readings = item_readings(evidence_index(row["evidence"]))
@@ -564,7 +596,7 @@ class TemplateTeacher:
             items = [it for it in evidence if it.get("section") == sec]
             if self.pick == "first" and self.bullets is not None:
                 items = items[:self.bullets[0]]
-            net += _section_verdict(items, readings)
+            net += _section_verdict(items, readings, self.size_cut)
         return net
 
     def decision(self, row: dict) -> str:
@@ -580,7 +612,8 @@ class TemplateTeacher:
     def __repr__(self) -> str:
         return (f"TemplateTeacher(noise={self.noise}, wrong_decision_rate={self.wrong_decision_rate}, "
                 f"drop_section_rate={self.drop_section_rate}, bullets={self.bullets}, seed={self.seed}, "
-                f"mode={self.mode!r}, cuts={[(round(b, 4), lab) for b, lab in self.cuts]})")
+                f"mode={self.mode!r}, cuts={[(round(b, 4), lab) for b, lab in self.cuts]}"
+                + (f", size_cut={self.size_cut!r}" if self.size_cut is not None else "") + ")")
 
     def write(self, row: dict, *, n: int = 1, seed: int = 0) -> list[str]:
         """`n` theses for `row`; sample i uses its own RNG so samples differ but repeat exactly."""
@@ -624,8 +657,8 @@ class TemplateTeacher:
 
     def _sections(self, row: dict, evidence: list[dict], kept: list[str], overall: float,
                   rng: random.Random) -> tuple[list[str], dict[str, int], dict[str, int]]:
-        """(one tagged block per kept section, each section's mean-stance lean, each section's verdict: the
-        sign of the summed reading of the items its bullets cite)."""
+        """(one tagged block per kept section, each section's mean-stance lean, each section's verdict:
+        `_section_verdict` of the items its bullets cite)."""
         all_ids = [it["id"] for it in evidence]
         index = evidence_index(row["evidence"])
         readings = item_readings(index)
@@ -652,13 +685,13 @@ class TemplateTeacher:
                 order.sort(key=lambda it: -want * stances[it["id"]])
             k = len(order) if self.bullets is None else min(len(order), rng.randint(*self.bullets))
             lines = [self._bullet(it, stances[it["id"]], sec, rng, all_ids, index, decks) for it in order[:k]]
-            verdicts[sec] = _section_verdict(order[:k], readings)
+            verdicts[sec] = _section_verdict(order[:k], readings, self.size_cut)
             blocks.append(f"<{sec}>\n" + "\n".join(lines) + f"\n</{sec}>")
         return blocks, leans, verdicts
 
     def bullet_for(self, row: dict, item_id: str, rng: random.Random) -> str:
         """One honest bullet on evidence item `item_id` of `row`, written as `write` writes it (the
-        audit pads and rewrites theses with it; noise is not applied)."""
+        audit pads and rewrites theses with it; noise is not applied, nor `size_cut`'s quote of the size)."""
         evidence = [it for it in row["evidence"] if isinstance(it, dict) and it.get("id") and it.get("text")]
         item = next((it for it in evidence if it["id"] == item_id), None)
         if item is None:
@@ -687,7 +720,15 @@ class TemplateTeacher:
             # the quote alone must read in the item's direction: the verdict that follows it can then be
             # read off the words just copied ("faces regulatory probe": bearish), not off words left out
             close = prompt_close(index)
-            quote = self._quote(item, rng, lambda q: accept(q) and item_reading(q, close, sec) == lean, strict=True)
+            def reads(q: str) -> bool:
+                return accept(q) and item_reading(q, close, sec) == lean
+
+            size = stated_size(item)
+            if self.size_cut is not None and size is not None and size >= self.size_cut:
+                # a sized verdict doubles on the size, so the size is among the words copied ("orders jump 7.3%")
+                quote = _word_span(str(item["text"]), lo=self.quote_words[0], hi=self.quote_words[1], digits=True,
+                                   accept=lambda q: reads(q) and stated_size({"text": q}) == size)
+            quote = quote or self._quote(item, rng, reads, strict=True)
         quote = quote or self._quote(item, rng, accept)
         cite = item["id"]
         if self.noise and rng.random() < self.noise:
