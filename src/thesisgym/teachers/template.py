@@ -74,6 +74,7 @@ import json
 import math
 import random
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import date
 
@@ -318,8 +319,6 @@ def reward_cuts(nets: Sequence[int], labels: Sequence[str], *, matrix: DecisionM
     with its neighbours toward 0 until it has that many (a rare extreme count says little alone).
     Only the labels of the rows given (the train split) are used; a row's own decision never sees its
     label."""
-    from collections import Counter
-
     if len(nets) != len(labels):
         raise ValueError(f"reward_cuts: {len(nets)} net counts but {len(labels)} labels")
     bad = sorted({str(lab) for lab in labels if lab not in LABELS})
