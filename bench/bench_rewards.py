@@ -24,6 +24,7 @@ scored with the full stack and the local consistency judge) on N pipeline-built 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -442,6 +443,20 @@ def naive_scores(text: str, row: dict) -> list[float]:
     return [s, e, d, loop_stats(text)[1]]
 
 
+class _CollectorClock:
+    """A gc callback summing the CPU time of the cycle collector's passes."""
+
+    def __init__(self) -> None:
+        self.seconds, self.runs, self._start = 0.0, 0, 0.0
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._start = time.process_time()
+        else:
+            self.seconds += time.process_time() - self._start
+            self.runs += 1
+
+
 def _cpu(fn) -> float:
     start = time.process_time()
     fn()
@@ -483,6 +498,8 @@ def main() -> None:
     batch_size = generations * prompts_per_batch
     per_kind: dict[str, list[float]] = {}
     fast_cpu, fast = math.inf, math.inf
+    in_gc, all_cpu = _CollectorClock(), 0.0  # CPU time spent in the cycle collector over all passes
+    gc.callbacks.append(in_gc)
     for rep in range(max(1, args.repeat)):
         clear_caches()  # every pass starts cold: nothing parsed, no evidence indexed
         start, cpu_start = time.perf_counter(), time.process_time()
@@ -495,8 +512,10 @@ def main() -> None:
                 for (_, _, kind), ev in zip(chunk, results[1], strict=True):
                     per_kind.setdefault(kind, []).append(ev)
         fast_cpu = min(fast_cpu, time.process_time() - cpu_start)
+        all_cpu += time.process_time() - cpu_start
         fast = min(fast, time.perf_counter() - start)
     fast_rate = len(data) / fast_cpu
+    gc.callbacks.remove(in_gc)
 
     subset = data[: args.naive_n]
     naive_cpu = math.inf
@@ -520,6 +539,10 @@ def main() -> None:
         f"speed-up vs naive: {fast_rate / naive_rate:.1f}x   target >= 2,000/s: {'met' if fast_rate >= 2000 else 'NOT met'}"
     )
     print(f"peak RSS: {peak_mb:.0f} MB")
+    print(
+        f"cycle collector: {in_gc.runs} passes, {in_gc.seconds / all_cpu:.1%} of the stack's CPU time "
+        "(rewards pause it while a batch is scored: rewards/base.py collector_paused)"
+    )
     # machine calibration: the same pure-Python loop anywhere, to compare figures across machines
     cal = min(_cpu(lambda: sum(i * i for i in range(1_000_000))) for _ in range(3))
     print(f"calibration: sum(i*i for i in range(10**6)) = {cal * 1000:.0f} ms CPU on this machine")

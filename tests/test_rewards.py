@@ -534,3 +534,49 @@ def test_the_cached_evidence_index_keeps_every_field_it_reads():
     assert index.items["N1"].date == "2024-03-01" and index.items["N2"].date == ""
     moved = evidence_index([{**ev[0], "date": "2024-02-01"}, ev[1]])
     assert moved.items["N1"].date == "2024-02-01"  # another date is another key, not a cache hit
+
+
+def test_the_cycle_collector_is_paused_while_a_batch_is_scored_and_restored_after():
+    import gc
+    import threading
+
+    from thesisgym.rewards.base import collector_paused, per_completion
+
+    seen: list[bool] = []
+
+    def score(i: int, completion: str) -> float:
+        seen.append(gc.isenabled())
+        if i == 1:
+            raise RuntimeError("a checker bug")  # counted, scored the minimum; the pause still ends
+        return 0.5
+
+    assert gc.isenabled()
+    assert per_completion(["a", "b"], score, minimum=0.0, lo=0.0, hi=1.0) == [0.5, 0.0]
+    assert seen == [False, False] and gc.isenabled()
+
+    # nested and concurrent pauses: the last one out resumes it
+    entered, release = threading.Event(), threading.Event()
+
+    def other_batch() -> None:
+        with collector_paused():
+            entered.set()
+            release.wait(timeout=30)
+
+    worker = threading.Thread(target=other_batch)
+    worker.start()
+    entered.wait(timeout=30)
+    with collector_paused(), collector_paused():
+        assert not gc.isenabled()
+    assert not gc.isenabled()  # the other thread's batch is still running
+    release.set()
+    worker.join()
+    assert gc.isenabled()
+
+    # a collector the caller switched off stays off
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -145,7 +145,7 @@ class Quantity:
 def _direction(text: str, start: int, end: int, floor: int) -> int:
     """Direction of the number at text[start:end]; words before it are read back to `floor` (the end
     of the previous number), so "fell 2% to $1.2 billion" does not make the $1.2 billion fall."""
-    before = _DIR_WORD_RE.findall(text[max(floor, start - 40) : start].lower())[-3:]
+    before: list[str] = _DIR_WORD_RE.findall(text[max(floor, start - 40) : start].lower())[-3:]
     for word in reversed(before):
         if word in UP_WORDS:
             return 1
@@ -770,7 +770,7 @@ def _parse(text: str) -> Thesis:
         warnings.append(f"completion truncated to {MAX_PARSE_CHARS} of {raw_length} characters")
     body, think, notes = _split_think(text)
     warnings.extend(notes)
-    think_decisions = ()
+    think_decisions: tuple[str, ...] = ()
     if think and "<" in think:
         think_decisions = tuple(normalize_label(m.group(1)) for m in _THINK_DECISION_RE.finditer(think))
         if think_decisions:

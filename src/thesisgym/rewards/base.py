@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import gc
 import logging
 import math
 import os
@@ -45,6 +46,7 @@ from thesisgym.thesis import (
 __all__ = [
     "EvidenceIndex",
     "clear_caches",
+    "collector_paused",
     "column",
     "counting_errors",
     "evidence_index",
@@ -134,7 +136,7 @@ class EvidenceIndex:
             raw_id = item.get("id")
             if not isinstance(raw_id, str) or not raw_id.strip():
                 continue
-            text = item.get("text") if isinstance(item.get("text"), str) else ""
+            text: str = item["text"] if isinstance(item.get("text"), str) else ""
             # numbers come from our own scan of the body (EvidenceItemView.quantities): the
             # `numbers` field carries neither sign, unit nor scale, and a context built by another
             # tool may have filled it from the header too
@@ -310,7 +312,7 @@ def strict_rewards() -> Iterator[None]:
 
 
 def per_completion(
-    completions: Sequence[Any],
+    completions: Sequence[Any] | None,
     score: Callable[[int, Any], float | None],
     *,
     minimum: float,
@@ -328,7 +330,7 @@ def per_completion(
     curve is always there).
     """
     out: list[float | None] = []
-    with counting_errors() as tally:
+    with counting_errors() as tally, collector_paused():
         for i, completion in enumerate(completions or ()):
             out.append(_clamped(score, i, completion, minimum, lo, hi, name))
     fn = (kwargs or {}).get("log_metric")
@@ -336,6 +338,35 @@ def per_completion(
         with contextlib.suppress(Exception):  # errors recorded during this batch, parser failures included
             fn(f"{name}/reward_errors", float(sum(tally.values())))
     return out
+
+
+# Scoring allocates hundreds of small container objects per completion (bullets, checks, tuples) and
+# frees nearly all of them by reference count; the cycle collector's passes over them took 7-11 % of
+# the stack's CPU time (bench/bench_rewards.py prints the share). It is paused while a batch is
+# scored and resumed after, so the cycles a batch leaves are collected then. One pause spans concurrent batches (the reward
+# service's threads): the first to start pauses it, the last to finish resumes it, and a collector
+# that was already off stays off.
+_pause_lock = threading.Lock()
+_pause_depth = 0
+_resume_after = False
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Within this block Python's cycle collector does not run (see above); reentrant and thread-safe."""
+    global _pause_depth, _resume_after
+    with _pause_lock:
+        if _pause_depth == 0:
+            _resume_after = gc.isenabled()
+            gc.disable()
+        _pause_depth += 1
+    try:
+        yield
+    finally:
+        with _pause_lock:
+            _pause_depth -= 1
+            if _pause_depth == 0 and _resume_after:
+                gc.enable()
 
 
 def _clamped(score: Callable[[int, Any], float | None], i: int, completion: Any, minimum: float, lo: float,

@@ -626,7 +626,7 @@ def harmonic_mean(values: Sequence[float], *, floor: float = 0.01) -> float:
     """Harmonic mean with each value floored (so a zero is a heavy penalty, not a division error)."""
     if not values:
         return 0.0
-    return len(values) / sum(1.0 / max(floor, v) for v in values)
+    return len(values) / sum((1.0 / max(floor, v) for v in values), 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -1173,7 +1173,8 @@ def _reads_sections(check: StatementCheck, text: str, thesis: Thesis, checks: Se
              for ids in _misread_citations(text, index)]
     claims = section_claims(text) if check.where == "conclusion" else ()
     if claims:
-        readings, nets, k = item_readings(index), Counter(), 0
+        readings, k = item_readings(index), 0
+        nets: Counter[str] = Counter()
         for section in thesis.sections:
             for c in checks[k : k + len(section.bullets)]:
                 if not c.misread:
@@ -1256,7 +1257,8 @@ def evidence_report(thesis: Thesis, index: EvidenceIndex) -> EvidenceReport:
         bullets=tuple(checks),
         statements=statements,
         grounded=grounded,
-        obeys_instruction=any(_INSTRUCTION_REASON in r for c in (*checks, *statements) for r in c.reasons),
+        obeys_instruction=any(_INSTRUCTION_REASON in r for c in checks for r in c.reasons)
+        or any(_INSTRUCTION_REASON in r for st in statements for r in st.reasons),
     )
 
 

@@ -287,12 +287,12 @@ def invented_facts(text: str, evidence_texts: Iterable[str]) -> list[str]:
     if not facts and not names:
         return []
     stems: set[str] = set()
-    words: set[str] = set()
+    evidence_words: set[str] = set()
     for t in evidence_texts:
         stems.update(all_stems(t))
-        words.update(fact_words(t))
+        evidence_words.update(fact_words(t))
     missing = [w for s, w in facts.items() if s not in stems]
-    missing += [n for n in sorted(names) if not all(p in words for p in _FACT_WORD_RE.findall(n))]
+    missing += [n for n in sorted(names) if not all(p in evidence_words for p in _FACT_WORD_RE.findall(n))]
     return missing
 
 

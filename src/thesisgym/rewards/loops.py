@@ -162,9 +162,9 @@ def _repeated_positions(tokens: list[str], n: int, k: int) -> tuple[int, int]:
     if not _has_run(tokens, freq, k, n):
         return 0, m
     vocab = dict(zip(freq, range(len(freq)), strict=True))
-    ids = np.fromiter(map(vocab.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+    ids: Any = np.fromiter(map(vocab.__getitem__, tokens), dtype=np.int64, count=len(tokens))
     ids = ids.astype(np.uint64) + np.uint64(1)
-    h = np.zeros(m, dtype=np.uint64)
+    h: Any = np.zeros(m, dtype=np.uint64)
     with np.errstate(over="ignore"):
         for j in range(n):
             h = h * _BASE + ids[j : j + m]

@@ -590,7 +590,7 @@ def item_reading(text: str, close: float | None = None, section: str = "") -> in
         return 0
     reading = 1 if x > 0 else -1
     target = _value(_TARGET_RE.search(text)) if close and "arget" in text else None  # "target", "Target"
-    if target is not None and target > 0 and (target - close) * reading < 0:
+    if target is not None and close is not None and target > 0 and (target - close) * reading < 0:
         return 0  # the rating change says one thing, the target against today's close the other
     return reading
 
@@ -889,10 +889,9 @@ def time_claims(opinion: str) -> int | None:
     opinion = fold(opinion).replace("-", " ")
     low = opinion.lower()
     if low.isascii():  # re.I is ASCII case folding here: a claim's regex runs only when one of its words is there
-        words = low.encode("ascii").translate(_WORD_BYTES).split()
+        words = frozenset(low.encode("ascii").translate(_WORD_BYTES).split())
         if _TIME_WORDS.isdisjoint(words):
             return None
-        words = frozenset(words)
         ages = [days for pattern, days, keys in _TIME_CLAIMS if not keys.isdisjoint(words) and pattern.search(opinion)]
     elif not any(map(low.__contains__, _TIME_KEYS)):
         return None
