@@ -540,6 +540,7 @@ def test_the_cycle_collector_is_paused_while_a_batch_is_scored_and_restored_afte
     import gc
     import threading
 
+    from thesisgym.rewards import base
     from thesisgym.rewards.base import collector_paused, per_completion
 
     seen: list[bool] = []
@@ -568,6 +569,20 @@ def test_the_cycle_collector_is_paused_while_a_batch_is_scored_and_restored_afte
     with collector_paused(), collector_paused():
         assert not gc.isenabled()
     assert not gc.isenabled()  # the other thread's batch is still running
+    # a load that always has a batch in flight still collects its cycles, every OVERLAP_COLLECT batches
+    passes: list[int] = []
+
+    def count_passes(phase: str, info: dict) -> None:
+        if phase == "stop":
+            passes.append(info["generation"])
+
+    gc.callbacks.append(count_passes)
+    try:
+        for _ in range(base.OVERLAP_COLLECT):
+            per_completion(["a"], lambda i, c: 0.5, minimum=0.0, lo=0.0, hi=1.0)
+    finally:
+        gc.callbacks.remove(count_passes)
+    assert passes == [0] and not gc.isenabled()
     release.set()
     worker.join()
     assert gc.isenabled()

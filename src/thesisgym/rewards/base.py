@@ -343,30 +343,41 @@ def per_completion(
 # Scoring allocates hundreds of small container objects per completion (bullets, checks, tuples) and
 # frees nearly all of them by reference count; the cycle collector's passes over them took 7-11 % of
 # the stack's CPU time (bench/bench_rewards.py prints the share). It is paused while a batch is
-# scored and resumed after, so the cycles a batch leaves are collected then. One pause spans concurrent batches (the reward
-# service's threads): the first to start pauses it, the last to finish resumes it, and a collector
-# that was already off stays off.
+# scored and resumed after, so the cycles a batch leaves are collected then. One pause spans concurrent
+# batches (the reward service's threads): the first to start pauses it, the last to finish resumes it,
+# and a collector that was already off stays off. Under a load that always has a batch in flight the
+# pause would never end, so every OVERLAP_COLLECT-th batch that ends inside it collects the youngest
+# generation by hand (what was allocated since the pause began or since the last such collection).
+OVERLAP_COLLECT = 64
 _pause_lock = threading.Lock()
 _pause_depth = 0
 _resume_after = False
+_overlapped = 0
 
 
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
     """Within this block Python's cycle collector does not run (see above); reentrant and thread-safe."""
-    global _pause_depth, _resume_after
+    global _pause_depth, _resume_after, _overlapped
     with _pause_lock:
         if _pause_depth == 0:
-            _resume_after = gc.isenabled()
+            _resume_after, _overlapped = gc.isenabled(), 0
             gc.disable()
         _pause_depth += 1
     try:
         yield
     finally:
+        collect = False
         with _pause_lock:
             _pause_depth -= 1
-            if _pause_depth == 0 and _resume_after:
-                gc.enable()
+            if _pause_depth == 0:
+                if _resume_after:
+                    gc.enable()
+            elif _resume_after:
+                _overlapped += 1
+                collect = _overlapped % OVERLAP_COLLECT == 0
+        if collect:
+            gc.collect(0)
 
 
 def _clamped(score: Callable[[int, Any], float | None], i: int, completion: Any, minimum: float, lo: float,
