@@ -536,12 +536,28 @@ def test_the_cached_evidence_index_keeps_every_field_it_reads():
     assert moved.items["N1"].date == "2024-02-01"  # another date is another key, not a cache hit
 
 
+class _GcPasses(list):
+    """The generation of every collection while registered in gc.callbacks (remove it after)."""
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "stop":
+            self.append(info["generation"])
+
+
+def _gc_passes() -> _GcPasses:
+    import gc
+
+    passes = _GcPasses()
+    gc.callbacks.append(passes)
+    return passes
+
+
 def test_the_cycle_collector_is_paused_while_a_batch_is_scored_and_restored_after():
     import gc
     import threading
 
     from thesisgym.rewards import base
-    from thesisgym.rewards.base import collector_paused, per_completion
+    from thesisgym.rewards.base import collector_paused, per_completion, strict_rewards
 
     seen: list[bool] = []
 
@@ -554,44 +570,58 @@ def test_the_cycle_collector_is_paused_while_a_batch_is_scored_and_restored_afte
     assert gc.isenabled()
     assert per_completion(["a", "b"], score, minimum=0.0, lo=0.0, hi=1.0) == [0.5, 0.0]
     assert seen == [False, False] and gc.isenabled()
+    with strict_rewards(), pytest.raises(RuntimeError):  # the error passes through the pause here
+        per_completion(["a", "b"], score, minimum=0.0, lo=0.0, hi=1.0)
+    assert gc.isenabled()
 
-    # nested and concurrent pauses: the last one out resumes it
-    entered, release = threading.Event(), threading.Event()
+    # nested and concurrent pauses: the last one out resumes it, whichever entered first
+    entered, release, done = threading.Event(), threading.Event(), threading.Event()
 
     def other_batch() -> None:
         with collector_paused():
             entered.set()
             release.wait(timeout=30)
+        done.set()
 
     worker = threading.Thread(target=other_batch)
-    worker.start()
-    entered.wait(timeout=30)
-    with collector_paused(), collector_paused():
-        assert not gc.isenabled()
-    assert not gc.isenabled()  # the other thread's batch is still running
-    # a load that always has a batch in flight still collects its cycles, every OVERLAP_COLLECT batches
-    passes: list[int] = []
-
-    def count_passes(phase: str, info: dict) -> None:
-        if phase == "stop":
-            passes.append(info["generation"])
-
-    gc.callbacks.append(count_passes)
+    passes = _gc_passes()
     try:
+        worker.start()
+        entered.wait(timeout=30)
+        with collector_paused(), collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the other thread's batch is still running
+        # a load that always has a batch in flight still collects, every OVERLAP_COLLECT batches
+        passes.clear()
         for _ in range(base.OVERLAP_COLLECT):
             per_completion(["a"], lambda i, c: 0.5, minimum=0.0, lo=0.0, hi=1.0)
+        assert len(passes) == 1 and not gc.isenabled()
+        # the first batch in leaves first: the collector stays paused until this thread's batch ends
+        with collector_paused():
+            release.set()
+            done.wait(timeout=30)
+            assert not gc.isenabled()
+        assert gc.isenabled()
     finally:
-        gc.callbacks.remove(count_passes)
-    assert passes == [0] and not gc.isenabled()
-    release.set()
-    worker.join()
+        release.set()
+        worker.join()
+        gc.callbacks.remove(passes)
     assert gc.isenabled()
 
-    # a collector the caller switched off stays off
+
+def test_a_collector_the_caller_switched_off_stays_off_and_is_never_run():
+    import gc
+
+    from thesisgym.rewards import base
+    from thesisgym.rewards.base import collector_paused, per_completion
+
+    passes = _gc_passes()
     gc.disable()
     try:
-        with collector_paused():
-            pass
-        assert not gc.isenabled()
+        with collector_paused():  # batches that end inside another pause: none collects
+            for _ in range(2 * base.OVERLAP_COLLECT):
+                per_completion(["a"], lambda i, c: 0.5, minimum=0.0, lo=0.0, hi=1.0)
+        assert not gc.isenabled() and passes == []
     finally:
         gc.enable()
+        gc.callbacks.remove(passes)

@@ -346,38 +346,64 @@ def per_completion(
 # scored and resumed after, so the cycles a batch leaves are collected then. One pause spans concurrent
 # batches (the reward service's threads): the first to start pauses it, the last to finish resumes it,
 # and a collector that was already off stays off. Under a load that always has a batch in flight the
-# pause would never end, so every OVERLAP_COLLECT-th batch that ends inside it collects the youngest
-# generation by hand (what was allocated since the pause began or since the last such collection).
+# pause would never end, so every OVERLAP_COLLECT-th batch that ends inside it runs the collection the
+# collector would have run: the oldest generation past its threshold. An interrupt between our own
+# disable and the bookkeeping cannot leave the collector off for good (`_we_disabled`), and a child
+# forked during a pause starts unpaused.
 OVERLAP_COLLECT = 64
-_pause_lock = threading.Lock()
+_pause_lock = threading.RLock()  # reentrant: a signal handler may score while this thread holds it
 _pause_depth = 0
-_resume_after = False
+_resume_after = False  # the collector was on when the outermost pause began
+_we_disabled = False  # the collector is off because a pause switched it off
 _overlapped = 0
 
 
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
     """Within this block Python's cycle collector does not run (see above); reentrant and thread-safe."""
-    global _pause_depth, _resume_after, _overlapped
-    with _pause_lock:
-        if _pause_depth == 0:
-            _resume_after, _overlapped = gc.isenabled(), 0
-            gc.disable()
-        _pause_depth += 1
+    global _pause_depth, _resume_after, _we_disabled, _overlapped
+    entered = False
     try:
+        with _pause_lock:
+            _pause_depth += 1
+            entered = True
+            if _pause_depth == 1:
+                _resume_after, _overlapped = gc.isenabled() or _we_disabled, 0
+                _we_disabled = True
+                gc.disable()
         yield
     finally:
         collect = False
         with _pause_lock:
-            _pause_depth -= 1
-            if _pause_depth == 0:
-                if _resume_after:
-                    gc.enable()
-            elif _resume_after:
-                _overlapped += 1
-                collect = _overlapped % OVERLAP_COLLECT == 0
+            if entered:
+                _pause_depth -= 1
+                if _pause_depth == 0:
+                    if _resume_after:
+                        gc.enable()
+                    _we_disabled = False
+                elif _resume_after:
+                    _overlapped += 1
+                    collect = _overlapped % OVERLAP_COLLECT == 0
         if collect:
-            gc.collect(0)
+            _collect_due()
+
+
+def _collect_due() -> None:
+    """The collection the automatic collector would run now: the oldest generation past its threshold."""
+    _, t1, t2 = gc.get_threshold()
+    _, c1, c2 = gc.get_count()
+    gc.collect(2 if c2 > t2 else 1 if c1 > t1 else 0)
+
+
+def _unpause_in_child() -> None:
+    global _pause_lock, _pause_depth, _we_disabled
+    _pause_lock = threading.RLock()
+    if _pause_depth and _resume_after:
+        gc.enable()
+    _pause_depth, _we_disabled = 0, False
+
+
+os.register_at_fork(after_in_child=_unpause_in_child)
 
 
 def _clamped(score: Callable[[int, Any], float | None], i: int, completion: Any, minimum: float, lo: float,
