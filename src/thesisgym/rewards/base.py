@@ -347,29 +347,27 @@ def per_completion(
 # batches (the reward service's threads): the first to start pauses it, the last to finish resumes it,
 # and a collector that was already off stays off. Under a load that always has a batch in flight the
 # pause would never end, so every OVERLAP_COLLECT-th batch that ends inside it runs the collection the
-# collector would have run: the oldest generation past its threshold. An interrupt between our own
-# disable and the bookkeeping cannot leave the collector off for good (`_we_disabled`), and a child
-# forked during a pause starts unpaused.
+# collector would have run: the oldest generation past its threshold. The depth is counted before the
+# collector is switched off and undone in `finally`, so an interrupt cannot leave it off for good; a
+# child forked during a pause starts unpaused.
 OVERLAP_COLLECT = 64
 _pause_lock = threading.RLock()  # reentrant: a signal handler may score while this thread holds it
 _pause_depth = 0
 _resume_after = False  # the collector was on when the outermost pause began
-_we_disabled = False  # the collector is off because a pause switched it off
 _overlapped = 0
 
 
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
     """Within this block Python's cycle collector does not run (see above); reentrant and thread-safe."""
-    global _pause_depth, _resume_after, _we_disabled, _overlapped
+    global _pause_depth, _resume_after, _overlapped
     entered = False
     try:
         with _pause_lock:
             _pause_depth += 1
             entered = True
             if _pause_depth == 1:
-                _resume_after, _overlapped = gc.isenabled() or _we_disabled, 0
-                _we_disabled = True
+                _resume_after, _overlapped = gc.isenabled(), 0
                 gc.disable()
         yield
     finally:
@@ -380,7 +378,6 @@ def collector_paused() -> Iterator[None]:
                 if _pause_depth == 0:
                     if _resume_after:
                         gc.enable()
-                    _we_disabled = False
                 elif _resume_after:
                     _overlapped += 1
                     collect = _overlapped % OVERLAP_COLLECT == 0
@@ -396,11 +393,11 @@ def _collect_due() -> None:
 
 
 def _unpause_in_child() -> None:
-    global _pause_lock, _pause_depth, _we_disabled
+    global _pause_lock, _pause_depth
     _pause_lock = threading.RLock()
     if _pause_depth and _resume_after:
         gc.enable()
-    _pause_depth, _we_disabled = 0, False
+    _pause_depth = 0
 
 
 os.register_at_fork(after_in_child=_unpause_in_child)

@@ -626,7 +626,7 @@ def harmonic_mean(values: Sequence[float], *, floor: float = 0.01) -> float:
     """Harmonic mean with each value floored (so a zero is a heavy penalty, not a division error)."""
     if not values:
         return 0.0
-    return len(values) / sum((1.0 / max(floor, v) for v in values), 0.0)
+    return len(values) / sum(1.0 / max(floor, v) for v in values)
 
 
 @dataclass(frozen=True, slots=True)
