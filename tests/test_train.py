@@ -642,3 +642,53 @@ def test_cpu_bf16_follows_the_cpu_and_spares_the_tiny_model(tmp_path, monkeypatc
     assert train_config.to_trl_kwargs(cfg)["bf16"] is False
     with pytest.warns(UserWarning, match="emulation"):  # asked for anyway: allowed, with the reason it is slow
         assert train_config.to_trl_kwargs(build_config({**base, "bf16": True}, kind="sft"))["bf16"] is True
+
+
+def _accelerate_like_tiny_llama():
+    """A small random Llama whose forward runs under its own bf16 autocast, as accelerate wraps a policy."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64))
+    model.eval()
+    model.forward = torch.autocast("cpu", dtype=torch.bfloat16)(model.forward)
+    return model
+
+
+def _weight_casts(model, ids, **gen) -> tuple[float, object]:
+    """(casts of each weight shaped like the gate projection during one generate call, the output ids)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    shape = list(model.model.layers[0].mlp.gate_proj.weight.shape)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof, torch.no_grad():
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), pad_token_id=0, eos_token_id=None,
+                             max_new_tokens=8, min_new_tokens=8, **gen)
+    casts = sum(1 for e in prof.events() if e.name == "aten::_to_copy" and e.input_shapes and e.input_shapes[0] == shape)
+    return casts / sum(1 for p in model.parameters() if list(p.shape) == shape), out
+
+
+def test_a_bf16_cpu_trainer_casts_the_weights_once_per_generate_and_decodes_the_same_tokens():
+    import types
+
+    import torch
+
+    from thesisgym.train.generation import cast_weights_once_per_generate
+
+    ids = torch.tensor([[3, 4, 5, 6]])
+    model = _accelerate_like_tiny_llama()
+    per_token, greedy = _weight_casts(model, ids, do_sample=False)
+    torch.manual_seed(1)
+    _, sampled = _weight_casts(model, ids, do_sample=True, temperature=0.7, top_k=0)
+    trainer = types.SimpleNamespace(model=model, args=types.SimpleNamespace(device=torch.device("cpu"), bf16=True))
+    assert cast_weights_once_per_generate(trainer)
+    once, greedy_after = _weight_casts(model, ids, do_sample=False)
+    torch.manual_seed(1)
+    _, sampled_after = _weight_casts(model, ids, do_sample=True, temperature=0.7, top_k=0)
+    assert per_token == 8 and once == 1  # one forward per decoded token; one cast for the whole call
+    assert torch.equal(greedy, greedy_after) and torch.equal(sampled, sampled_after)
+    off = types.SimpleNamespace(model=_accelerate_like_tiny_llama(),
+                                args=types.SimpleNamespace(device=torch.device("cpu"), bf16=False))
+    assert not cast_weights_once_per_generate(off)

@@ -131,23 +131,31 @@ def free_memory() -> None:
     """Give a finished run's memory back: collect the trainer's reference cycles (accelerate hooks, callbacks)
     and return freed heap pages to the OS (glibc keeps them otherwise, so the next stage of a pipeline would
     start on top of the last one's peak)."""
-    import contextlib
-    import ctypes
     import gc
 
     gc.collect()
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: the memory is still freed, just not trimmed
+    trim_heap()
+
+
+def trim_heap() -> None:
+    """Return glibc's freed heap pages to the OS (elsewhere the memory is still freed, just not trimmed)."""
+    import contextlib
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _trim_callback():
     """A TrainerCallback returning freed heap to the OS after every optimizer step: steps of varying sequence
-    lengths fragment glibc's heap, and a CPU run's resident memory otherwise creeps up step after step."""
+    lengths fragment glibc's heap, and a CPU run's resident memory otherwise creeps up step after step.
+    A step's tensors are freed by reference counting, so no cycle collection is needed here (a full one
+    over the trainer's heap cost about 0.1-0.3 s a step)."""
     from transformers import TrainerCallback
 
     class TrimMemory(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
-            free_memory()
+            trim_heap()
 
     return TrimMemory()
 
