@@ -433,8 +433,8 @@ def demo_policy(model_path: Path, config: DemoConfig, *, name: str) -> Any:
     """The demo's decoding of a checkpoint (greedy by default), writing once per prompt.
 
     Batches of 32: on 2 cores a decoding step costs about as much for 32 rows as for 16 (the weights are
-    read once a step either way), so the 320 theses of the comparison take a fifth less time than in 16s;
-    64 rows pad their prompts to the longest and are slower again (measured on the demo's test rows)."""
+    read once a step either way), so the comparison's 320 theses take a fifth less time than in batches
+    of 16; 64 rows pad their prompts to the longest and are slower again (docs/training.md, 5q)."""
     from thesisgym.evaluate import HFPolicy, RememberingPolicy
 
     return RememberingPolicy(HFPolicy(model_path, max_new_tokens=config.max_completion_length, batch_size=32,
