@@ -644,51 +644,100 @@ def test_cpu_bf16_follows_the_cpu_and_spares_the_tiny_model(tmp_path, monkeypatc
         assert train_config.to_trl_kwargs(build_config({**base, "bf16": True}, kind="sft"))["bf16"] is True
 
 
-def _accelerate_like_tiny_llama():
-    """A small random Llama whose forward runs under its own bf16 autocast, as accelerate wraps a policy."""
+def _accelerate_like_tiny_llama(*, lora: bool = False):
+    """A small random Llama whose top-level forward runs under its own bf16 autocast, as accelerate wraps a
+    policy; with `lora`, a PEFT model around it (whose generate runs the base model's unwrapped forward)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
                                          num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64))
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=4, target_modules="all-linear", task_type="CAUSAL_LM"))
+        for name, param in model.named_parameters():  # a trained adapter: B is not zero
+            if "lora_B" in name:
+                torch.nn.init.normal_(param, std=0.05)
     model.eval()
     model.forward = torch.autocast("cpu", dtype=torch.bfloat16)(model.forward)
     return model
 
 
-def _weight_casts(model, ids, **gen) -> tuple[float, object]:
-    """(casts of each weight shaped like the gate projection during one generate call, the output ids)."""
+def _weight_casts(model, ids, **gen) -> tuple[float, object, object]:
+    """(casts of each trainable weight shaped like the gate projection during one generate call, the
+    output ids, the processed scores of every step)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    shape = list(model.model.layers[0].mlp.gate_proj.weight.shape)
+    shape = [48, 32]
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof, torch.no_grad():
         out = model.generate(ids, attention_mask=torch.ones_like(ids), pad_token_id=0, eos_token_id=None,
-                             max_new_tokens=8, min_new_tokens=8, **gen)
+                             max_new_tokens=8, min_new_tokens=8, output_scores=True, return_dict_in_generate=True,
+                             **gen)
     casts = sum(1 for e in prof.events() if e.name == "aten::_to_copy" and e.input_shapes and e.input_shapes[0] == shape)
-    return casts / sum(1 for p in model.parameters() if list(p.shape) == shape), out
+    weights = sum(1 for p in model.parameters() if list(p.shape) == shape and p.requires_grad)
+    return (casts / weights if weights else float(casts)), out.sequences, torch.stack(out.scores)
+
+
+def _fake_trainer(model, *, bf16: bool = True):
+    import types
+
+    import torch
+
+    return types.SimpleNamespace(model=model, args=types.SimpleNamespace(device=torch.device("cpu"), bf16=bf16))
 
 
 def test_a_bf16_cpu_trainer_casts_the_weights_once_per_generate_and_decodes_the_same_tokens():
-    import types
-
     import torch
 
     from thesisgym.train.generation import cast_weights_once_per_generate
 
     ids = torch.tensor([[3, 4, 5, 6]])
+    sampling = dict(do_sample=True, temperature=0.7, top_k=0)
     model = _accelerate_like_tiny_llama()
-    per_token, greedy = _weight_casts(model, ids, do_sample=False)
+    per_token, greedy, _ = _weight_casts(model, ids, do_sample=False)
     torch.manual_seed(1)
-    _, sampled = _weight_casts(model, ids, do_sample=True, temperature=0.7, top_k=0)
-    trainer = types.SimpleNamespace(model=model, args=types.SimpleNamespace(device=torch.device("cpu"), bf16=True))
-    assert cast_weights_once_per_generate(trainer)
-    once, greedy_after = _weight_casts(model, ids, do_sample=False)
+    _, sampled, scores = _weight_casts(model, ids, **sampling)
+    assert cast_weights_once_per_generate(_fake_trainer(model))
+    once, greedy_after, _ = _weight_casts(model, ids, do_sample=False)
     torch.manual_seed(1)
-    _, sampled_after = _weight_casts(model, ids, do_sample=True, temperature=0.7, top_k=0)
+    _, sampled_after, scores_after = _weight_casts(model, ids, **sampling)
     assert per_token == 8 and once == 1  # one forward per decoded token; one cast for the whole call
     assert torch.equal(greedy, greedy_after) and torch.equal(sampled, sampled_after)
-    off = types.SimpleNamespace(model=_accelerate_like_tiny_llama(),
-                                args=types.SimpleNamespace(device=torch.device("cpu"), bf16=False))
-    assert not cast_weights_once_per_generate(off)
+    assert scores_after.dtype == torch.float32 and torch.equal(scores, scores_after)
+    assert not cast_weights_once_per_generate(_fake_trainer(_accelerate_like_tiny_llama(), bf16=False))
+
+
+def test_holding_the_casts_leaves_a_lora_policy_rolling_out_in_float32():
+    """PEFT's generate runs the base model's own forward, outside accelerate's autocast: its rollouts were
+    float32, and holding the casts must not turn them into bf16 ones (the scores would change)."""
+    import torch
+
+    from thesisgym.train.generation import cast_weights_once_per_generate
+
+    ids = torch.tensor([[3, 4, 5, 6]])
+    model = _accelerate_like_tiny_llama(lora=True)
+    torch.manual_seed(1)
+    casts, sampled, scores = _weight_casts(model, ids, do_sample=True, temperature=0.7, top_k=0)
+    assert cast_weights_once_per_generate(_fake_trainer(model))
+    torch.manual_seed(1)
+    casts_after, sampled_after, scores_after = _weight_casts(model, ids, do_sample=True, temperature=0.7, top_k=0)
+    assert casts == casts_after == 0
+    assert torch.equal(sampled, sampled_after) and torch.equal(scores, scores_after)
+
+
+def test_a_bf16_grpo_trainer_on_cpu_holds_the_casts_over_its_rollouts(data, sft_model, tmp_path):
+    from thesisgym.train.grpo import build_grpo_trainer
+
+    cfg = build_config({
+        "output_dir": str(tmp_path / "grpo"), "model": {"name_or_path": str(sft_model)}, "bf16": True,
+        "data": {"dataset": str(data["contexts"])}, "max_steps": 1, "per_device_train_batch_size": 2,
+        "num_generations": 2, "max_completion_length": 8, "report_to": "none", "save_steps": 1000,
+        "rewards": {"funcs": ["structure"]},
+    }, kind="grpo")
+    trainer, _, _ = build_grpo_trainer(cfg)
+    model = trainer.model
+    assert trainer.args.bf16 and "generate" in vars(model)  # the instance's own generate, around the class's
+    assert vars(model)["generate"].__wrapped__ == type(model).generate.__get__(model)
