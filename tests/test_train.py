@@ -666,8 +666,8 @@ def _accelerate_like_tiny_llama(*, lora: bool = False):
 
 
 def _weight_casts(model, ids, **gen) -> tuple[float, object, object]:
-    """(casts of each trainable weight shaped like the gate projection during one generate call, the
-    output ids, the processed scores of every step)."""
+    """(casts of each weight shaped like the gate projection during one generate call, the output ids,
+    the processed scores of every step)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -677,8 +677,8 @@ def _weight_casts(model, ids, **gen) -> tuple[float, object, object]:
                              max_new_tokens=8, min_new_tokens=8, output_scores=True, return_dict_in_generate=True,
                              **gen)
     casts = sum(1 for e in prof.events() if e.name == "aten::_to_copy" and e.input_shapes and e.input_shapes[0] == shape)
-    weights = sum(1 for p in model.parameters() if list(p.shape) == shape and p.requires_grad)
-    return (casts / weights if weights else float(casts)), out.sequences, torch.stack(out.scores)
+    weights = sum(1 for p in model.parameters() if list(p.shape) == shape)
+    return casts / weights, out.sequences, torch.stack(out.scores)
 
 
 def _fake_trainer(model, *, bf16: bool = True):
