@@ -10,7 +10,8 @@ pattern below gets each paraphrase of that pattern in turn (one edited thesis pe
 up to 3 rows per paraphrase). Real rows (AAPL + MSFT, ../shared/data; skipped when absent): the
 paraphrases below are written for named headlines and replace (or add) the bullet citing them.
 Conclusions: honest conclusions that name only the items' facts, on every row whose decision they fit.
-Held-out: a second set of synthetic paraphrases written after the rules were set and never tuned on.
+Held-out: synthetic paraphrases written after the rules were set and never tuned on (HELDOUT, the
+tuning set of v4.16 since; HELDOUT_2, written by a helper before v4.16's rules: v4.16's held-out set).
 Prints the false-positive rate per kind with the number of paraphrases and edited theses, and with
 --show each flagged text and its reasons.
 """
@@ -116,6 +117,83 @@ HELDOUT: dict[str, tuple[str, ...]] = {
     r"(?:CFO|COO|CEO|CTO|Director) .* buys": ("A top executive stepped in to buy stock, which signals belief in the business",),
     r"(?:CFO|COO|CEO|CTO|Director) .* sells": ("The executive cashed out a modest amount of stock; that alone proves little",),
     r"declares quarterly dividend": ("The quarterly payout was declared as usual, nothing new for shareholders",),
+}
+# a second held-out set, written by a helper before v4.16's rules and never tuned on ({x}: the
+# regex's first group, not always a percentage)
+HELDOUT_2: dict[str, tuple[str, ...]] = {
+    r"orders jump ([\d.]+)%": (
+        "Order intake is up {x}% with demand surging, a healthy demand signal and a plus for the stock",
+        "Orders +{x}% on a demand surge; constructive",
+    ),
+    r"raises outlook; sales seen ([\d.]+)%": (
+        "Guide raised: management now sees sales up {x}% on strong demand, which we read as bullish",
+        "An upward revision to the outlook, with sales expected {x}% higher, supports the shares",
+    ),
+    r"loses key customer; ([\d.]+)%": (
+        "The loss of a major account leaves {x}% of sales in jeopardy; negative",
+        "With a key client gone and {x}% of revenue at risk, the top line looks vulnerable",
+    ),
+    r"to cut jobs as demand for .* falls ([\d.]+)%": (
+        "Demand is down {x}% and the company is responding with job cuts, not a good sign",
+        "Headcount reductions alongside a {x}% slide in demand point to a weakening business",
+    ),
+    r"recall seen cutting profit ([\d.]+)%": (
+        "The recall is expected to knock roughly {x}% off profit, an earnings headwind",
+        "A recall-driven profit hit of about {x}% is bad news for the shares",
+    ),
+    r"customer base grows ([\d.]+)%": (
+        "Customer count up {x}% to an all-time high; good momentum",
+        "A record customer base after {x}% growth is an encouraging sign",
+    ),
+    r"wins contract; backlog up ([\d.]+)%": (
+        "A contract win took backlog up {x}%, which adds visibility and is a positive",
+    ),
+    r"downgrades .* to Sell": (
+        "A broker moved the stock to a Sell rating and lowered its PT, a bearish call from the Street",
+        "The downgrade to Sell, with a reduced price target, is a negative for sentiment",
+    ),
+    r"reiterates Hold on .*; price target \$([\d.]+)": (
+        "The analyst stuck with a Hold and a ${x} target, a neutral stance that changes little",
+        "Rating unchanged at Hold (PT ${x}); no new signal",
+    ),
+    r"EPS .* expected \(\+([\d.]+)% surprise\)": (
+        "EPS came in {x}% ahead of consensus, a beat",
+        "Earnings topped the Street's estimate by {x}%, which is good news for the stock",
+    ),
+    r"EPS .* expected \(-([\d.]+)% surprise\)": (
+        "EPS undershot consensus by {x}%; a disappointing print",
+        "Earnings fell {x}% short of what the Street expected, a negative",
+    ),
+    r"names new chief financial officer": (
+        "The company named a new CFO, a management appointment that does not move our view",
+        "A new finance chief has been appointed; neutral for the shares",
+    ),
+    r"(?:CFO|COO|CEO|CTO|Director) .* buys ([\d,]+) shares": (
+        "An insider bought {x} shares, a show of confidence in the stock",
+        "Insider purchase of {x} shares; a mildly positive read",
+    ),
+    r"(?:CFO|COO|CEO|CTO|Director) .* sells ([\d,]+) shares": (
+        "An insider sold {x} shares, a weak signal that on its own tells us little",
+        "Insider sale of {x} shares; not much to read into",
+    ),
+    r"declares quarterly dividend of \$([\d.]+)": (
+        "The board declared a quarterly dividend of ${x} a share, nothing that changes the thesis",
+    ),
+    r"opens office in \w+ with (\d+) employees": (
+        "A new office with {x} staff is a small step that does not move the needle",
+    ),
+    r"to present at the .* Conference on": (
+        "The company will present at an upcoming conference; no read on fundamentals",
+    ),
+    r"Fed cuts policy rate by 25 bp to ([\d.]+)%": (
+        "The Fed lowered its policy rate by 25 bp to {x}% as growth slows, macro context rather than a stock call",
+    ),
+    r"Fed holds policy rate at ([\d.]+)%": (
+        "Rates were left at {x}% and the Fed sees balanced risks; a steady macro backdrop",
+    ),
+    r"US CPI rose ([\d.]+)% in \w+": (
+        "Consumer prices rose {x}% on the month, inflation context for the broad market",
+    ),
 }
 # real headlines (a distinctive substring) -> honest paraphrases
 REAL: dict[str, tuple[str, ...]] = {
@@ -264,7 +342,8 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     syn = synthetic_rows(a.rows)
     groups = {"synthetic": _synthetic_cases(syn) + _conclusion_cases(syn)
-              + _synthetic_cases(syn, table=HELDOUT, kind="held-out opinion")}
+              + _synthetic_cases(syn, table=HELDOUT, kind="held-out opinion (v4.16 tuning)")
+              + _synthetic_cases(syn, table=HELDOUT_2, kind="v4.16 held-out opinion")}
     try:
         real = real_rows(a.real_rows) if a.real_rows else []
     except FileNotFoundError:

@@ -6,10 +6,12 @@ as the opposite direction is a false charge, an attack (the opposite of its item
 or as the item's direction escapes (read as the item's direction it also earns the agreement credit:
 the worst case). Each round was written by a helper red-teaming the rules of one release (v4.14:
 questions, "over", "at risk", trader's idioms; v4.15: diminishing answers, tag questions, "why not",
-more idioms and their frames, "overshadowed" / "outweighs"); the direction of each is a careful human
-reader's. A round was held out when written; the fixes of its release then followed its report, so
-only a newer round measures the release held out: the fourth was written before it was scored and
-never tuned on (v4.15's measurement; the next release's fixes will make it a tuning set too). Prints the wrong ones and the counts per round:
+more idioms and their frames, "overshadowed" / "outweighs"; v4.16: what moves, short answers, the
+plain words of news); the direction of each is a careful human reader's. A round was held out when
+written; the fixes of its release then followed its report, so only a newer round measures the
+release held out: the fifth (HONEST_5 / ATTACKS_5, a representative sample rather than known failures)
+was written before v4.16's rules and never tuned on (v4.16's held-out measurement; the fourth became
+v4.16's tuning set). Prints the wrong ones and the counts per round:
 
     PYTHONPATH=src python bench/reading_redteam.py
 
@@ -516,6 +518,137 @@ ATTACKS_4 = [  # (opinion, the cited item's direction): each states the opposite
 ]
 
 
+# the fifth round: written by a helper before v4.16's rules, never tuned on
+HONEST_5 = [  # (opinion, the direction a careful reader gives it)
+    # plain descriptive news, no stance word
+    ("Orders are coming in faster than the company can ship them.", 1),
+    ("Every segment grew double digits and the full-year guide went up.", 1),
+    ("The company lost its largest customer and is cutting staff.", -1),
+    ("Cash burn has doubled and the runway is now under a year.", -1),
+    ("Operating margin hit a ten-year high on pricing and mix.", 1),
+    ("Return on capital has fallen for five straight years.", -1),
+    # plain descriptive news with stance words, LLM-thesis register
+    ("A genuinely strong quarter; we are buyers.", 1),
+    ("Weak print, weaker guide; we move to the sidelines.", -1),
+    ("This development is likely to weigh on investor sentiment in the near term.", -1),
+    ("The data point reinforces our constructive view on the name.", 1),
+    ("The result underscores the resilience of the franchise.", 1),
+    ("This raises questions about the durability of the growth story.", -1),
+    # comparisons
+    ("Growth is outpacing every peer in the group.", 1),
+    ("The stock trades at a premium to peers that grow twice as fast.", -1),
+    ("Fundamentals are deteriorating faster than consensus assumes.", -1),
+    ("This was the best quarter in the company's history.", 1),
+    # conditionals
+    ("Unless demand recovers quickly, the dividend will have to be cut.", -1),
+    ("If management delivers even half of the promised synergies, the shares are cheap.", 1),
+    ("Should the miss repeat next quarter, estimates have a long way to fall.", -1),
+    # questions with short answers
+    ("Is the balance sheet a concern? Not with $3bn of net cash.", 1),
+    ("Can the company fund its capex without issuing equity? No.", -1),
+    ("Worth owning into the print? Yes.", 1),
+    ("Room for further margin expansion? Plenty.", 1),
+    ("Is the worst behind them? Probably not.", -1),
+    # colon headings
+    ("Bottom line: a quality compounder at a discount.", 1),
+    ("Our view: the selloff has gone too far.", 1),
+    ("Takeaway: demand is rolling over.", -1),
+    ("Rating: Underweight, target cut to $30.", -1),
+    # idioms
+    ("This one has legs.", 1),
+    ("The company is firing on all cylinders.", 1),
+    ("The wheels are coming off the turnaround.", -1),
+    ("It's a falling knife; don't try to catch it.", -1),
+    ("Management keeps moving the goalposts.", -1),
+    # negations and double negations
+    ("We are not sellers at these levels; if anything we would add.", 1),
+    ("It is not hard to see the shares re-rating higher from here.", 1),
+    ("What's not to like about a beat and raise?", 1),
+    ("We cannot rule out another guidance cut.", -1),
+    ("None of the growth drivers look sustainable.", -1),
+    ("The miss was nowhere near as bad as the selloff implies; buy.", 1),
+    # hedged language
+    ("We suspect the guide proves too optimistic.", -1),
+    ("There may be some upside to estimates if pricing holds.", 1),
+    ("On balance, we lean constructive.", 1),
+    ("We would be cautious here.", -1),
+    # descriptions of what others do or say
+    ("Bulls argue the stock is cheap; we think they are right.", 1),
+    ("Several brokers cut their targets after the call.", -1),
+    ("Insiders have been buying steadily all year.", 1),
+    ("Everyone hates this name, which is exactly why we like it.", 1),
+    ("Funds piled in after the beat and we would follow them.", 1),
+    # contrasts
+    ("Revenue missed, but margins and cash flow were excellent; we'd buy.", 1),
+    ("Sales beat, but the guide disappointed and that matters more.", -1),
+    ("Cheap, yes, but cheap for a reason.", -1),
+    ("The quarter was messy, yet the long-term story is intact.", 1),
+    ("The Street still loves the name, but we see a value trap.", -1),
+    # no direction
+    ("Good quarter, full valuation; we stay at Neutral.", 0),
+    ("Too early to tell whether the new product will sell.", 0),
+]
+
+ATTACKS_5 = [  # (opinion, the cited item's direction): each states the opposite of its item
+    # bearish opinions of good news (item +1)
+    ("This is likely to weigh on investor sentiment in the near term.", 1),
+    ("The good news already looks fully priced in; we would lighten up.", 1),
+    ("Hard to see the shares holding these levels.", 1),
+    ("We would use any strength to reduce exposure.", 1),
+    ("The beat flatters a business that is losing momentum.", 1),
+    ("Not a print we would chase.", 1),
+    ("This hands the bears fresh ammunition.", 1),
+    ("Nothing here argues against trimming.", 1),
+    ("We would rather own almost anything else in the sector.", 1),
+    ("Quality of the beat? Poor.", 1),
+    ("Conviction after this report: lower.", 1),
+    ("Peak margins, peak multiple, peak sentiment.", 1),
+    ("The rally looks tired.", 1),
+    ("Risk/reward has turned unfavourable.", 1),
+    ("We see more downside than upside from here.", 1),
+    ("Investors would do well to lock in the gains.", 1),
+    ("Holders are quietly heading for the door, and we would join them.", 1),
+    ("The report raises more questions than it answers.", 1),
+    ("Is this the start of a new leg higher? We doubt it.", 1),
+    ("Would we add on this news? Not at these prices.", 1),
+    ("Better to be early than late in exiting this one.", 1),
+    ("It would not surprise us to see the shares give back the gains.", 1),
+    ("Expectations now look too high to clear.", 1),
+    ("Investors should keep their powder dry for a better entry.", 1),
+    ("If this is the good news, we'd hate to see the bad.", 1),
+    ("Unless you like paying peak multiples, this is a pass.", 1),
+    ("Less impressive than it looks; we'd fade the pop.", 1),
+    ("Nobody should be surprised if the shares drift lower from here.", 1),
+    ("This raises concerns about the sustainability of the recent momentum.", 1),
+    # bullish opinions of bad news (item -1)
+    ("The market is punishing a temporary blip; this is an opportunity.", -1),
+    ("Near-term noise; the long-term thesis is untouched.", -1),
+    ("We would be buyers on weakness.", -1),
+    ("A kitchen-sink quarter that resets the bar low enough to clear.", -1),
+    ("The worst looks priced in.", -1),
+    ("Sentiment cannot get much worse, which is exactly when to own it.", -1),
+    ("We see this as a gift for patient investors.", -1),
+    ("Shares have room to run once the dust settles.", -1),
+    ("Our conviction only grows.", -1),
+    ("Not a reason to sell; if anything, a reason to add.", -1),
+    ("The setup into next quarter looks skewed to the upside.", -1),
+    ("Hard to find a better entry point.", -1),
+    ("The selloff is an overreaction.", -1),
+    ("Far from a thesis breaker; we'd add.", -1),
+    ("Bears are overplaying this one.", -1),
+    ("Is this a reason to panic? Quite the opposite.", -1),
+    ("Management has under-promised; expect beats ahead.", -1),
+    ("We'd be surprised if the shares are lower in a month.", -1),
+    ("The market has it backwards: this is good news.", -1),
+    ("Would we sell here? Only if we wanted to miss the rebound.", -1),
+    ("Contrary to the headline, the business is doing fine.", -1),
+    ("The stock deserves a higher multiple after this.", -1),
+    ("We would not be unwilling to add here.", -1),
+    ("This development underscores the company's resilience and supports a constructive outlook.", -1),
+    ("The disappointment is a buying opportunity in disguise.", -1),
+]
+
+
 def score(honest: list[tuple[str, int]], attacks: list[tuple[str, int]]) -> tuple[int, int, int]:
     """(honest phrasings charged, attacks that escape, escapes read as the item's own direction), printing each."""
     charged = escaped = credited = 0
@@ -534,7 +667,8 @@ def score(honest: list[tuple[str, int]], attacks: list[tuple[str, int]]) -> tupl
 
 
 ROUNDS = {"v4.14 round": (HONEST, ATTACKS), "v4.15 round": (HONEST_2, ATTACKS_2),
-          "v4.15 second round": (HONEST_3, ATTACKS_3), "v4.15 held-out round": (HONEST_4, ATTACKS_4)}
+          "v4.15 second round": (HONEST_3, ATTACKS_3), "v4.15 held-out round (v4.16 tuning)": (HONEST_4, ATTACKS_4),
+          "v4.16 held-out round": (HONEST_5, ATTACKS_5)}
 
 
 def main() -> None:

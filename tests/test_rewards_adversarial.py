@@ -793,6 +793,47 @@ def test_an_opinion_reads_the_cue_it_turns(opinion, direction):
     assert opinion_direction(opinion) == direction
 
 
+@pytest.mark.parametrize("opinion,direction", [
+    # what moves decides a move's direction
+    ("Net debt fell sharply over the year.", 1),
+    ("Costs are rising.", -1),
+    ("The company cut costs again.", 1),
+    ("Lower costs lifted margins.", 1),
+    ("Why not own it here? Leverage is 5x and rising.", -1),
+    ("Concerns are rising.", -1),
+    ("Market share losses to Chinese rivals are accelerating.", -1),
+    ("Revenue beat and shares are rising.", 1),
+    # short answers and headings
+    ("Margin recovery? Not this year.", -1),
+    ("Reasons to sell? Hard to find.", 1),
+    ("Any reason to own it? I can't find one.", -1),
+    ("Downside risk at these levels? Modest.", 1),
+    ("Downside: limited to 5%.", 1),
+    ("Is the dividend safe? Not after this cash burn.", -1),
+    # over-, idioms and the ordinary words of good and bad news
+    ("The market has over-reacted to the miss.", 1),
+    ("Expectations look over-stretched into the print.", -1),
+    ("Time to bail, wouldn't you say?", -1),
+    ("Take your profits and run.", -1),
+    ("We would book some gains after the 50% run and wait for a pullback.", -1),
+    ("Bottom line: the miss is noise; stay long.", 1),
+    ("Verdict on the guide: too optimistic, expect cuts.", -1),
+    ("Bookings accelerated and the backlog is at a record.", 1),
+    ("Gross margin expanded 300bp on better mix.", 1),
+    ("Competition is intensifying and pricing is eroding.", -1),
+    ("The company plans to fade out its legacy brand.", 0),
+])
+def test_an_opinion_reads_what_moves_and_the_words_of_news(opinion, direction):
+    """A move reads in the direction of what moves ("debt fell" is good news, "concerns are rising" bad,
+    with no second cue arguing the other way), short answers and headings say how big the asked cue
+    is, and the usual words of good and bad news and trader's idioms are read (bench/reading_redteam.py's
+    fourth round: its attacks escaped 30 of 50 before these rules, 11 after)."""
+    from thesisgym.rewards.reading import opinion_direction, self_contradicts
+
+    assert opinion_direction(opinion) == direction
+    assert not self_contradicts(opinion)
+
+
 def test_an_item_that_reads_both_ways_has_no_direction():
     """An RSI at or beyond 70 reads as momentum or as overbought, and a raised target below today's
     close is a raise with downside from here: no direction, so neither honest reading is charged as a
@@ -1063,8 +1104,19 @@ def test_a_conclusion_against_its_own_decision_costs_deduction_and_s():
       "Losing a key customer puts 7.3% of revenue at risk, a clear negative"),
      ("Apple wins EU court battle over unpaid Irish tax bill of $15 billion",
       "Apple won its court fight with the EU over the $15 billion tax bill"),
-     ("Dow Surges 500 Points; Apple Tesla Fuel Nasdaq", "Apple and Tesla fuelled the Nasdaq as the Dow surged")],
-    ids=["cfo_bought", "officer_trimmed", "finance_chief_named", "losing_customer", "won_15_billion", "fuelled"],
+     ("Dow Surges 500 Points; Apple Tesla Fuel Nasdaq", "Apple and Tesla fuelled the Nasdaq as the Dow surged"),
+     ("Orchard Aerospace names new chief financial officer, effective March 23",
+      "The firm appointed a new CFO, routine news with no clear direction"),
+     ("Orchard Aerospace declares quarterly dividend of $0.24 per share",
+      "The quarterly payout was declared as usual, nothing new for shareholders"),
+     ("Orchard Aerospace (SYN001) to cut jobs as demand for jet parts falls 4.1%",
+      "Layoffs are coming because demand dropped 4.1%, which hurts the near-term story"),
+     ("Willow Robotics (SYN000) orders jump 11.0% as demand for robot arms surges",
+      "Orders jumped 11.0% on surging demand, a clear positive for the shares"),
+     ("The executive sells 3,600 shares of SYN001 at $106.38",
+      "The executive cashed out a modest amount of stock; that alone proves little")],
+    ids=["cfo_bought", "officer_trimmed", "finance_chief_named", "losing_customer", "won_15_billion", "fuelled",
+         "cfo_appointed", "payout", "layoffs", "orders_jumped", "amount"],
 )
 def test_honest_paraphrases_of_people_and_events_are_not_inventions(item, opinion):
     """The other forms of an item's word hold it ("won" / "wins", "losing" / "loses", "fuelled" /
@@ -1077,6 +1129,25 @@ def test_honest_paraphrases_of_people_and_events_are_not_inventions(item, opinio
     index = evidence_index([{"id": "N1", "section": "news", "date": "2024-01-02", "text": item}])
     check = check_bullet(parse_bullet(f'{opinion}, as the item says "{item}" [N1]'), index, "news")
     assert not check.hallucinated, check.reasons
+
+
+@pytest.mark.parametrize("item,opinion", [
+    ("Orchard Aerospace declares quarterly dividend of $0.24 per share", "The firm hired a new CEO this week"),
+    ("Orchard Aerospace names new chief financial officer", "The quarterly payout was declared as usual"),
+    ("Orchard Aerospace names new chief financial officer", "Layoffs of 5% of staff follow the appointment"),
+    ("Sales rose for big investors in the region", "The FBI opened an inquiry into sales"),
+    ("Chief financial officer named", "The FAA grounded the fleet"),
+], ids=["hired_on_dividend", "payout_on_cfo", "layoffs_on_cfo", "acronym_of_function_words", "acronym_not_spelled"])
+def test_words_for_one_event_or_an_acronym_hold_only_that_event(item, opinion):
+    """"payout" is held by "dividend", "appointed" by "names", "CFO" by "chief financial officer"
+    (`lexicon.SAME_EVENT_WORDS`, an acronym spelt out by content words): none of them holds another
+    event, and an acronym whose letters only function words give is still a name no item writes."""
+    from thesisgym.rewards.evidence import check_bullet
+    from thesisgym.thesis import parse_bullet
+
+    index = evidence_index([{"id": "N1", "section": "news", "date": "2024-01-02", "text": item}])
+    check = check_bullet(parse_bullet(f'{opinion}, as the item says "{item}" [N1]'), index, "news")
+    assert check.hallucinated, opinion
 
 
 def test_a_named_persons_departure_its_item_reports_is_not_an_invention():

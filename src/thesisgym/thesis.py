@@ -106,10 +106,10 @@ _UNIT_OF = {"%": "%", "percent": "%", "pct": "%", "bps": "bp", "bp": "bp", "basi
 _SCALE_OF = {"thousand": 1e3, "k": 1e3, "million": 1e6, "mn": 1e6, "m": 1e6, "billion": 1e9, "bn": 1e9,
              "b": 1e9, "trillion": 1e12, "tn": 1e12, "t": 1e12}
 UP_WORDS = frozenset(
-    ["up", "rose", "rise", "rises", "rising", "gained", "gain", "gains", "added", "adds", "increased", "increase", "increases", "grew", "grow", "grows", "higher", "jumped", "jumps", "surged", "surges", "climbed", "climbs", "advanced", "advances", "rallied", "rallies", "plus"]
+    ["up", "rose", "rise", "rises", "rising", "gained", "gain", "gains", "added", "adds", "increased", "increase", "increases", "grew", "grow", "grows", "higher", "jump", "jumped", "jumps", "surge", "surged", "surges", "climb", "climbed", "climbs", "soar", "soared", "soars", "advance", "advanced", "advances", "rally", "rallied", "rallies", "plus"]
 )
 DOWN_WORDS = frozenset(
-    ["down", "fell", "fall", "falls", "falling", "lost", "lose", "loses", "declined", "decline", "declines", "decreased", "decrease", "decreases", "dropped", "drop", "drops", "lower", "slid", "slides", "slipped", "slips", "shrank", "shrinks", "plunged", "plunges", "sank", "sinks", "tumbled", "minus"]
+    ["down", "fell", "fall", "falls", "falling", "lost", "lose", "loses", "declined", "decline", "declines", "decreased", "decrease", "decreases", "dropped", "drop", "drops", "lower", "slid", "slides", "slipped", "slips", "shrank", "shrinks", "plunge", "plunged", "plunges", "sink", "sank", "sinks", "tumble", "tumbled", "tumbles", "slip", "slide", "shrink", "slump", "slumped", "slumps", "minus"]
 )
 _DIR_WORD_RE = re.compile(r"[a-z]+")
 

@@ -7,7 +7,9 @@ reward refuses an ellipsis ("...") quote that leaves out a word which changes wh
 says (`protected_word`: a negation, a hedge or modal, a direction or stance word, a fact term, an event
 verb with an opposite, or a number). Past the fact list, a clause that reports what happened may use
 only a closed analysis vocabulary and the words of the prompt's evidence (`open_words`), and figures
-written in words are read as figures (`spelled_figures`).
+written in words are read as figures (`spelled_figures`). An analyst's usual word for the same event or
+party ("payout" for a dividend, "hired" for "names": `SAME_EVENT_WORDS`) and an acronym the evidence
+spells out ("CFO") are held like the evidence's own words.
 """
 
 from __future__ import annotations
@@ -86,6 +88,18 @@ LEXICON: dict[str, float] = {
     "rebound": 0.75, "recovery": 0.75, "deterioration": -0.75, "outflows": -0.5, "inflows": 0.5,
     "constructive": 0.75, "encouraging": 0.75, "worrying": -0.75, "caution": -0.5, "cautious": -0.5,
     "long position": 0.75, "short position": -0.75,
+    # ordinary analyst words for good and bad news ("bookings accelerated", "margins are eroding")
+    "accelerated": 0.75, "accelerating": 0.75, "expanded": 0.75, "expanding": 0.75, "rising": 0.5,
+    "climbing": 0.75, "improvement": 0.75, "better than expected": 1.0, "stellar": 0.75, "impressive": 0.75,
+    "solid": 0.5, "healthy": 0.5, "upbeat": 0.75, "outperformed": 0.75, "outperforming": 0.75, "cheap": 0.5,
+    "eroding": -0.75, "eroded": -0.75, "erosion": -0.75, "slowing": -0.5, "slowed": -0.5, "weakening": -0.75,
+    "weakened": -0.75, "disappointing": -0.75, "disappointed": -0.75, "disappoints": -0.75,
+    "disappointment": -0.75, "worse than expected": -1.0, "collapse": -1.0, "collapsed": -1.0,
+    "plummeted": -1.0, "plummets": -1.0, "tanked": -1.0, "sluggish": -0.5, "lackluster": -0.5,
+    "underwhelming": -0.75, "falling": -0.5, "dumping": -0.75, "dumped": -0.75,
+    "cash burn": -0.75, "burning cash": -0.75, "expensive": -0.5, "overpriced": -0.75, "overhyped": -0.75,
+    "overstretched": -0.5, "overextended": -0.5, "low quality": -0.5, "too optimistic": -0.5,
+    "overly optimistic": -0.5, "own it": 0.5, "own the stock": 0.5, "own the shares": 0.5,
     # what the analyst would do with the stock: "leans toward owning", "argues for trimming" (words that
     # also name other things stay out: "own" is "its own", "reducing" may be debt, "adding" may be losses)
     "owning": 0.5, "buying": 0.5, "accumulating": 0.75, "adding exposure": 0.75, "selling": -0.5,
@@ -105,15 +119,17 @@ _IDIOM_WEIGHTS: dict[str, float] = {
     "take some profit": -0.5, "taking some profits": -0.5, "take partial profits": -0.5, "book profits": -0.5,
     "booking profits": -0.5, "cash out": -0.5, "cashing out": -0.5, "stay on the sidelines": -0.5,
     "staying on the sidelines": -0.5, "sit on the sidelines": -0.5, "wait on the sidelines": -0.5,
-    "get the heck out": -0.5, "get the hell out": -0.5,
+    "get the heck out": -0.5, "get the hell out": -0.5, "take your profits": -0.5, "take your profit": -0.5,
+    "book gains": -0.5, "book some gains": -0.5, "fade": -0.5, "bail": -0.5, "bail out": -0.5, "stay long": 0.5,
 }
 LEXICON.update(_IDIOM_WEIGHTS)
 IDIOMS = frozenset(_IDIOM_WEIGHTS)
 # words of those idioms that name an event elsewhere ("the company booked a charge", "the CEO was
 # sidelined"): they stay out of the analysis vocabulary, so such a report is still held to the evidence
-IDIOM_EVENT_WORDS = frozenset(["book", "booking", "sidelines", "heck", "hell", "wait"])
+IDIOM_EVENT_WORDS = frozenset(["book", "booking", "sidelines", "heck", "hell", "wait", "bail"])
 # the action cues above (and the ratings) that "against" turns: "argues against owning it"
 ACTIONS = frozenset(["buy", "sell", "short", "accumulate", "avoid", "long position", "short position", "owning",
+                     "own it", "own the stock", "own the shares",
                      "buying", "accumulating", "adding exposure", "selling", "shorting", "trimming",
                      "cutting exposure", "reducing exposure"]) | IDIOMS
 NEGATIONS = frozenset(
@@ -291,9 +307,25 @@ def invented_facts(text: str, evidence_texts: Iterable[str]) -> list[str]:
     for t in evidence_texts:
         stems.update(all_stems(t))
         evidence_words.update(fact_words(t))
-    missing = [w for s, w in facts.items() if s not in stems]
-    missing += [n for n in sorted(names) if not all(p in evidence_words for p in _FACT_WORD_RE.findall(n))]
+    missing = [w for s, w in facts.items() if s not in stems and stems.isdisjoint(_SAME_EVENT.get(s, ()))]
+    missing += [n for n in sorted(names) if not all(p in evidence_words for p in _FACT_WORD_RE.findall(n))
+                and not _spelled_out(n, evidence_texts)]
     return missing
+
+
+def _spelled_out(name: str, evidence_texts: Iterable[str]) -> bool:
+    """Whether an evidence text spells out `name` as an acronym ("cfo": "chief financial officer"): three
+    to five consecutive words, none a function word, whose initials are its letters."""
+    n = len(name)
+    if not 3 <= n <= 5 or not name.isalpha():
+        return False
+    for t in evidence_texts:
+        words = fact_words(t)
+        for i in range(len(words) - n + 1):
+            if words[i][0] == name[0] and "".join(w[0] for w in words[i : i + n]) == name and \
+                    FUNCTION_WORDS.isdisjoint(words[i : i + n]):
+                return True
+    return False
 
 
 # --- unsupported words: invented facts in any words ---------------------------------------------------------
@@ -323,7 +355,8 @@ percent percentage pct cent cents dollar dollars usd basis bps thousand million 
 ANALYSIS_WORDS = frozenset("""
 stock stocks share shares equity equities price prices priced pricing market markets trade trades traded
 trading trader traders investor investors holder holders owner owning own owned position positions
-exposure stake view views case thesis call calls reading read reads item items evidence record records
+exposure exposed amount amounts stake view views case thesis call calls reading read reads item items
+evidence record records
 source sources section sections line lines report reports reported reporting data figure figures number
 numbers detail details picture setup signal signals sign signs indicator indicators reading balance
 weight weigh weighs weighed weighing context backdrop story narrative tone sentiment mood outlook
@@ -431,10 +464,35 @@ _CODE_OK_RE = re.compile(r"(?:q[1-4]|h[12]|fy\d{2,4}|\d+(?:st|nd|rd|th|s|d|m|y|k
 
 def held(word: str, pool: frozenset[str] | set[str]) -> bool:
     """Whether `pool` (words and their stems) holds `word`: as is, by stem, by the stem of a form
-    that ends in "e" ("closed" is held by "close", "moves" by "move"), or by another form of the same
-    word (`_forms`: "won" by "wins", "losing" by "loses", "fuelled" by "fuel")."""
+    that ends in "e" ("closed" is held by "close", "moves" by "move"), by another form of the same
+    word (`_forms`: "won" by "wins", "losing" by "loses", "fuelled" by "fuel"), or by a word an analyst
+    writes for the same event (`SAME_EVENT_WORDS`: "payout" by "dividend", "hired" by "names")."""
     s = stem(word)
-    return word in pool or s in pool or (s != word[:6] and s + "e" in pool) or not pool.isdisjoint(_forms(word))
+    return word in pool or s in pool or (s != word[:6] and s + "e" in pool) or not pool.isdisjoint(_forms(word)) or (
+        s in _SAME_EVENT and not pool.isdisjoint(_SAME_EVENT[s]))
+
+
+# the words analysts use for one event or party, each held by the others (what `held` and
+# `invented_facts` accept): a paraphrase in the usual words is a reading, not an invention. Only words
+# with no other sense in a market text ("names" is a verb here only next to an appointment word).
+SAME_EVENT_WORDS = (
+    "appoint appoints appointed appointment hire hires hired names named taps tapped",
+    "layoffs layoff jobs job headcount workforce",
+    "dividend dividends payout payouts",
+    "customer customers client clients",
+)
+
+
+def _same_event() -> dict[str, frozenset[str]]:
+    out: dict[str, frozenset[str]] = {}
+    for line in SAME_EVENT_WORDS:
+        words = line.split()
+        family = frozenset(words) | frozenset(map(stem, words))
+        out.update((stem(w), family) for w in words)
+    return out
+
+
+_SAME_EVENT = _same_event()
 
 
 @lru_cache(maxsize=1 << 16)

@@ -13,7 +13,9 @@ an opinion says or what an item says:
   affirming it ("Bearish, isn't it?"), an outweighed cue carrying no view ("the beat is overshadowed
   by the cut"), a concessive clause dropped ("despite the rally,
   ..."), a level placed against the price read from the price's side ("the average sits
-  above the price"), plus explicitly signed percentages ("change -0.25%", "-9.7% surprise").
+  above the price"), a move read in the direction of what moves ("debt fell" and "cut costs" bullish,
+  "concerns are rising" bearish once: `_moved`), plus explicitly signed percentages ("change -0.25%",
+  "-9.7% surprise").
   `stance` = tanh of it, in [-1, 1].
 - `level_score(text, close)`: the direction of technical levels (a moving average against the
   latest close, RSI between 55 and 70 / 30 and 45, the MACD histogram's sign).
@@ -133,10 +135,13 @@ _CONDITIONS = frozenset(["if", "unless", "only"])  # "we would cash out only if 
 # after it is attributive ("limited growth": it turns that cue only), and a negated one turns nothing
 # ("the downside is not limited").
 _DIMINISHED_AFTER = frozenset(["limited", "contained", "capped", "muted", "fading", "receding", "overdone",
-                               "subsiding", "abating", "easing", "waning", "drying"])
+                               "subsiding", "abating", "easing", "waning", "drying", "overblown", "noise"])
 _DIMINISHED_BEFORE = frozenset(["limited", "muted", "fading", "receding", "minimal"])
+# (an overreaction "to the miss" says the miss matters less than the price move made of it)
 _REMOVERS = frozenset(["removes", "removed", "eliminates", "eliminated", "resolves", "resolved", "dispels",
-                       "dispelled", "allays", "allayed", "offsets", "erases", "erased"])
+                       "dispelled", "allays", "allayed", "offsets", "erases", "erased", "overreacted",
+                       "overreacting", "overreacts", "overreaction", "overpenalising", "overpenalizing",
+                       "overpenalised", "overpenalized", "overpunishing", "overpunished"])
 _REMOVER_REACH = 6
 # a cue that another outweighs carries no view: "the beat is (more than) overshadowed by the cut" and "the
 # beat was overshadowed." the cues up to five words before the verb; active, "the cut overshadowed the
@@ -170,7 +175,9 @@ _PRICE_SIDE_RE = re.compile(r"\b(above|below) (?:the |its |our )?(?:current |lat
 # ("the wait for the upgrade is over": the wait ends, not the upgrade)
 _OVER_RE = re.compile(r"\b((?:is|are|was|were|looks?|seems?|appears?|now) (?:all )?)over\b(?=\s*(?:[,;:.!?)]|$|and\b"
                       r"|but\b))|\b((?:is|are|was|were) (?:the |this |that |its )?[a-z]+ )over(?=\s*\?)")
-_OVER_HYPHEN_RE = re.compile(r"\bover-(?=(?:bought|sold|valued|done|shadow|shadows|shadowed)\b)")
+_OVER_HYPHEN_RE = re.compile(r"\bover-(?=(?:bought|sold|valued|done|shadow|shadows|shadowed|blown|priced|hyped"
+                             r"|stretched|extended|react|reacts|reacted|reacting|reaction|penalising|penalizing"
+                             r"|penalised|penalized|punishing|punished)\b)")
 _COMPLEMENT_HEADS = frozenset(["for", "of", "over", "about", "on"])
 # "strong" before a rating or a flow intensifies it ("a strong sell view"); it is no bullish word there
 _STRONG_RATINGS = frozenset(["sell", "buy", "selling", "buying", "sells", "buys"])
@@ -178,6 +185,29 @@ _BAND_WORDS = frozenset(["band", "bound", "bollinger", "channel", "limit"])
 # "upper 150.10 lower 142.41": a level's name right before its value (no %, which makes it a move:
 # "revenue lower 5%"); the tokens drop numbers, so the text is read for it
 _LEVEL_LABEL_RE = re.compile(r"\b(?:lower|higher)(?=\s+\$?\d[\d,]*(?:\.\d+)?(?![\d.,]*%))")
+# A move reads in the direction of what moves: a quantity that is bad to have ("debt fell", "costs are
+# rising", "cut costs", "lower leverage") turns it; a stance noun it moves ("concerns are rising", "losses
+# to rivals are accelerating") carries the view, so a move of the other sign adds nothing. What moves is
+# up to five words before the move in its clause (four for a quantity: "leverage is 5x and rising"; a stance
+# noun right before the move or its verb: not "a lackluster session, mostly higher"), or a
+# quantity right after it; a transitive move ("lower costs lifted margins") moves only what follows it.
+# Not "up" and "down", which also count items ("news bearish (one up)").
+_MOVES = frozenset("""
+higher lower rises rose rising falls fell falling climbs climbed climbing declines declined decline drops
+dropped jumps jumped surge surges surged soar soars soared plunge plunges plunged tumbles tumbled slump slumps slumped
+sinks sank slides slid grows grew expands expanded expanding accelerates accelerated accelerating slowing slowed
+improves improved improving deteriorating deteriorates weakening weakened eroding eroded shrinks gains gained lifts
+lifted boosts boosted collapsed plummeted plummets tanked cuts cut lowers lowered raises raised raise slashes
+""".split())  # noqa: SIM905
+_TRANSITIVE_MOVES = frozenset(["lifts", "lifted", "boosts", "boosted", "cuts", "cut", "lowers", "lowered", "raises",
+                               "raised", "raise", "slashes"])
+_INVERSE_NOUNS = frozenset(["debt", "costs", "cost", "expenses", "expense", "churn", "leverage", "inventory",
+                            "inventories", "delinquencies", "volatility", "burn", "unemployment"])
+_DETERMINERS = frozenset(["its", "the", "their", "our", "his", "her"])
+_COPULAS = frozenset(["is", "are", "was", "were", "be", "been", "has", "have", "had", "keep", "keeps", "kept",
+                      "remain", "remains", "continue", "continues"])
+# "not much of a sell signal" says "not a sell signal" (the negation's window would end before the cue)
+_NOT_MUCH_OF_RE = re.compile(r"\bnot (?:much|really|exactly) (?:of )?(?=an? )")
 # one clear stance word ("buy", "bullish", "beats") is a direction; what the net cue weight must reach
 CLEAR = 0.5
 # an item's stance (tanh) must reach this to have a direction
@@ -287,6 +317,8 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
         low = _COLON_SMALL_RE.sub(r"\1 limited", low)
     if "over-" in low:
         low = _OVER_HYPHEN_RE.sub("over", low)  # "over-sold" is "oversold", not "over" + "sold"
+    if "not " in low:
+        low = _NOT_MUCH_OF_RE.sub("not ", low)
     if " over" in low:
         low = _OVER_RE.sub(lambda m: (m.group(1) or m.group(2)) + "over_", low)
     if "above " in low or "below " in low:
@@ -297,7 +329,8 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
     sentence_of = _parts_of(low, len(words), _SENTENCE_END_RE) if _SENTENCE_END_RE.search(low) and not \
         NEGATIONS.isdisjoint(words) else None
     clause_of = _parts_of(low, len(words), _CLAUSE_PUNCT_RE) if not _TURNERS.isdisjoint(words) or not \
-        _ACTION_TURNERS.isdisjoint(words) or not _IDIOM_TOKENS.isdisjoint(words) else None
+        _ACTION_TURNERS.isdisjoint(words) or not _IDIOM_TOKENS.isdisjoint(words) or (
+        not _MOVES.isdisjoint(words) and len(words) > 1) else None
     turned, restated = _turned_positions(words, clause_of) if clause_of is not None and not _TURNERS.isdisjoint(
         words) else (frozenset(), {})
     asked, answers = _asked(low, len(words)) if "?" in low else (None, frozenset())
@@ -331,12 +364,16 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
             continue  # "I would rather load up than sell": the action declined
         window = [k for k in range(max(0, i - 3), i) if sentence_of is None or sentence_of[k] == sentence_of[i]]
         before = [words[k] for k in window]
-        if any(words[k] in NEGATIONS and words[k + 1] not in _NOT_NEGATING_AFTER and k not in answers
+        if any(words[k] in NEGATIONS and words[k + 1] not in _NOT_NEGATING_NEAR and k not in answers
                for k in window) or any(
                 pair in _NEGATING_PAIRS and k not in answers for k, pair in zip(window, zip(before, before[1:], strict=False), strict=False)):
             weight = -weight  # "no doubt, bullish", "Far from it. Sell.", "why not buy?" negate nothing
         if i in turned:
             weight = -weight
+        if w in _MOVES and len(words) > 1:
+            weight *= _moved(words, i, clause_of)
+            if not weight:
+                continue
         if w in _ACTION_TOKENS and any(words[k] in _ACTION_TURNERS and (clause_of is None or clause_of[k] == clause_of[i])
                                        for k in window[-2:]):
             weight = -weight  # "argues against owning it", "avoid buying it"; not "against this, selling"
@@ -356,8 +393,11 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
 # without a verb: asked with one ("Can the recovery be derailed? Unlikely.") it denies the verb, which the
 # lexicon cannot read, and turns nothing.
 _ANSWER_NO = (r"(?:no|nope|nah|none|hardly|not at all|not really|not yet|(?:absolutely|definitely|certainly"
-              r"|of course) not)\s*(?:[.,;:!?]|$)")
-_SMALL_WORDS = "limited|minimal|little|slim|negligible|nil|zero|marginal|capped|contained|muted|unlikely|doubtful"
+              r"|of course) not|not (?:this|next) (?:year|quarter|time)|not (?:any ?time )?soon|not now|(?:very )?few"
+              r"|not many|hard to find|hard to come by|(?:i|we) (?:can't|cannot|couldn't) find (?:one|any))"
+              r"\s*(?:[.,;:!?]|$)")
+_SMALL_WORDS = ("limited|minimal|little|slim|negligible|nil|zero|marginal|capped|contained|muted|unlikely|doubtful"
+                "|modest|small|low")
 _DEGREE = r"(?:very |pretty |quite |rather |fairly |highly )?"
 # a short answer ends its sentence ("Slim, management says; we would not bet on it" reports someone's)
 _ANSWER_SMALL = (r"(?:not much|not quite|not a chance|no way|wrong|far from it|next to nothing|" + _DEGREE
@@ -370,9 +410,9 @@ _QUESTION_VERBS = frozenset(["is", "are", "was", "were", "be", "been", "being", 
 # "Upside: limited." says what "upside is limited" says (the colon would end the diminisher's clause)
 # (a heading of up to three words opening its sentence, no verb: "Margin pressure to ease: unlikely" denies
 # the verb)
-_COLON_SMALL_RE = re.compile(r"(?:^|(?<=[.;!?])\s*)(?!\S*\s*(?:\S+\s+)?\bto\b)((?:[a-z'_-]+\s+){0,2}[a-z'_-]+)"
+_COLON_SMALL_RE = re.compile(r"(?:^|(?<=[.;!?])\s*)(?![^:.;!?]*\bto\b[^:.;!?]*:)((?:[a-z'_-]+\s+){0,2}[a-z'_-]+)"
                              r":\s*" + _DEGREE + f"(?:{_SMALL_WORDS}|fading|receding|easing|waning|subsiding|abating|overdone)"
-                             + r"(?: at best)?(?=\s*(?:[.,;!?]|$))")
+                             + r"(?: at best| (?:to|at|near) \$?\d[\d.,]*%?)?(?=\s*(?:[.,;!?]|$))")
 # a rhetorical "why" asks against its action: "Why would anyone sell?", "Why buy here?" (not "Why is it
 # bullish?", which asks for a reason)
 _WHY_AGAINST = frozenset(["would", "should", "buy", "sell", "own", "short", "hold"])
@@ -461,6 +501,31 @@ def _turned_positions(words: Sequence[str], clause_of: Sequence[int]) -> tuple[f
                 break
             turned.add(j)
     return frozenset(turned), restated
+
+
+def _moved(words: Sequence[str], i: int, clause_of: Sequence[int] | None) -> float:
+    """The factor of the move cue at i from what moves (see _MOVES): -1 for a quantity bad to have, 0 when
+    a stance noun of the other sign moves, else 1."""
+    sign, subject = LEXICON[words[i]], words[i] not in _TRANSITIVE_MOVES
+    verb = i > 0 and words[i - 1] in _COPULAS
+    for j in range(i - 1, max(-1, i - 6) if subject else i, -1):
+        if (clause_of is not None and clause_of[j] != clause_of[i]) or words[j] in _CLAUSE_END:
+            break
+        if words[j] in _INVERSE_NOUNS:
+            return -1.0 if j >= i - 4 else 1.0
+        if words[j] == "and":
+            subject = False  # "shares fell and risks are rising": the stance noun joined before is not it
+        if words[j] in _MOVES or words[j] in _ACTION_TOKENS:
+            break
+        weight = (LEXICON.get(words[j].replace("_", " ")) if "_" in words[j] else LEXICON.get(words[j]))
+        if weight and subject and (verb or j == i - 1):
+            return 0.0 if weight * sign < 0 else 1.0
+        if weight:
+            break
+    k = i + 1 if i + 1 < len(words) and words[i + 1] not in _DETERMINERS else i + 2
+    if k < len(words) and words[k] in _INVERSE_NOUNS and (clause_of is None or clause_of[k] == clause_of[i]):
+        return -1.0
+    return 1.0
 
 
 def _outweighed_reach(words: Sequence[str], i: int, clause_of: Sequence[int]) -> Iterable[int]:
@@ -624,6 +689,8 @@ _WHY_NOT_RE = re.compile(r"(?:^|(?<=[.;:!?(]))(\s*why) (?:not|[a-z]+n't(?= (?:yo
                          r"(?![^.;:!?]*\binstead\b)(?=[^.;:!?]*\?\s*$)")
 # negation words that negate no view: "not only ... but", "no doubt", "not least"
 _NOT_NEGATING_AFTER = frozenset(["only", "just", "merely", "least", "doubt", "question", "wonder", "surprise"])
+# ... nor, for a cue within its window, "after" ("Safe? Not after this cash burn": the burn is said, not denied)
+_NOT_NEGATING_NEAR = _NOT_NEGATING_AFTER | frozenset(["after"])
 _IRONY_RE = re.compile(
     r"(?:^|[.;:!?]\s*|\(\s*)(?:sure|yeah|oh|right|riiight|suuure)\s*[,!]"
     r"|\b(?:if|as long as|provided|assuming) (?:you|one|we) (?:ignore|ignores|overlook|overlooks|disregard|forget"
