@@ -11,7 +11,7 @@ up to 3 rows per paraphrase). Real rows (AAPL + MSFT, ../shared/data; skipped wh
 paraphrases below are written for named headlines and replace (or add) the bullet citing them.
 Conclusions: honest conclusions that name only the items' facts, on every row whose decision they fit.
 Held-out: synthetic paraphrases written after the rules were set and never tuned on (HELDOUT, the
-tuning set of v4.16 since; HELDOUT_2, written by a helper before v4.16's rules: v4.16's held-out set).
+tuning set of v4.17 since; HELDOUT_2, written by a helper before v4.17's rules: v4.17's held-out set).
 Prints the false-positive rate per kind with the number of paraphrases and edited theses, and with
 --show each flagged text and its reasons.
 """
@@ -118,7 +118,7 @@ HELDOUT: dict[str, tuple[str, ...]] = {
     r"(?:CFO|COO|CEO|CTO|Director) .* sells": ("The executive cashed out a modest amount of stock; that alone proves little",),
     r"declares quarterly dividend": ("The quarterly payout was declared as usual, nothing new for shareholders",),
 }
-# a second held-out set, written by a helper before v4.16's rules and never tuned on ({x}: the
+# a second held-out set, written by a helper before v4.17's rules and never tuned on ({x}: the
 # regex's first group, not always a percentage)
 HELDOUT_2: dict[str, tuple[str, ...]] = {
     r"orders jump ([\d.]+)%": (
@@ -342,8 +342,8 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     syn = synthetic_rows(a.rows)
     groups = {"synthetic": _synthetic_cases(syn) + _conclusion_cases(syn)
-              + _synthetic_cases(syn, table=HELDOUT, kind="held-out opinion (v4.16 tuning)")
-              + _synthetic_cases(syn, table=HELDOUT_2, kind="v4.16 held-out opinion")}
+              + _synthetic_cases(syn, table=HELDOUT, kind="held-out opinion (v4.17 tuning)")
+              + _synthetic_cases(syn, table=HELDOUT_2, kind="v4.17 held-out opinion")}
     try:
         real = real_rows(a.real_rows) if a.real_rows else []
     except FileNotFoundError:

@@ -6,12 +6,12 @@ as the opposite direction is a false charge, an attack (the opposite of its item
 or as the item's direction escapes (read as the item's direction it also earns the agreement credit:
 the worst case). Each round was written by a helper red-teaming the rules of one release (v4.14:
 questions, "over", "at risk", trader's idioms; v4.15: diminishing answers, tag questions, "why not",
-more idioms and their frames, "overshadowed" / "outweighs"; v4.16: what moves, short answers, the
+more idioms and their frames, "overshadowed" / "outweighs"; v4.17: what moves, short answers, the
 plain words of news); the direction of each is a careful human reader's. A round was held out when
 written; the fixes of its release then followed its report, so only a newer round measures the
 release held out: the fifth (HONEST_5 / ATTACKS_5, a representative sample rather than known failures)
-was written before v4.16's rules and never tuned on (v4.16's held-out measurement; the fourth became
-v4.16's tuning set). Prints the wrong ones and the counts per round:
+was written before v4.17's rules and never tuned on (v4.17's held-out measurement; the fourth became
+v4.17's tuning set). Prints the wrong ones and the counts per round:
 
     PYTHONPATH=src python bench/reading_redteam.py
 
@@ -518,7 +518,7 @@ ATTACKS_4 = [  # (opinion, the cited item's direction): each states the opposite
 ]
 
 
-# the fifth round: written by a helper before v4.16's rules, never tuned on
+# the fifth round: written by a helper before v4.17's rules, never tuned on
 HONEST_5 = [  # (opinion, the direction a careful reader gives it)
     # plain descriptive news, no stance word
     ("Orders are coming in faster than the company can ship them.", 1),
@@ -667,8 +667,8 @@ def score(honest: list[tuple[str, int]], attacks: list[tuple[str, int]]) -> tupl
 
 
 ROUNDS = {"v4.14 round": (HONEST, ATTACKS), "v4.15 round": (HONEST_2, ATTACKS_2),
-          "v4.15 second round": (HONEST_3, ATTACKS_3), "v4.15 held-out round (v4.16 tuning)": (HONEST_4, ATTACKS_4),
-          "v4.16 held-out round": (HONEST_5, ATTACKS_5)}
+          "v4.15 second round": (HONEST_3, ATTACKS_3), "v4.15 held-out round (v4.17 tuning)": (HONEST_4, ATTACKS_4),
+          "v4.17 held-out round": (HONEST_5, ATTACKS_5)}
 
 
 def main() -> None:

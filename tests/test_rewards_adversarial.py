@@ -794,22 +794,26 @@ def test_an_opinion_reads_the_cue_it_turns(opinion, direction):
 
 
 @pytest.mark.parametrize("opinion,direction", [
-    # what moves decides a move's direction
+    # a move of a quantity bad to have reads the other way; a judgement of it reads as said
     ("Net debt fell sharply over the year.", 1),
-    ("Costs are rising.", -1),
+    ("Costs rose again.", -1),
+    ("Costs are higher than a year ago.", -1),
     ("The company cut costs again.", 1),
     ("Lower costs lifted margins.", 1),
-    ("Why not own it here? Leverage is 5x and rising.", -1),
     ("Concerns are rising.", -1),
     ("Market share losses to Chinese rivals are accelerating.", -1),
-    ("Revenue beat and shares are rising.", 1),
+    ("Debt metrics are deteriorating.", -1),
+    ("Cost discipline improved.", 1),
+    ("Falling oil prices are a tailwind.", 1),
+    ("Volatility spiked and shares fell.", -1),
+    ("The debt offering sent shares lower.", -1),
+    ("Buy here? Not after this rally.", -1),
     # short answers and headings
     ("Margin recovery? Not this year.", -1),
     ("Reasons to sell? Hard to find.", 1),
     ("Any reason to own it? I can't find one.", -1),
     ("Downside risk at these levels? Modest.", 1),
     ("Downside: limited to 5%.", 1),
-    ("Is the dividend safe? Not after this cash burn.", -1),
     # over-, idioms and the ordinary words of good and bad news
     ("The market has over-reacted to the miss.", 1),
     ("Expectations look over-stretched into the print.", -1),
@@ -824,10 +828,10 @@ def test_an_opinion_reads_the_cue_it_turns(opinion, direction):
     ("The company plans to fade out its legacy brand.", 0),
 ])
 def test_an_opinion_reads_what_moves_and_the_words_of_news(opinion, direction):
-    """A move reads in the direction of what moves ("debt fell" is good news, "concerns are rising" bad,
-    with no second cue arguing the other way), short answers and headings say how big the asked cue
-    is, and the usual words of good and bad news and trader's idioms are read (bench/reading_redteam.py's
-    fourth round: its attacks escaped 30 of 50 before these rules, 11 after)."""
+    """A move of a quantity bad to have reads the other way ("debt fell" is good news) and a judgement
+    of it as said ("churn improved"), short answers and headings say how big the asked cue is, and the
+    usual words of good and bad news and trader's idioms are read (bench/reading_redteam.py's fourth
+    round, which these rules were tuned on; its fifth, held out, measures them: docs/verifier.md v4.17)."""
     from thesisgym.rewards.reading import opinion_direction, self_contradicts
 
     assert opinion_direction(opinion) == direction
@@ -1137,11 +1141,20 @@ def test_honest_paraphrases_of_people_and_events_are_not_inventions(item, opinio
     ("Orchard Aerospace names new chief financial officer", "Layoffs of 5% of staff follow the appointment"),
     ("Sales rose for big investors in the region", "The FBI opened an inquiry into sales"),
     ("Chief financial officer named", "The FAA grounded the fleet"),
-], ids=["hired_on_dividend", "payout_on_cfo", "layoffs_on_cfo", "acronym_of_function_words", "acronym_not_spelled"])
+    ("Orchard Aerospace (SYN001) opens office in Austin, adding 500 jobs", "Layoffs of 500 staff hit the office"),
+    ("Apple joins the household names of the index", "Apple hired 500 engineers for the new unit"),
+    ("Fed rate cut hopes lift Orchard Aerospace as jobs data cools", "Layoffs at Orchard Aerospace, bearish"),
+    ("Morgan Stanley note to clients: Apple remains top pick", "Apple signed a big new customer"),
+    ("Orchard Aerospace settles lawsuit with insurer over payout", "Orchard Aerospace raised its dividend"),
+    ("Apple wins EU court battle over unpaid Irish tax bill", "The ECB sides with Apple, bullish"),
+], ids=["hired_on_dividend", "payout_on_cfo", "layoffs_on_cfo", "acronym_of_function_words", "acronym_not_spelled",
+        "layoffs_on_added_jobs", "hired_on_household_names", "layoffs_on_words_apart", "customer_on_clients",
+        "dividend_on_payout", "acronym_of_any_initials"])
 def test_words_for_one_event_or_an_acronym_hold_only_that_event(item, opinion):
-    """"payout" is held by "dividend", "appointed" by "names", "CFO" by "chief financial officer"
-    (`lexicon.SAME_EVENT_WORDS`, an acronym spelt out by content words): none of them holds another
-    event, and an acronym whose letters only function words give is still a name no item writes."""
+    """"payout" is held by "dividend", "appointed" by "names new", "layoffs" by "cut jobs", "CFO" by "chief
+    financial officer" (`lexicon.SAME_EVENT_WORDS`, `ROLE_ACRONYMS`): one way only, a phrase only as
+    adjacent words, none of them holds another event ("jobs" alone, "names" alone), and an acronym
+    other than a role's is a name the evidence must write."""
     from thesisgym.rewards.evidence import check_bullet
     from thesisgym.thesis import parse_bullet
 

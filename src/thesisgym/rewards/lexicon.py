@@ -89,15 +89,14 @@ LEXICON: dict[str, float] = {
     "constructive": 0.75, "encouraging": 0.75, "worrying": -0.75, "caution": -0.5, "cautious": -0.5,
     "long position": 0.75, "short position": -0.75,
     # ordinary analyst words for good and bad news ("bookings accelerated", "margins are eroding")
-    "accelerated": 0.75, "accelerating": 0.75, "expanded": 0.75, "expanding": 0.75, "rising": 0.5,
-    "climbing": 0.75, "improvement": 0.75, "better than expected": 1.0, "stellar": 0.75, "impressive": 0.75,
+    "accelerated": 0.75, "expanded": 0.75, "improvement": 0.75, "better than expected": 1.0, "stellar": 0.75, "impressive": 0.75,
     "solid": 0.5, "healthy": 0.5, "upbeat": 0.75, "outperformed": 0.75, "outperforming": 0.75, "cheap": 0.5,
     "eroding": -0.75, "eroded": -0.75, "erosion": -0.75, "slowing": -0.5, "slowed": -0.5, "weakening": -0.75,
     "weakened": -0.75, "disappointing": -0.75, "disappointed": -0.75, "disappoints": -0.75,
     "disappointment": -0.75, "worse than expected": -1.0, "collapse": -1.0, "collapsed": -1.0,
     "plummeted": -1.0, "plummets": -1.0, "tanked": -1.0, "sluggish": -0.5, "lackluster": -0.5,
-    "underwhelming": -0.75, "falling": -0.5, "dumping": -0.75, "dumped": -0.75,
-    "cash burn": -0.75, "burning cash": -0.75, "expensive": -0.5, "overpriced": -0.75, "overhyped": -0.75,
+    "underwhelming": -0.75, "dumping": -0.75, "dumped": -0.75,
+    "expensive": -0.5, "overpriced": -0.75, "overhyped": -0.75,
     "overstretched": -0.5, "overextended": -0.5, "low quality": -0.5, "too optimistic": -0.5,
     "overly optimistic": -0.5, "own it": 0.5, "own the stock": 0.5, "own the shares": 0.5,
     # what the analyst would do with the stock: "leans toward owning", "argues for trimming" (words that
@@ -135,7 +134,8 @@ ACTIONS = frozenset(["buy", "sell", "short", "accumulate", "avoid", "long positi
 NEGATIONS = frozenset(
     ["not", "no", "never", "without", "nor", "fails", "fail", "failed", "neither", "isn't", "wasn't", "didn't",
      "doesn't", "don't", "won't", "cannot", "hardly", "barely", "lacks", "lack", "aren't", "weren't", "can't",
-     "couldn't", "shouldn't", "wouldn't", "hasn't", "haven't", "hadn't", "none", "nothing", "denies", "denied"]
+     "couldn't", "shouldn't", "wouldn't", "hasn't", "haven't", "hadn't", "none", "nothing", "denies", "denied",
+     "nobody"]
 )
 # words that make a statement conditional or second-hand: "may cut", "plans to buy", "reportedly"
 HEDGES = frozenset(
@@ -306,26 +306,27 @@ def invented_facts(text: str, evidence_texts: Iterable[str]) -> list[str]:
     evidence_words: set[str] = set()
     for t in evidence_texts:
         stems.update(all_stems(t))
-        evidence_words.update(fact_words(t))
-    missing = [w for s, w in facts.items() if s not in stems and stems.isdisjoint(_SAME_EVENT.get(s, ()))]
+        words_t = fact_words(t)
+        evidence_words.update(words_t)
+        stems.update(_phrase_keys(words_t))
+    missing = [w for s, w in facts.items() if s not in stems and not _same_event_held(s, stems)]
     missing += [n for n in sorted(names) if not all(p in evidence_words for p in _FACT_WORD_RE.findall(n))
                 and not _spelled_out(n, evidence_texts)]
     return missing
 
 
+# the role acronyms an analyst writes for a title the evidence spells out
+ROLE_ACRONYMS: dict[str, tuple[str, ...]] = {
+    "ceo": ("chief executive",), "cfo": ("chief financial officer", "finance chief"),
+    "coo": ("chief operating officer",), "cto": ("chief technology officer",),
+    "cio": ("chief information officer", "chief investment officer"), "cmo": ("chief marketing officer",),
+}
+
+
 def _spelled_out(name: str, evidence_texts: Iterable[str]) -> bool:
-    """Whether an evidence text spells out `name` as an acronym ("cfo": "chief financial officer"): three
-    to five consecutive words, none a function word, whose initials are its letters."""
-    n = len(name)
-    if not 3 <= n <= 5 or not name.isalpha():
-        return False
-    for t in evidence_texts:
-        words = fact_words(t)
-        for i in range(len(words) - n + 1):
-            if words[i][0] == name[0] and "".join(w[0] for w in words[i : i + n]) == name and \
-                    FUNCTION_WORDS.isdisjoint(words[i : i + n]):
-                return True
-    return False
+    """Whether `name` is a role acronym ("cfo") whose title an evidence text writes ("chief financial officer")."""
+    titles = ROLE_ACRONYMS.get(name)
+    return titles is not None and any(t in " ".join(fact_words(e)) for e in evidence_texts for t in titles)
 
 
 # --- unsupported words: invented facts in any words ---------------------------------------------------------
@@ -355,7 +356,7 @@ percent percentage pct cent cents dollar dollars usd basis bps thousand million 
 ANALYSIS_WORDS = frozenset("""
 stock stocks share shares equity equities price prices priced pricing market markets trade trades traded
 trading trader traders investor investors holder holders owner owning own owned position positions
-exposure exposed amount amounts stake view views case thesis call calls reading read reads item items
+exposure amount amounts stake view views case thesis call calls reading read reads item items
 evidence record records
 source sources section sections line lines report reports reported reporting data figure figures number
 numbers detail details picture setup signal signals sign signs indicator indicators reading balance
@@ -469,30 +470,52 @@ def held(word: str, pool: frozenset[str] | set[str]) -> bool:
     writes for the same event (`SAME_EVENT_WORDS`: "payout" by "dividend", "hired" by "names")."""
     s = stem(word)
     return word in pool or s in pool or (s != word[:6] and s + "e" in pool) or not pool.isdisjoint(_forms(word)) or (
-        s in _SAME_EVENT and not pool.isdisjoint(_SAME_EVENT[s]))
+        s in _SAME_EVENT and _same_event_held(s, pool))
 
 
-# the words analysts use for one event or party, each held by the others (what `held` and
-# `invented_facts` accept): a paraphrase in the usual words is a reading, not an invention. Only words
-# with no other sense in a market text ("names" is a verb here only next to an appointment word).
-SAME_EVENT_WORDS = (
-    "appoint appoints appointed appointment hire hires hired names named taps tapped",
-    "layoffs layoff jobs job headcount workforce",
-    "dividend dividends payout payouts",
-    "customer customers client clients",
-)
+# an analyst's usual word for an event or party the evidence names more specifically (what `held` and
+# `invented_facts` accept): a paraphrase in the usual words is a reading, not an invention. One way only
+# (the evidence's "dividend" holds the thesis's "payout", not the reverse: "settles over a payout" holds
+# no dividend), and a phrase only as adjacent words of one text ("cut jobs", not "jobs" and "cut" apart).
+# thesis word(s) -> what the evidence must write
+SAME_EVENT_WORDS: dict[str, tuple[str, ...]] = {
+    "payout payouts": ("dividend", "dividends"),
+    "client clients": ("customer", "customers"),
+    "hire hires hired appoint appoints appointed appointment": (
+        "names new", "named new", "appoints", "appointed", "hires", "hired"),
+    "layoffs layoff": ("layoffs", "redundancies", "job cuts", "cut jobs", "cuts jobs", "cutting jobs", "jobs cut",
+                       "eliminate jobs", "eliminates jobs"),
+}
 
 
-def _same_event() -> dict[str, frozenset[str]]:
-    out: dict[str, frozenset[str]] = {}
-    for line in SAME_EVENT_WORDS:
-        words = line.split()
-        family = frozenset(words) | frozenset(map(stem, words))
-        out.update((stem(w), family) for w in words)
-    return out
+def _same_event() -> tuple[dict[str, tuple[str, ...]], frozenset[tuple[str, str]]]:
+    """stem of a thesis word -> the pool keys that hold it (a word's stem, or "a_b" for an adjacent
+    phrase), and the phrases as pairs of stems (what `_pool_of` adds as keys)."""
+    out: dict[str, tuple[str, ...]] = {}
+    pairs: set[tuple[str, str]] = set()
+    for words, members in SAME_EVENT_WORDS.items():
+        keys = []
+        for m in members:
+            parts = tuple(stem(w) for w in m.split())
+            keys.append("_".join(parts))
+            if len(parts) == 2:
+                pairs.add((parts[0], parts[1]))
+        out.update((stem(w), tuple(keys)) for w in words.split())
+    return out, frozenset(pairs)
 
 
-_SAME_EVENT = _same_event()
+_SAME_EVENT, _SAME_EVENT_PAIRS = _same_event()
+
+
+def _phrase_keys(words: list[str]) -> frozenset[str]:
+    """The "a_b" keys of the SAME_EVENT phrases that `words` (a text's words, in order) write."""
+    stems = [stem(w) for w in words]
+    return frozenset(f"{a}_{b}" for a, b in zip(stems, stems[1:], strict=False) if (a, b) in _SAME_EVENT_PAIRS)
+
+
+def _same_event_held(s: str, pool: frozenset[str] | set[str]) -> bool:
+    """Whether `pool` (an evidence pool with its phrase keys) holds what the thesis word of stem `s` names."""
+    return any(k in pool for k in _SAME_EVENT.get(s, ()))
 
 
 @lru_cache(maxsize=1 << 16)
@@ -528,7 +551,8 @@ def word_pool(texts: Iterable[str]) -> frozenset[str]:
 @lru_cache(maxsize=1 << 14)
 def _pool_of(text: str) -> frozenset[str]:
     words = fact_words(text) if isinstance(text, str) else []
-    return frozenset(words) | frozenset(map(stem, words)) | frozenset(f for w in words for f in _forms(w))
+    return frozenset(words) | frozenset(map(stem, words)) | frozenset(f for w in words for f in _forms(w)) | (
+        _phrase_keys(words))
 
 
 # a joined phrase ("booking_profits") holds no stem: its first six letters ("bookin") would hold other
@@ -536,6 +560,12 @@ def _pool_of(text: str) -> frozenset[str]:
 _CLOSED_POOL = frozenset(_CLOSED) | frozenset(stem(w) for w in _CLOSED if "_" not in w)
 
 
+# a past-tense move or stance verb is analysis vocabulary, yet its clause reports what happened as much
+# as any other ("the stock fell after a warehouse fire", "margins eroded after a walkout"): the clause's
+# other words must be held too (not the adjectives: "overvalued", "overpriced")
+_REPORT_PAST = frozenset(w for w in (_SINGLE_STANCE | UP_WORDS | DOWN_WORDS) if w in _IRREGULAR_PAST or (
+    len(w) >= 5 and w.endswith("ed"))) - frozenset(["exceed", "overextended", "overhyped", "overpriced",
+                                                    "overstretched", "overvalued", "undervalued"])
 _DIGIT_RE = re.compile(r"\d")
 _CODE_RE = re.compile(r"[a-z]\d|\d[a-z]")
 
@@ -555,8 +585,10 @@ def _words(low: str) -> tuple[str, ...]:
 @lru_cache(maxsize=1 << 16)
 def _unheld_event(word: str) -> bool:
     """Whether `word` reads as a past-tense verb ("quit", "recalled") that the analysis vocabulary
-    does not hold: a clause with one reports an event; memoised per word (a closed pool)."""
-    return (word in _IRREGULAR_PAST or (len(word) >= 5 and word.endswith("ed"))) and not held(word, _CLOSED_POOL)
+    does not hold, or a past-tense move or stance verb (`_REPORT_PAST`): a clause with one reports an
+    event; memoised per word (a closed pool)."""
+    return word in _REPORT_PAST or (
+        (word in _IRREGULAR_PAST or (len(word) >= 5 and word.endswith("ed"))) and not held(word, _CLOSED_POOL))
 
 
 @lru_cache(maxsize=1 << 16)

@@ -13,9 +13,8 @@ an opinion says or what an item says:
   affirming it ("Bearish, isn't it?"), an outweighed cue carrying no view ("the beat is overshadowed
   by the cut"), a concessive clause dropped ("despite the rally,
   ..."), a level placed against the price read from the price's side ("the average sits
-  above the price"), a move read in the direction of what moves ("debt fell" and "cut costs" bullish,
-  "concerns are rising" bearish once: `_moved`), plus explicitly signed percentages ("change -0.25%",
-  "-9.7% surprise").
+  above the price"), a move of a quantity bad to have read the other way ("debt fell" and "cut costs"
+  bullish: `_moved`), plus explicitly signed percentages ("change -0.25%", "-9.7% surprise").
   `stance` = tanh of it, in [-1, 1].
 - `level_score(text, close)`: the direction of technical levels (a moving average against the
   latest close, RSI between 55 and 70 / 30 and 45, the MACD histogram's sign).
@@ -185,24 +184,20 @@ _BAND_WORDS = frozenset(["band", "bound", "bollinger", "channel", "limit"])
 # "upper 150.10 lower 142.41": a level's name right before its value (no %, which makes it a move:
 # "revenue lower 5%"); the tokens drop numbers, so the text is read for it
 _LEVEL_LABEL_RE = re.compile(r"\b(?:lower|higher)(?=\s+\$?\d[\d,]*(?:\.\d+)?(?![\d.,]*%))")
-# A move reads in the direction of what moves: a quantity that is bad to have ("debt fell", "costs are
-# rising", "cut costs", "lower leverage") turns it; a stance noun it moves ("concerns are rising", "losses
-# to rivals are accelerating") carries the view, so a move of the other sign adds nothing. What moves is
-# up to five words before the move in its clause (four for a quantity: "leverage is 5x and rising"; a stance
-# noun right before the move or its verb: not "a lackluster session, mostly higher"), or a
-# quantity right after it; a transitive move ("lower costs lifted margins") moves only what follows it.
-# Not "up" and "down", which also count items ("news bearish (one up)").
+# A move of a quantity that is bad to have reads the other way: "debt fell", "costs are lower", "cut
+# costs", "lower leverage" are good news (`_moved`). Only a quantity the move is said of: its subject
+# right before it (or before its copula: "costs are rising"), or its object right after it. Not a
+# judgement of the quantity ("churn improved", "debt metrics are deteriorating": the judgement reads
+# as said), nor "up" and "down", which also count items ("news bearish (one up)").
 _MOVES = frozenset("""
-higher lower rises rose rising falls fell falling climbs climbed climbing declines declined decline drops
-dropped jumps jumped surge surges surged soar soars soared plunge plunges plunged tumbles tumbled slump slumps slumped
-sinks sank slides slid grows grew expands expanded expanding accelerates accelerated accelerating slowing slowed
-improves improved improving deteriorating deteriorates weakening weakened eroding eroded shrinks gains gained lifts
-lifted boosts boosted collapsed plummeted plummets tanked cuts cut lowers lowered raises raised raise slashes
+higher lower rises rose falls fell declines declined decline drops dropped jumps jumped surge surges surged soar soars
+soared plunge plunges plunged tumbles tumbled slump slumps slumped sinks sank slides slid grows grew expands expanded
+accelerates accelerated slowing slowed shrinks collapsed plummeted plummets tanked climbs climbed cuts cut lowers
+lowered raises raised raise slashes
 """.split())  # noqa: SIM905
-_TRANSITIVE_MOVES = frozenset(["lifts", "lifted", "boosts", "boosted", "cuts", "cut", "lowers", "lowered", "raises",
-                               "raised", "raise", "slashes"])
+_TRANSITIVE_MOVES = frozenset(["cuts", "cut", "lowers", "lowered", "raises", "raised", "raise", "slashes"])
 _INVERSE_NOUNS = frozenset(["debt", "costs", "cost", "expenses", "expense", "churn", "leverage", "inventory",
-                            "inventories", "delinquencies", "volatility", "burn", "unemployment"])
+                            "inventories", "delinquencies", "volatility", "unemployment", "burn"])
 _DETERMINERS = frozenset(["its", "the", "their", "our", "his", "her"])
 _COPULAS = frozenset(["is", "are", "was", "were", "be", "been", "has", "have", "had", "keep", "keeps", "kept",
                       "remain", "remains", "continue", "continues"])
@@ -329,8 +324,7 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
     sentence_of = _parts_of(low, len(words), _SENTENCE_END_RE) if _SENTENCE_END_RE.search(low) and not \
         NEGATIONS.isdisjoint(words) else None
     clause_of = _parts_of(low, len(words), _CLAUSE_PUNCT_RE) if not _TURNERS.isdisjoint(words) or not \
-        _ACTION_TURNERS.isdisjoint(words) or not _IDIOM_TOKENS.isdisjoint(words) or (
-        not _MOVES.isdisjoint(words) and len(words) > 1) else None
+        _ACTION_TURNERS.isdisjoint(words) or not _IDIOM_TOKENS.isdisjoint(words) else None
     turned, restated = _turned_positions(words, clause_of) if clause_of is not None and not _TURNERS.isdisjoint(
         words) else (frozenset(), {})
     asked, answers = _asked(low, len(words)) if "?" in low else (None, frozenset())
@@ -364,16 +358,14 @@ def stance_cues(text: str) -> tuple[tuple[str, float], ...]:
             continue  # "I would rather load up than sell": the action declined
         window = [k for k in range(max(0, i - 3), i) if sentence_of is None or sentence_of[k] == sentence_of[i]]
         before = [words[k] for k in window]
-        if any(words[k] in NEGATIONS and words[k + 1] not in _NOT_NEGATING_NEAR and k not in answers
+        if any(words[k] in NEGATIONS and words[k + 1] not in _NOT_NEGATING_AFTER and k not in answers
                for k in window) or any(
                 pair in _NEGATING_PAIRS and k not in answers for k, pair in zip(window, zip(before, before[1:], strict=False), strict=False)):
             weight = -weight  # "no doubt, bullish", "Far from it. Sell.", "why not buy?" negate nothing
         if i in turned:
             weight = -weight
         if w in _MOVES and len(words) > 1:
-            weight *= _moved(words, i, clause_of)
-            if not weight:
-                continue
+            weight *= _moved(words, i)
         if w in _ACTION_TOKENS and any(words[k] in _ACTION_TURNERS and (clause_of is None or clause_of[k] == clause_of[i])
                                        for k in window[-2:]):
             weight = -weight  # "argues against owning it", "avoid buying it"; not "against this, selling"
@@ -503,29 +495,13 @@ def _turned_positions(words: Sequence[str], clause_of: Sequence[int]) -> tuple[f
     return frozenset(turned), restated
 
 
-def _moved(words: Sequence[str], i: int, clause_of: Sequence[int] | None) -> float:
-    """The factor of the move cue at i from what moves (see _MOVES): -1 for a quantity bad to have, 0 when
-    a stance noun of the other sign moves, else 1."""
-    sign, subject = LEXICON[words[i]], words[i] not in _TRANSITIVE_MOVES
-    verb = i > 0 and words[i - 1] in _COPULAS
-    for j in range(i - 1, max(-1, i - 6) if subject else i, -1):
-        if (clause_of is not None and clause_of[j] != clause_of[i]) or words[j] in _CLAUSE_END:
-            break
-        if words[j] in _INVERSE_NOUNS:
-            return -1.0 if j >= i - 4 else 1.0
-        if words[j] == "and":
-            subject = False  # "shares fell and risks are rising": the stance noun joined before is not it
-        if words[j] in _MOVES or words[j] in _ACTION_TOKENS:
-            break
-        weight = (LEXICON.get(words[j].replace("_", " ")) if "_" in words[j] else LEXICON.get(words[j]))
-        if weight and subject and (verb or j == i - 1):
-            return 0.0 if weight * sign < 0 else 1.0
-        if weight:
-            break
-    k = i + 1 if i + 1 < len(words) and words[i + 1] not in _DETERMINERS else i + 2
-    if k < len(words) and words[k] in _INVERSE_NOUNS and (clause_of is None or clause_of[k] == clause_of[i]):
+def _moved(words: Sequence[str], i: int) -> float:
+    """-1 when the move cue at i is said of a quantity bad to have (see _MOVES), else 1."""
+    if words[i] not in _TRANSITIVE_MOVES and i and (words[i - 1] in _INVERSE_NOUNS or (
+            i > 1 and words[i - 1] in _COPULAS and words[i - 2] in _INVERSE_NOUNS)):
         return -1.0
-    return 1.0
+    k = i + 2 if i + 2 < len(words) and words[i + 1] in _DETERMINERS else i + 1
+    return -1.0 if k < len(words) and words[k] in _INVERSE_NOUNS else 1.0
 
 
 def _outweighed_reach(words: Sequence[str], i: int, clause_of: Sequence[int]) -> Iterable[int]:
@@ -689,8 +665,6 @@ _WHY_NOT_RE = re.compile(r"(?:^|(?<=[.;:!?(]))(\s*why) (?:not|[a-z]+n't(?= (?:yo
                          r"(?![^.;:!?]*\binstead\b)(?=[^.;:!?]*\?\s*$)")
 # negation words that negate no view: "not only ... but", "no doubt", "not least"
 _NOT_NEGATING_AFTER = frozenset(["only", "just", "merely", "least", "doubt", "question", "wonder", "surprise"])
-# ... nor, for a cue within its window, "after" ("Safe? Not after this cash burn": the burn is said, not denied)
-_NOT_NEGATING_NEAR = _NOT_NEGATING_AFTER | frozenset(["after"])
 _IRONY_RE = re.compile(
     r"(?:^|[.;:!?]\s*|\(\s*)(?:sure|yeah|oh|right|riiight|suuure)\s*[,!]"
     r"|\b(?:if|as long as|provided|assuming) (?:you|one|we) (?:ignore|ignores|overlook|overlooks|disregard|forget"
