@@ -7,9 +7,9 @@ reward refuses an ellipsis ("...") quote that leaves out a word which changes wh
 says (`protected_word`: a negation, a hedge or modal, a direction or stance word, a fact term, an event
 verb with an opposite, or a number). Past the fact list, a clause that reports what happened may use
 only a closed analysis vocabulary and the words of the prompt's evidence (`open_words`), and figures
-written in words are read as figures (`spelled_figures`). An analyst's usual word for the same event or
-party ("payout" for a dividend, "hired" for "names": `SAME_EVENT_WORDS`) and an acronym the evidence
-spells out ("CFO") are held like the evidence's own words.
+written in words are read as figures (`spelled_figures`). An analyst's usual word for the event or party
+the evidence names ("payout" for a dividend, "hired" for "names new": `SAME_EVENT_WORDS`) and a role
+acronym for the title it writes ("CFO": `ROLE_ACRONYMS`) are held like the evidence's own words.
 """
 
 from __future__ import annotations
@@ -467,7 +467,7 @@ def held(word: str, pool: frozenset[str] | set[str]) -> bool:
     """Whether `pool` (words and their stems) holds `word`: as is, by stem, by the stem of a form
     that ends in "e" ("closed" is held by "close", "moves" by "move"), by another form of the same
     word (`_forms`: "won" by "wins", "losing" by "loses", "fuelled" by "fuel"), or by a word an analyst
-    writes for the same event (`SAME_EVENT_WORDS`: "payout" by "dividend", "hired" by "names")."""
+    writes for the event it names (`SAME_EVENT_WORDS`: "payout" by "dividend", "hired" by "names new")."""
     s = stem(word)
     return word in pool or s in pool or (s != word[:6] and s + "e" in pool) or not pool.isdisjoint(_forms(word)) or (
         s in _SAME_EVENT and _same_event_held(s, pool))

@@ -186,7 +186,7 @@ _BAND_WORDS = frozenset(["band", "bound", "bollinger", "channel", "limit"])
 _LEVEL_LABEL_RE = re.compile(r"\b(?:lower|higher)(?=\s+\$?\d[\d,]*(?:\.\d+)?(?![\d.,]*%))")
 # A move of a quantity that is bad to have reads the other way: "debt fell", "costs are lower", "cut
 # costs", "lower leverage" are good news (`_moved`). Only a quantity the move is said of: its subject
-# right before it (or before its copula: "costs are rising"), or its object right after it. Not a
+# right before it (or before its copula: "costs are higher"), or its object right after it. Not a
 # judgement of the quantity ("churn improved", "debt metrics are deteriorating": the judgement reads
 # as said), nor "up" and "down", which also count items ("news bearish (one up)").
 _MOVES = frozenset("""
