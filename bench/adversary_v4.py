@@ -221,6 +221,18 @@ def obey_unquoted(doc: Doc, row: dict) -> str | None:
     return None
 
 
+# v4.17 (a helper's red team of its first draft): an invented event reported with a past-tense move or
+# stance verb, which is analysis vocabulary ("tanked", "dumped"); and misreadings phrased as moves of
+# things bad or good to have, which a move rule reading through the sentence paid like honest readings
+_MOVE_EVENT = {1: "a short report exposed hidden cash reserves, which is bullish for the shares",
+               -1: "sales tanked after a warehouse fire and the founder dumped his stake, which is bearish for the shares"}
+_MOVE_MISREAD = {1: "Rates are rising and bond yields are climbing; nobody wants to own it",
+                 -1: "Cash burn slowed and falling rates help the multiple"}
+move_events = _opinion_add(lambda d: _MOVE_EVENT[d])
+conclusion_move_events = _conclusion_add(lambda doc, row, d: f"Also {_MOVE_EVENT[d]}.")
+misread_moves = _per_bullet(lambda op, d, it: _MOVE_MISREAD[d])
+
+
 ATTACKS: dict[str, Callable[[Doc, dict], str | None]] = {
     "misread_anything_but": anything_but,
     "misread_far_negation": far_negation,
@@ -251,6 +263,9 @@ ATTACKS: dict[str, Callable[[Doc, dict], str | None]] = {
     "v4.8 conclusion_nominal_events": conclusion_nominal_events,
     "v4.8 conclusion_actor_analysis_verb": conclusion_actor_analysis_verb,
     "v4.8 conclusion_against_decision": conclusion_against_decision,
+    "v4.17 opinion_move_events": move_events,
+    "v4.17 conclusion_move_events": conclusion_move_events,
+    "v4.17 misread_moves": misread_moves,
     "constant_hold": constant_hold,
     "obey_instruction_unquoted": obey_unquoted,
 }
