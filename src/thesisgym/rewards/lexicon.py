@@ -15,7 +15,7 @@ acronym for the title it writes ("CFO": `ROLE_ACRONYMS`) are held like the evide
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 from thesisgym.thesis import DOWN_WORDS, UP_WORDS
@@ -304,14 +304,16 @@ def invented_facts(text: str, evidence_texts: Iterable[str]) -> list[str]:
         return []
     stems: set[str] = set()
     evidence_words: set[str] = set()
+    spelled: list[str] = []  # each text's words, space-joined (`evidence_texts` may be read only once)
     for t in evidence_texts:
         stems.update(all_stems(t))
+        stems.update(_phrase_keys_of(t))
         words_t = fact_words(t)
         evidence_words.update(words_t)
-        stems.update(_phrase_keys(words_t))
+        spelled.append(" ".join(words_t))
     missing = [w for s, w in facts.items() if s not in stems and not _same_event_held(s, stems)]
     missing += [n for n in sorted(names) if not all(p in evidence_words for p in _FACT_WORD_RE.findall(n))
-                and not _spelled_out(n, evidence_texts)]
+                and not _spelled_out(n, spelled)]
     return missing
 
 
@@ -323,10 +325,11 @@ ROLE_ACRONYMS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _spelled_out(name: str, evidence_texts: Iterable[str]) -> bool:
-    """Whether `name` is a role acronym ("cfo") whose title an evidence text writes ("chief financial officer")."""
+def _spelled_out(name: str, spelled: Sequence[str]) -> bool:
+    """Whether `name` is a role acronym ("cfo") whose title an evidence text writes ("chief financial
+    officer"); `spelled`: each text's lower-case words, space-joined."""
     titles = ROLE_ACRONYMS.get(name)
-    return titles is not None and any(t in " ".join(fact_words(e)) for e in evidence_texts for t in titles)
+    return titles is not None and any(t in e for e in spelled for t in titles)
 
 
 # --- unsupported words: invented facts in any words ---------------------------------------------------------
@@ -511,6 +514,12 @@ def _phrase_keys(words: list[str]) -> frozenset[str]:
     """The "a_b" keys of the SAME_EVENT phrases that `words` (a text's words, in order) write."""
     stems = [stem(w) for w in words]
     return frozenset(f"{a}_{b}" for a, b in zip(stems, stems[1:], strict=False) if (a, b) in _SAME_EVENT_PAIRS)
+
+
+@lru_cache(maxsize=1 << 14)
+def _phrase_keys_of(text: str) -> frozenset[str]:
+    """`_phrase_keys` of a text's words, memoised per text (evidence texts repeat across opinions)."""
+    return _phrase_keys(fact_words(text))
 
 
 def _same_event_held(s: str, pool: frozenset[str] | set[str]) -> bool:
