@@ -18,6 +18,7 @@ from thesisgym.evaluate.policies import (
     HFPolicy,
     JsonlPolicy,
     OpenAIPolicy,
+    RememberingPolicy,
     confusion_matrix,
     decision_of,
     reasoning_metrics,
@@ -313,6 +314,72 @@ def test_hf_policy_generates_one_completion_per_row_deterministically(tiny_model
     # left padding: a row's output does not depend on its batch neighbours
     assert pol.decide(rows[2:3]) == a[2:3]
     assert decision_of(a[0]) == INVALID  # an untrained model writes no thesis; scored as invalid
+
+
+def _tiny_drafts_setup(tiny_model_dir, **policy):
+    pol = HFPolicy(tiny_model_dir, max_new_tokens=12, batch_size=2, temperature=0.0, device="cpu", use_vllm=False,
+                   **policy)
+    rows = [_row(), _row(ticker="BBB"), _row(ticker="CCCC"), _row(asof="2024-01-05")]
+    return pol, rows, pol.decide(rows)
+
+
+def _decoding_steps(pol) -> list[int]:
+    """A counter of the model's own forward calls: one per decoded token of a batch (a draft is checked
+    through the backbone, outside it)."""
+    steps = [0]
+    pol._model.register_forward_hook(lambda *_: steps.__setitem__(0, steps[0] + 1))
+    return steps
+
+
+def test_greedy_decoding_from_drafts_gives_the_plain_theses_and_skips_decoding_what_it_checks(tiny_model_dir):
+    """Right, empty, cut, wrong-in-the-middle and unrelated drafts all give the same greedy theses as plain
+    decoding; the right drafts leave almost nothing to decode."""
+    pol, rows, plain = _tiny_drafts_setup(tiny_model_dir)
+    steps = _decoding_steps(pol)
+    assert pol.decide(rows) == plain
+    plain_steps, steps[0] = steps[0], 0
+    assert pol.decide(rows, drafts=plain) == plain
+    # the random model's text does not re-tokenize into the tokens it wrote: decoding resumes where they part
+    assert steps[0] < plain_steps / 2
+    tok = pol._tok
+    ids = [tok(t, add_special_tokens=False)["input_ids"] for t in plain]
+    cut = [tok.decode(i[:len(i) // 2]) for i in ids]
+    wrong = [tok.decode([*i[:3], (i[3] + 1) % len(tok), *i[4:]]) for i in ids]
+    for drafts in (["", "", "", ""], cut, wrong, plain[::-1], [p + " and more" for p in plain]):
+        assert pol.decide(rows, drafts=drafts) == plain
+    with pytest.raises(ValueError, match="4 drafts for 3"):
+        pol.decide(rows[:3], drafts=plain)
+
+
+def test_drafts_are_not_checked_where_greedy_is_not_the_plain_argmax(tiny_model_dir):
+    """A generation config with a repetition penalty changes the greedy pick: decode as without drafts."""
+    pol, rows, _ = _tiny_drafts_setup(tiny_model_dir)
+    pol._model.generation_config.repetition_penalty = 1.5
+    try:
+        steps = _decoding_steps(pol)
+        penalised = pol.decide(rows)
+        plain_steps, steps[0] = steps[0], 0
+        assert pol.decide(rows, drafts=penalised) == penalised and steps[0] == plain_steps
+    finally:
+        pol._model.generation_config.repetition_penalty = 1.0
+
+
+def test_remembering_policy_passes_drafts_for_the_rows_it_has_not_written():
+    class Inner:
+        name = "inner"
+        seen: list = []
+
+        def decide(self, rows, drafts=None):
+            self.seen.append(drafts)
+            return [f"thesis {r['ticker']}" for r in rows]
+
+    pol = RememberingPolicy(Inner())
+    rows = [_row(), _row(ticker="BBB")]
+    assert pol.decide(rows[:1]) == ["thesis AAA"]
+    assert pol.decide(rows, drafts=["draft A", "draft B"]) == ["thesis AAA", "thesis BBB"]
+    assert Inner.seen == [None, ["draft B"]]
+    with pytest.raises(ValueError, match="1 drafts for 2 rows"):
+        pol.decide(rows, drafts=["x"])
 
 
 def test_hf_policy_without_prompt_raises(tiny_model_dir):

@@ -215,7 +215,9 @@ class HFPolicy:
         outs = self._model.generate(self._prompt_texts(rows, tok), params)
         return [o.outputs[0].text for o in outs]
 
-    def decide(self, rows: Sequence[dict]) -> list[str]:
+    def decide(self, rows: Sequence[dict], *, drafts: Sequence[str] | None = None) -> list[str]:
+        """One thesis per row. `drafts` (one per row, e.g. a parent checkpoint's theses) speed up greedy
+        decoding with transformers (`thesisgym.train.generation.generate_texts`); vLLM ignores them."""
         if self._want_vllm():
             return self._decide_vllm(rows)
         import torch
@@ -234,7 +236,8 @@ class HFPolicy:
             device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
             self._model = model.to(device).eval()
         return generate_theses(self._model, self._tok, rows, max_new_tokens=self.max_new_tokens,
-                               temperature=self.temperature, batch_size=self.batch_size, seed=self.seed)
+                               temperature=self.temperature, batch_size=self.batch_size, seed=self.seed,
+                               drafts=drafts)
 
 
 class RememberingPolicy:
@@ -250,11 +253,17 @@ class RememberingPolicy:
     def _key(row: dict) -> str:
         return json.dumps(row.get("prompt"), sort_keys=True, default=str)
 
-    def decide(self, rows: Sequence[dict]) -> list[str]:
+    def decide(self, rows: Sequence[dict], *, drafts: Sequence[str] | None = None) -> list[str]:
+        """`drafts` (one per row) go to the inner policy for the rows it has not written yet."""
+        if drafts is not None and len(drafts) != len(rows):
+            raise ValueError(f"drafts: {len(drafts)} drafts for {len(rows)} rows (one per row)")
         keys = [self._key(r) for r in rows]
-        todo = {k: r for k, r in zip(keys, rows, strict=True) if k not in self._theses}
+        todo = {k: i for i, k in enumerate(keys) if k not in self._theses}
         if todo:
-            self._theses.update(zip(todo, self.inner.decide(list(todo.values())), strict=True))
+            new_rows = [rows[i] for i in todo.values()]
+            written = (self.inner.decide(new_rows) if drafts is None
+                       else self.inner.decide(new_rows, drafts=[drafts[i] for i in todo.values()]))
+            self._theses.update(zip(todo, written, strict=True))
         return [self._theses[k] for k in keys]
 
     def reseeded(self, seed: int) -> Any:

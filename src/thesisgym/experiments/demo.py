@@ -474,7 +474,9 @@ def compare_checkpoints(policies: dict, rows: list[dict], config: DemoConfig, ou
     from thesisgym.evaluate.stats import rate_block
     from thesisgym.experiments import change_table, format_change_table, score_with_s
 
-    written = {name: policy.decide(rows) for name, policy in policies.items()}
+    # GRPO's greedy theses decode from SFT's as drafts: a few GRPO steps leave most of them as they were
+    written = {"sft": policies["sft"].decide(rows)}
+    written["grpo"] = policies["grpo"].decide(rows, drafts=written["sft"])
     scored = {name: score_with_s(theses, rows) for name, theses in written.items()}
     changes = change_table(scored["sft"], scored["grpo"], total=DEMO_REWARDS, seed=config.seed)
     # the skill a constant cannot fake (IC, market-neutral book), paired by date

@@ -13,7 +13,8 @@ outermost autocast exits, so every decoded token re-cast all 135M weights.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 __all__ = ["bf16_pays_off", "cast_weights_once_per_generate", "generate_texts", "generate_theses"]
@@ -66,50 +67,178 @@ def cast_weights_once_per_generate(trainer: Any) -> bool:
 
 
 def generate_theses(model: Any, tokenizer: Any, rows: Sequence[dict], *, max_new_tokens: int = 384,
-                    temperature: float = 0.0, batch_size: int = 16, seed: int = 0) -> list[str]:
+                    temperature: float = 0.0, batch_size: int = 16, seed: int = 0,
+                    drafts: Sequence[str] | None = None) -> list[str]:
     """One completion per row (in the rows' order); the model's train/eval mode is restored.
 
     Greedy when `temperature` is 0, else seeded sampling (seed + the batch's first sorted position).
-    Rows need a chat `prompt`, or a `prompt_text` for a tokenizer without a chat template.
+    Rows need a chat `prompt`, or a `prompt_text` for a tokenizer without a chat template. `drafts`:
+    see `generate_texts`.
     """
     texts = [_prompt_text(tokenizer, row, i) for i, row in enumerate(rows)]
     return generate_texts(model, tokenizer, texts, max_new_tokens=max_new_tokens, temperature=temperature,
-                          batch_size=batch_size, seed=seed, templated=bool(getattr(tokenizer, "chat_template", None)))
+                          batch_size=batch_size, seed=seed, templated=bool(getattr(tokenizer, "chat_template", None)),
+                          drafts=drafts)
 
 
 def generate_texts(model: Any, tokenizer: Any, texts: Sequence[str], *, max_new_tokens: int = 384,
                    temperature: float = 0.0, batch_size: int = 16, seed: int = 0, templated: bool = True,
-                   skip_special_tokens: bool = True) -> list[str]:
+                   skip_special_tokens: bool = True, drafts: Sequence[str] | None = None) -> list[str]:
     """The continuation of each rendered prompt text, in order (see `generate_theses`).
 
     `templated`: the texts were rendered by a chat template (it wrote the special tokens already).
+    `drafts`: one guessed continuation per text (e.g. the theses of the checkpoint this one was trained
+    from). Greedy decoding then checks each draft in one forward pass and decodes only from the first
+    token the model would not have chosen (`_from_drafts`); sampling ignores them.
     """
+    if drafts is not None and len(drafts) != len(texts):
+        raise ValueError(f"drafts: {len(drafts)} drafts for {len(texts)} prompts (one per prompt)")
+    with _decoding(model, tokenizer):
+        if drafts is not None and temperature == 0 and skip_special_tokens and _checks_drafts(model):
+            return _from_drafts(model, tokenizer, texts, drafts, max_new_tokens=max_new_tokens,
+                                batch_size=batch_size, templated=templated)
+        return _in_batches(model, tokenizer, texts, max_new_tokens=max_new_tokens, temperature=temperature,
+                           batch_size=batch_size, seed=seed, templated=templated,
+                           skip_special_tokens=skip_special_tokens)
+
+
+@contextmanager
+def _decoding(model: Any, tokenizer: Any) -> Iterator[None]:
+    """Eval mode, left padding, no gradients and bf16 autocast where it pays (`bf16_pays_off`); the model's
+    mode and the tokenizer's padding side are restored."""
     import torch
 
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    gen: dict[str, Any] = {"max_new_tokens": max_new_tokens, "pad_token_id": tokenizer.pad_token_id,
-                           "eos_token_id": tokenizer.eos_token_id, "use_cache": True}  # trainers switch it off
-    gen.update(do_sample=True, temperature=temperature, top_k=0) if temperature > 0 else gen.update(do_sample=False)
     was_training, side = model.training, tokenizer.padding_side
     model.eval()
     tokenizer.padding_side = "left"
-    out: list[str] = [""] * len(texts)
     try:
         with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16_pays_off(model)):
-            for lo in range(0, len(order), batch_size):
-                idx = order[lo:lo + batch_size]
-                torch.manual_seed(seed + lo)
-                batch = tokenizer([texts[i] for i in idx], return_tensors="pt", padding=True,
-                                  add_special_tokens=not templated)
-                batch = {k: v.to(model.device) for k, v in batch.items()}
-                ids = model.generate(**batch, **gen)
-                new = tokenizer.batch_decode(ids[:, batch["input_ids"].shape[1]:],
-                                             skip_special_tokens=skip_special_tokens)
-                for i, text in zip(idx, new, strict=True):
-                    out[i] = text
+            yield
     finally:
         tokenizer.padding_side = side
         model.train(was_training)
+
+
+def _generate_kwargs(tokenizer: Any, max_new_tokens: int, temperature: float) -> dict[str, Any]:
+    gen: dict[str, Any] = {"max_new_tokens": max_new_tokens, "pad_token_id": tokenizer.pad_token_id,
+                           "eos_token_id": tokenizer.eos_token_id, "use_cache": True}  # trainers switch it off
+    gen.update(do_sample=True, temperature=temperature, top_k=0) if temperature > 0 else gen.update(do_sample=False)
+    return gen
+
+
+def _in_batches(model: Any, tokenizer: Any, texts: Sequence[str], *, max_new_tokens: int, temperature: float,
+                batch_size: int, seed: int, templated: bool, skip_special_tokens: bool) -> list[str]:
+    import torch
+
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    gen = _generate_kwargs(tokenizer, max_new_tokens, temperature)
+    out: list[str] = [""] * len(texts)
+    for lo in range(0, len(order), batch_size):
+        idx = order[lo:lo + batch_size]
+        torch.manual_seed(seed + lo)
+        batch = tokenizer([texts[i] for i in idx], return_tensors="pt", padding=True,
+                          add_special_tokens=not templated)
+        batch = {k: v.to(model.device) for k, v in batch.items()}
+        ids = model.generate(**batch, **gen)
+        new = tokenizer.batch_decode(ids[:, batch["input_ids"].shape[1]:], skip_special_tokens=skip_special_tokens)
+        for i, text in zip(idx, new, strict=True):
+            out[i] = text
+    return out
+
+
+# generation settings that change which token greedy decoding picks: a draft is checked by the plain
+# argmax of the logits, so a model whose generation config sets any of them decodes without drafts
+_PROCESSED = ("repetition_penalty", "encoder_repetition_penalty", "no_repeat_ngram_size", "bad_words_ids",
+              "suppress_tokens", "begin_suppress_tokens", "sequence_bias", "forced_bos_token_id",
+              "forced_eos_token_id", "min_new_tokens", "min_length", "exponential_decay_length_penalty")
+
+
+def _checks_drafts(model: Any) -> bool:
+    """Whether drafts can be checked on `model`: a causal LM with a separate backbone and output head
+    (a PEFT wrapper has neither) whose greedy pick is the plain argmax of its logits."""
+    backbone = getattr(model, "base_model", model)
+    if backbone is model or model.get_output_embeddings() is None:
+        return False
+    config = getattr(model, "generation_config", None)
+    return all(getattr(config, name, None) in (None, 0, 1.0, [], {}) for name in _PROCESSED)
+
+
+def _from_drafts(model: Any, tokenizer: Any, texts: Sequence[str], drafts: Sequence[str], *, max_new_tokens: int,
+                 batch_size: int, templated: bool) -> list[str]:
+    """Greedy continuations that start from drafts: each draft's tokens are checked against the model's
+    own greedy picks in one teacher-forced pass; the checked prefix and the model's first differing token
+    are kept and decoding goes on from there (a draft checked to its end of turn is the answer).
+
+    After a few GRPO steps most theses are the SFT checkpoint's, token for token: its theses as drafts
+    skip most decoding (docs/training.md, 5r). The result is greedy decoding of this model, but the
+    teacher-forced pass sums in another order than decoding one token at a time, so a near tie may break
+    the other way than `_in_batches` would break it, as a different batch can.
+    """
+    eos = tokenizer.eos_token_id
+    prompts = [tokenizer(t, add_special_tokens=not templated)["input_ids"] for t in texts]
+    guesses = [tokenizer(d, add_special_tokens=False)["input_ids"][:max_new_tokens] for d in drafts]
+    guesses = [g + [eos] if len(g) < max_new_tokens else g for g in guesses]
+    picks = _greedy_picks(model, tokenizer, prompts, guesses, batch_size=batch_size)
+    done: dict[int, list[int]] = {}
+    todo: dict[int, list[int]] = {}
+    for i, (guess, pick) in enumerate(zip(guesses, picks, strict=True)):
+        agree = next((t for t, (a, b) in enumerate(zip(guess, pick, strict=True)) if a != b), len(guess))
+        kept = guess[:agree] if agree == len(guess) else [*guess[:agree], pick[agree]]
+        if kept and kept[-1] == eos:
+            done[i] = kept[:-1]
+        elif len(kept) >= max_new_tokens:
+            done[i] = kept
+        else:
+            todo[i] = kept
+    if todo:
+        rest = _continue(model, tokenizer, [prompts[i] + todo[i] for i in todo],
+                         [max_new_tokens - len(todo[i]) for i in todo], batch_size=batch_size)
+        done.update({i: todo[i] + more for i, more in zip(todo, rest, strict=True)})
+    return [tokenizer.decode(done[i], skip_special_tokens=True) for i in range(len(texts))]
+
+
+def _greedy_picks(model: Any, tokenizer: Any, prompts: list[list[int]], guesses: list[list[int]], *,
+                  batch_size: int) -> list[list[int]]:
+    """For each row, the model's greedy token at every position of its guess, given the prompt and the
+    guess before it: one teacher-forced pass of the backbone per batch (right-padded, so positions count
+    from each row's start), the output head only on the guessed positions."""
+    import torch
+
+    backbone, head = model.base_model, model.get_output_embeddings()
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]) + len(guesses[i]))
+    picks: list[list[int]] = [[] for _ in prompts]
+    for lo in range(0, len(order), batch_size):
+        idx = order[lo:lo + batch_size]
+        seqs = [prompts[i] + guesses[i] for i in idx]
+        ids = torch.full((len(idx), max(map(len, seqs))), pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for row, seq in enumerate(seqs):
+            ids[row, :len(seq)] = torch.tensor(seq)
+            mask[row, :len(seq)] = 1
+        hidden = backbone(input_ids=ids.to(model.device), attention_mask=mask.to(model.device)).last_hidden_state
+        for row, i in enumerate(idx):
+            start = len(prompts[i]) - 1  # the position whose output is the guess's first token
+            picks[i] = head(hidden[row, start:start + len(guesses[i])]).argmax(-1).tolist()
+    return picks
+
+
+def _continue(model: Any, tokenizer: Any, prefixes: list[list[int]], budgets: list[int], *,
+              batch_size: int) -> list[list[int]]:
+    """Greedy decoding from token prefixes, each up to its own budget of new tokens (a batch decodes to
+    its largest budget; greedy decoding is causal, so cutting a row at its budget is exact)."""
+    gen = _generate_kwargs(tokenizer, 0, 0.0)
+    order = sorted(range(len(prefixes)), key=lambda i: len(prefixes[i]))
+    out: list[list[int]] = [[] for _ in prefixes]
+    for lo in range(0, len(order), batch_size):
+        idx = order[lo:lo + batch_size]
+        batch = tokenizer.pad({"input_ids": [prefixes[i] for i in idx]}, return_tensors="pt", padding=True)
+        batch = {k: v.to(model.device) for k, v in batch.items()}
+        gen["max_new_tokens"] = max(budgets[i] for i in idx)
+        new = model.generate(**batch, **gen)[:, batch["input_ids"].shape[1]:].tolist()
+        for i, tokens in zip(idx, new, strict=True):
+            tokens = tokens[:budgets[i]]
+            out[i] = tokens[:tokens.index(tokenizer.eos_token_id)] if tokenizer.eos_token_id in tokens else tokens
     return out
 
 
