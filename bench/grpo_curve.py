@@ -40,16 +40,18 @@ from thesisgym.experiments.compare import (
 CURVE_KEYS = ("decision", "grounding", "hallucination_rate", "evidence")
 
 
-def score_checkpoint(model: Path, rows: list[dict], config: D.DemoConfig, majority: str | None) -> dict:
-    """Every figure of one checkpoint on `rows`: reward means with intervals, then the decision skill."""
-    theses = D.generate_for(model, rows, config)
+def score_checkpoint(model: Path, rows: list[dict], config: D.DemoConfig, majority: str | None, *,
+                     drafts: list[str] | None = None) -> tuple[dict, list[str]]:
+    """(every figure of one checkpoint on `rows`: reward means with intervals, then the decision skill;
+    its theses). `drafts`: the previous checkpoint's theses, to decode from (generation.generate_texts)."""
+    theses = D.generate_for(model, rows, config, drafts=drafts)
     scored = with_row_fields(score_with_s(theses, rows), rows)
     out: dict = {"skill": decision_skill(scored, majority=majority, seed=config.seed)}
     for key in CURVE_KEYS:
         vals = [float(s[key]) for s in scored if isinstance(s.get(key), (int, float)) and math.isfinite(s[key])]
         m, lo, hi, n = mean_ci(vals, seed=config.seed)
         out[key] = {"mean": m, "lo": lo, "hi": hi, "n": n} if n else None
-    return out
+    return out, theses
 
 
 def run_seed(demo_out: Path, seed: int, args: argparse.Namespace, config: D.DemoConfig) -> list[tuple[int, Path]]:
@@ -133,13 +135,15 @@ def main() -> int:
     rows = D.rows_by_date(splits["test"], args.rows, per_date=config.eval_per_date)
     majority = train_majority(splits["train"])
     t0 = time.perf_counter()
-    start = score_checkpoint(args.demo_out / "sft" / "final", rows, config, majority)
+    start, start_theses = score_checkpoint(args.demo_out / "sft" / "final", rows, config, majority)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     points = [{"seed": s, "step": 0, **start} for s in seeds]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     for seed in seeds:
+        theses = start_theses
         for step, ckpt in run_seed(args.demo_out, seed, args, config):
-            points.append({"seed": seed, "step": step, **score_checkpoint(ckpt, rows, config, majority)})
+            figures, theses = score_checkpoint(ckpt, rows, config, majority, drafts=theses)
+            points.append({"seed": seed, "step": step, **figures})
             shutil.rmtree(ckpt)
             print(f"seed {seed} step {step}: decision {points[-1]['decision']['mean']:.3f}, "
                   f"IC {points[-1]['skill'].get('ic', math.nan):.3f}, grounding {points[-1]['grounding']['mean']:.3f} "

@@ -441,9 +441,11 @@ def demo_policy(model_path: Path, config: DemoConfig, *, name: str) -> Any:
                                       temperature=config.eval_temperature, seed=config.seed, name=name))
 
 
-def generate_for(model_path: Path, rows: list[dict], config: DemoConfig) -> list[str]:
-    """Theses from a saved checkpoint with the demo's decoding (greedy by default; seeded sampling otherwise)."""
-    return demo_policy(model_path, config, name=Path(model_path).name).decide(rows)
+def generate_for(model_path: Path, rows: list[dict], config: DemoConfig, *,
+                 drafts: list[str] | None = None) -> list[str]:
+    """Theses from a saved checkpoint with the demo's decoding (greedy by default; seeded sampling otherwise).
+    `drafts`: a nearby checkpoint's theses for the same rows, to decode greedy theses faster."""
+    return demo_policy(model_path, config, name=Path(model_path).name).decide(rows, drafts=drafts)
 
 
 def learnability(splits: dict, config: DemoConfig, out: Path, *, log: Callable[[str], None] = print) -> dict:

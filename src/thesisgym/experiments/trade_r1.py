@@ -169,12 +169,16 @@ def run_trade_r1(config: TradeR1Config, *, log: Callable[[str], None] = print, p
     log("    eval rows: " + ", ".join(f"{k} {len(v)}" for k, v in sets.items()))
 
     start = out / "arms" / START_ARM / "metrics.json"  # the baseline every arm's change is read against
-    if not start.exists():
+    start_theses = start.with_name("theses.json")  # each arm's greedy theses decode from these as drafts
+    if not start.exists() or not start_theses.exists():
+        scored, theses = _score_sets(sft_final, sets, demo, store_a, store_b, START_ARM)
         res = {"arm": START_ARM, "seed": config.seed, "in_sample_reward": math.nan, "train_majority": majority,
-               **_score_sets(sft_final, sets, demo, store_a, store_b, START_ARM)}
+               **scored}
         start.parent.mkdir(parents=True, exist_ok=True)
         start.write_text(json.dumps(res, default=float))
+        start_theses.write_text(json.dumps(theses))
         log("    the SFT start scored on the held-out sets")
+    drafts = json.loads(start_theses.read_text())
 
     jobs = [(arm, seed) for arm in config.arms for seed in config.seeds]
     with Ticker(len(jobs), "arms x seeds", enabled=progress, unit="runs", print_fn=log) as bar:
@@ -188,8 +192,9 @@ def run_trade_r1(config: TradeR1Config, *, log: Callable[[str], None] = print, p
                 cfg = grpo_config(demo, sft_final, data_a, run_dir / "grpo", arm_rewards(arm), seed=seed)
                 final = run_grpo(cfg, callbacks=[CompactProgress(label=f"{arm} s{seed}", print_fn=log, show_bar=False)])
                 drop_checkpoints(run_dir / "grpo")
+                scored, _ = _score_sets(final, sets, demo, store_a, store_b, arm, drafts=drafts)
                 res: dict[str, Any] = {"arm": arm, "seed": seed, "in_sample_reward": _in_sample(run_dir / "grpo", arm),
-                                       "train_majority": majority, **_score_sets(final, sets, demo, store_a, store_b, arm)}
+                                       "train_majority": majority, **scored}
                 res["seconds"] = round(time.perf_counter() - t_arm, 1)
                 done.write_text(json.dumps(res, default=float))
                 log(f"    {arm} seed {seed}: {res['seconds']:.0f} s")
@@ -203,17 +208,22 @@ def run_trade_r1(config: TradeR1Config, *, log: Callable[[str], None] = print, p
     return summary
 
 
-def _score_sets(model: Path, sets: dict[str, list], demo: Any, store_a: Any, store_b: Any, name: str) -> dict:
-    """Greedy theses of one checkpoint for every held-out set, scored (and A's and B's backtest Sharpe)."""
+def _score_sets(model: Path, sets: dict[str, list], demo: Any, store_a: Any, store_b: Any, name: str, *,
+                drafts: dict[str, list[str]] | None = None) -> tuple[dict, dict[str, list[str]]]:
+    """(greedy theses of one checkpoint for every held-out set, scored, and A's and B's backtest Sharpe;
+    the theses). `drafts`: the SFT start's theses per set, which a GRPO arm's decode from."""
     from thesisgym.experiments.demo import generate_for
 
     res: dict[str, Any] = {}
+    written: dict[str, list[str]] = {}
     for split, rows in sets.items():
-        comps = generate_for(model, rows, demo)
+        guess = (drafts or {}).get(split)
+        comps = written[split] = generate_for(model, rows, demo, drafts=guess if guess and len(guess) == len(rows)
+                                              else None)
         res[split] = with_row_fields(score_with_s(comps, rows), rows)
         if split in ("A", "B"):
             res[f"sharpe_{split}"] = _sharpe(comps, rows, store_a if split == "A" else store_b, name)
-    return res
+    return res, written
 
 
 def _eval_sets(store_a: Any, splits_a: dict, splits_b: dict, n: int) -> dict[str, list]:

@@ -94,7 +94,8 @@ def generate_texts(model: Any, tokenizer: Any, texts: Sequence[str], *, max_new_
     if drafts is not None and len(drafts) != len(texts):
         raise ValueError(f"drafts: {len(drafts)} drafts for {len(texts)} prompts (one per prompt)")
     with _decoding(model, tokenizer):
-        if drafts is not None and temperature == 0 and skip_special_tokens and _checks_drafts(model):
+        if (drafts is not None and temperature == 0 and skip_special_tokens and tokenizer.eos_token_id is not None
+                and _checks_drafts(model)):
             return _from_drafts(model, tokenizer, texts, drafts, max_new_tokens=max_new_tokens,
                                 batch_size=batch_size, templated=templated)
         return _in_batches(model, tokenizer, texts, max_new_tokens=max_new_tokens, temperature=temperature,
@@ -202,21 +203,13 @@ def _greedy_picks(model: Any, tokenizer: Any, prompts: list[list[int]], guesses:
     """For each row, the model's greedy token at every position of its guess, given the prompt and the
     guess before it: one teacher-forced pass of the backbone per batch (right-padded, so positions count
     from each row's start), the output head only on the guessed positions."""
-    import torch
-
     backbone, head = model.base_model, model.get_output_embeddings()
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]) + len(guesses[i]))
     picks: list[list[int]] = [[] for _ in prompts]
     for lo in range(0, len(order), batch_size):
         idx = order[lo:lo + batch_size]
-        seqs = [prompts[i] + guesses[i] for i in idx]
-        ids = torch.full((len(idx), max(map(len, seqs))), pad, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for row, seq in enumerate(seqs):
-            ids[row, :len(seq)] = torch.tensor(seq)
-            mask[row, :len(seq)] = 1
-        hidden = backbone(input_ids=ids.to(model.device), attention_mask=mask.to(model.device)).last_hidden_state
+        batch = _padded([prompts[i] + guesses[i] for i in idx], _pad_id(tokenizer), left=False, device=model.device)
+        hidden = backbone(**batch).last_hidden_state
         for row, i in enumerate(idx):
             start = len(prompts[i]) - 1  # the position whose output is the guess's first token
             picks[i] = head(hidden[row, start:start + len(guesses[i])]).argmax(-1).tolist()
@@ -232,14 +225,32 @@ def _continue(model: Any, tokenizer: Any, prefixes: list[list[int]], budgets: li
     out: list[list[int]] = [[] for _ in prefixes]
     for lo in range(0, len(order), batch_size):
         idx = order[lo:lo + batch_size]
-        batch = tokenizer.pad({"input_ids": [prefixes[i] for i in idx]}, return_tensors="pt", padding=True)
-        batch = {k: v.to(model.device) for k, v in batch.items()}
+        batch = _padded([prefixes[i] for i in idx], _pad_id(tokenizer), left=True, device=model.device)
         gen["max_new_tokens"] = max(budgets[i] for i in idx)
         new = model.generate(**batch, **gen)[:, batch["input_ids"].shape[1]:].tolist()
         for i, tokens in zip(idx, new, strict=True):
             tokens = tokens[:budgets[i]]
             out[i] = tokens[:tokens.index(tokenizer.eos_token_id)] if tokenizer.eos_token_id in tokens else tokens
     return out
+
+
+def _pad_id(tokenizer: Any) -> int:
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+
+def _padded(seqs: list[list[int]], pad: int, *, left: bool, device: Any) -> dict[str, Any]:
+    """`input_ids` and `attention_mask` of token lists padded to the longest, on the left (to decode
+    from their ends) or on the right (so each row's positions count from its first token)."""
+    import torch
+
+    width = max(map(len, seqs))
+    ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for row, seq in enumerate(seqs):
+        cols = slice(width - len(seq), width) if left else slice(0, len(seq))
+        ids[row, cols] = torch.tensor(seq, dtype=torch.long)
+        mask[row, cols] = 1
+    return {"input_ids": ids.to(device), "attention_mask": mask.to(device)}
 
 
 def _prompt_text(tokenizer: Any, row: dict, i: int) -> str:
