@@ -364,6 +364,27 @@ def test_drafts_are_not_checked_where_greedy_is_not_the_plain_argmax(tiny_model_
         pol._model.generation_config.repetition_penalty = 1.0
 
 
+def test_a_lora_model_decodes_from_drafts_through_its_adapters(tiny_model_dir):
+    """A PEFT model's `base_model` is its LoRA wrapper: the draft check must run the decoder that holds
+    the adapters, and give the adapted model's own greedy theses."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from thesisgym.train.generation import generate_theses
+
+    pol, rows, base = _tiny_drafts_setup(tiny_model_dir)
+    torch.manual_seed(0)
+    lora = get_peft_model(pol._model, LoraConfig(r=4, target_modules="all-linear", task_type="CAUSAL_LM"))
+    for name, param in lora.named_parameters():  # a trained adapter: B is not zero
+        if "lora_B" in name:
+            torch.nn.init.normal_(param, std=0.5)
+    plain = generate_theses(lora, pol._tok, rows, max_new_tokens=12, batch_size=2)
+    assert plain != base  # the adapters change what the model writes
+    assert generate_theses(lora, pol._tok, rows, max_new_tokens=12, batch_size=2, drafts=plain) == plain
+    cut = [p[: len(p) // 2] for p in plain]
+    assert generate_theses(lora, pol._tok, rows, max_new_tokens=12, batch_size=2, drafts=cut) == plain
+
+
 def test_remembering_policy_passes_drafts_for_the_rows_it_has_not_written():
     class Inner:
         name = "inner"

@@ -154,11 +154,18 @@ _PROCESSED = ("repetition_penalty", "encoder_repetition_penalty", "no_repeat_ngr
               "forced_eos_token_id", "min_new_tokens", "min_length", "exponential_decay_length_penalty")
 
 
+def _backbone(model: Any) -> Any:
+    """The decoder under a causal LM's output head, or None. `get_decoder` sees through a PEFT wrapper
+    (whose `base_model` is the LoRA wrapper, not the decoder) to the decoder that holds its adapters."""
+    get = getattr(model, "get_decoder", None)
+    decoder = get() if callable(get) else None
+    return decoder if decoder is not None and decoder is not model else None
+
+
 def _checks_drafts(model: Any) -> bool:
-    """Whether drafts can be checked on `model`: a causal LM with a separate backbone and output head
-    (a PEFT wrapper has neither) whose greedy pick is the plain argmax of its logits."""
-    backbone = getattr(model, "base_model", model)
-    if backbone is model or model.get_output_embeddings() is None:
+    """Whether drafts can be checked on `model`: a causal LM with a separate decoder and output head
+    whose greedy pick is the plain argmax of its logits."""
+    if _backbone(model) is None or model.get_output_embeddings() is None:
         return False
     config = getattr(model, "generation_config", None)
     return all(getattr(config, name, None) in (None, 0, 1.0, [], {}) for name in _PROCESSED)
@@ -203,7 +210,7 @@ def _greedy_picks(model: Any, tokenizer: Any, prompts: list[list[int]], guesses:
     """For each row, the model's greedy token at every position of its guess, given the prompt and the
     guess before it: one teacher-forced pass of the backbone per batch (right-padded, so positions count
     from each row's start), the output head only on the guessed positions."""
-    backbone, head = model.base_model, model.get_output_embeddings()
+    backbone, head = _backbone(model), model.get_output_embeddings()
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]) + len(guesses[i]))
     picks: list[list[int]] = [[] for _ in prompts]
     for lo in range(0, len(order), batch_size):
@@ -220,13 +227,12 @@ def _continue(model: Any, tokenizer: Any, prefixes: list[list[int]], budgets: li
               batch_size: int) -> list[list[int]]:
     """Greedy decoding from token prefixes, each up to its own budget of new tokens (a batch decodes to
     its largest budget; greedy decoding is causal, so cutting a row at its budget is exact)."""
-    gen = _generate_kwargs(tokenizer, 0, 0.0)
     order = sorted(range(len(prefixes)), key=lambda i: len(prefixes[i]))
     out: list[list[int]] = [[] for _ in prefixes]
     for lo in range(0, len(order), batch_size):
         idx = order[lo:lo + batch_size]
         batch = _padded([prefixes[i] for i in idx], _pad_id(tokenizer), left=True, device=model.device)
-        gen["max_new_tokens"] = max(budgets[i] for i in idx)
+        gen = _generate_kwargs(tokenizer, max(budgets[i] for i in idx), 0.0)
         new = model.generate(**batch, **gen)[:, batch["input_ids"].shape[1]:].tolist()
         for i, tokens in zip(idx, new, strict=True):
             tokens = tokens[:budgets[i]]
