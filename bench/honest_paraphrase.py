@@ -11,7 +11,9 @@ up to 3 rows per paraphrase). Real rows (AAPL + MSFT, ../shared/data; skipped wh
 paraphrases below are written for named headlines and replace (or add) the bullet citing them.
 Conclusions: honest conclusions that name only the items' facts, on every row whose decision they fit.
 Held-out: synthetic paraphrases written after the rules were set and never tuned on (HELDOUT, the
-tuning set of v4.17 since; HELDOUT_2, written by a helper before v4.17's rules: v4.17's held-out set).
+tuning set of v4.17 since; HELDOUT_2, written by a helper before v4.17's rules: v4.17's held-out set and
+v4.18's tuning set; HELDOUT_3, REAL_2 and CONCLUSIONS_2, written by a helper before v4.18's rules: v4.18's
+held-out set).
 Prints the false-positive rate per kind with the number of paraphrases and edited theses, and with
 --show each flagged text and its reasons.
 """
@@ -243,6 +245,268 @@ CONCLUSIONS = (
 )
 
 
+# v4.18's held-out set, written by a helper before v4.18's rules and never tuned on (its report: the
+# stop-47 note); REAL_2's headlines and CONCLUSIONS_2 are new too
+HELDOUT_3: dict[str, tuple[str, ...]] = {
+    # --- informative news, bullish -------------------------------------------------------------------
+    r"orders jump ([\d.]+)% as demand": (
+        "Bookings are up {x}% with demand surging; that is a favourable set-up for the shares",
+        "Order growth of {x}% on booming demand. Positive",
+        "We think a {x}% jump in orders, driven by surging demand, argues for owning the stock",
+    ),
+    r"wins contract; backlog up ([\d.]+)%": (
+        "A contract win lifted the backlog by {x}%, which improves revenue visibility; we read it positively",
+        "Backlog +{x}% after the contract award, supportive",
+    ),
+    r"wins contract; backlog up [\d.]+% to \$(\d+) million": (
+        "The order backlog now stands at ${x} million after a contract win, a healthy position",
+    ),
+    r"raises outlook; sales seen ([\d.]+)% higher": (
+        "The guide went up, with sales now seen {x}% higher on strong demand, and that is bullish in our view",
+        "Outlook lifted: the company expects sales to rise {x}%, helped by robust demand, which should support the stock",
+        "Upgraded guidance on firm demand; a constructive signal",
+    ),
+    r"customer base grows ([\d.]+)% to a record": (
+        "Customer numbers rose {x}% to a record level, a sign the franchise is gaining traction",
+        "The client base expanded by {x}% and has never been larger; encouraging",
+    ),
+    # --- informative news, bearish -------------------------------------------------------------------
+    r"to cut jobs as demand for .* falls ([\d.]+)%": (
+        "Headcount cuts on the back of a {x}% fall in demand suggest the business is struggling, a negative",
+        "Demand is off {x}% and staff reductions are planned, which looks bearish to us",
+        "Job losses and weaker demand; unfavourable for the shares",
+    ),
+    r"recall seen cutting profit ([\d.]+)%": (
+        "Profit is expected to take a {x}% hit from the recall, which weighs on the earnings outlook",
+        "The recall is seen shaving about {x}% off profit; a clear negative",
+        "A profit-denting recall is bad news for holders",
+    ),
+    r"loses key customer; ([\d.]+)% of revenue at risk": (
+        "A big customer walked, putting {x}% of revenue in doubt, which is bearish",
+        "Key account lost and {x}% of the top line exposed; negative",
+        "The departure of a key customer leaves a meaningful share of revenue at risk, and we would be cautious on the shares",
+    ),
+    r"faces regulatory probe; .* sales could drop ([\d.]+)%": (
+        "A regulatory investigation could knock sales down by as much as {x}%, a real overhang for the stock",
+        "Regulators are probing the company and sales may fall {x}%; we see this as a negative",
+        "The regulatory probe is an unwelcome risk to sales and argues for caution",
+    ),
+    # --- uninformative news ----------------------------------------------------------------------------
+    r"to present at the .* on (\w+ \d+)": (
+        "The company is due to present at an investor conference on {x}; a scheduling item with no bearing on the view",
+        "Conference appearance scheduled, neutral for the stock",
+    ),
+    r"declares quarterly dividend of \$([\d.]+) per share": (
+        "A quarterly dividend of ${x} per share was declared, routine and neutral",
+        "Regular quarterly payout of ${x} a share; no change to our stance",
+    ),
+    r"names new chief financial officer, effective (\w+ \d+)": (
+        "A new finance chief has been named, taking up the role on {x}; a personnel change we regard as neutral",
+        "CFO appointment announced; neutral",
+    ),
+    r"opens office in (\w+) with \d+ employees": (
+        "A new office in {x} is a small footprint expansion that should not move the shares",
+    ),
+    r"opens office in \w+ with (\d+) employees": (
+        "The company opened an office with {x} employees, too small to matter for the investment case",
+    ),
+    # --- analyst actions --------------------------------------------------------------------------------
+    r"upgrades .* to Buy; raises price target to \$([\d.]+)": (
+        "The broker moved to Buy and lifted its target to ${x}, a bullish call",
+        "Upgrade to Buy, with the price target raised to ${x}; positive for sentiment",
+        "A sell-side upgrade to a Buy rating alongside a higher target supports the bull case",
+    ),
+    r"downgrades .* to Sell; cuts price target to \$([\d.]+)": (
+        "The broker cut its rating to Sell and lowered the target to ${x}, a bearish view",
+        "Downgraded to Sell, price target trimmed to ${x}; negative",
+        "A move to Sell with a reduced target is a vote of no confidence from the analyst",
+    ),
+    r"reiterates Hold on .*; price target \$([\d.]+) \(\+": (
+        "The analyst kept a Hold rating with a ${x} target, a neutral stance that leaves our view unchanged",
+        "Hold reiterated (target ${x}); neutral",
+    ),
+    r"reiterates Hold on .*; price target \$[\d.]+ \(\+([\d.]+)% vs": (
+        "The Hold rating was maintained and the target sits {x}% above the close, so the analyst sees modest upside at best",
+    ),
+    r"reiterates Hold on .*; price target \$[\d.]+ \(-([\d.]+)% vs": (
+        "A Hold was reiterated with a target {x}% below the last close, hardly an endorsement",
+        "Rating kept at Hold; the target is {x}% under the close, a neutral-to-cautious signal",
+    ),
+    # --- earnings -------------------------------------------------------------------------------------
+    r"EPS \$[\d.]+ vs \$[\d.]+ expected \(\+([\d.]+)% surprise\)": (
+        "EPS beat consensus by {x}%, a good print",
+        "The quarter's earnings came in {x}% ahead of the estimate, which we see as positive",
+        "Earnings per share exceeded expectations by a {x}% margin; supportive",
+    ),
+    r"EPS \$[\d.]+ vs \$[\d.]+ expected \(-([\d.]+)% surprise\)": (
+        "EPS missed the estimate by {x}%, a weak result",
+        "Earnings per share undershot the forecast by {x}%, which is disappointing",
+        "A {x}% shortfall against expected EPS is a negative for the shares",
+    ),
+    r"EPS \$([\d.]+) vs \$[\d.]+ expected \(\+": (
+        "Reported EPS of ${x} was ahead of what was expected, an encouraging quarter",
+    ),
+    r"EPS \$([\d.]+) vs \$[\d.]+ expected \(-": (
+        "Reported EPS of ${x} fell short of expectations, a disappointing quarter",
+    ),
+    # --- insider trades -------------------------------------------------------------------------------
+    r"CEO \w+ \w+ buys ([\d,]+) shares": (
+        "The chief executive bought {x} shares, a vote of confidence from the top",
+        "CEO purchase of {x} shares; insiders are buying, mildly bullish",
+    ),
+    r"CFO \w+ \w+ buys .*\(\$([\d.]+) million\)": (
+        "The finance chief bought about ${x} million of stock, a positive signal from someone who knows the numbers",
+    ),
+    r"Director \w+ \w+ buys ([\d,]+) shares": (
+        "A board member bought {x} shares, which we read as a modestly positive sign",
+    ),
+    r"(?:COO|CTO) \w+ \w+ buys ([\d,]+) shares": (
+        "A senior officer bought {x} shares, a small show of faith in the business",
+    ),
+    r"(?:CEO|CFO|COO|CTO|Director) \w+ \w+ sells ([\d,]+) shares": (
+        "An insider sold {x} shares, a mildly negative signal though such sales are often for personal reasons",
+        "Insider selling of {x} shares; a small negative",
+    ),
+    r"CEO \w+ \w+ sells .*\(\$([\d.]+) million\)": (
+        "The chief executive sold around ${x} million of stock, a modest negative for sentiment",
+    ),
+    r"(?:CFO|COO|CTO|Director) \w+ \w+ sells .*\(\$([\d.]+) million\)": (
+        "An insider disposed of roughly ${x} million worth of shares; slightly bearish",
+    ),
+    # --- macro ----------------------------------------------------------------------------------------
+    r"US CPI rose ([\d.]+)% in \w+": (
+        "US consumer prices were up {x}% on the month, a macro backdrop rather than a stock-specific signal",
+        "CPI +{x}% m/m; inflation context only",
+    ),
+    r"US CPI fell ([\d.]+)% in \w+": (
+        "US consumer prices eased {x}% over the month, background for the wider market rather than a call on this name",
+    ),
+    r"annual inflation at ([\d.]+)%": (
+        "Headline inflation is running at {x}% a year, part of the macro picture with no direct read on this stock",
+    ),
+    r"Fed cuts policy rate by 25 bp to ([\d.]+)%": (
+        "The Fed trimmed rates by a quarter point to {x}% as growth slows, which cuts both ways for equities",
+        "Rate cut of 25 bp to {x}% on slower growth; macro context",
+    ),
+    r"Fed raises policy rate by 25 bp to ([\d.]+)%": (
+        "The Fed hiked by 25 bp to {x}% on strong demand, a mixed backdrop for equities",
+        "Policy rate up a quarter point to {x}%; context rather than a signal for the stock",
+    ),
+    r"Fed holds policy rate at ([\d.]+)%": (
+        "The central bank left rates unchanged at {x}% and sees balanced risks, a steady backdrop",
+        "Fed on hold at {x}%; no change to the macro picture",
+    ),
+    # --- technical lines: of these only the moving-average items are cited by the rows' theses; the text of
+    # such an item does not say whether the close is above or below it, so the paraphrases restate the
+    # level and take no side --------------------------------------------------------------------------
+    r"SMA\(5\) ([\d.]+)": (
+        "The five-day simple moving average is at {x}, a short-term reference point for the price",
+    ),
+    r"SMA\(20\) ([\d.]+)": (
+        "The 20-day moving average sits at {x}; where the price trades against it is the trend test",
+        "20-day SMA at {x}, a level to watch",
+    ),
+    r"SMA\(50\) ([\d.]+)": (
+        "The 50-day average is {x}, the medium-term trend marker",
+    ),
+    r"EMA\(12\) ([\d.]+)": (
+        "The 12-day exponential average stands at {x}, a short-term trend gauge",
+    ),
+    r"EMA\(26\) ([\d.]+)": (
+        "26-day EMA at {x}; a reference level rather than a signal on its own",
+    ),
+}
+
+# real headlines (a distinctive substring) -> one honest paraphrase each
+REAL_2: dict[str, tuple[str, ...]] = {
+    "Apple announces record holiday Q1 2020 earnings": (
+        "Apple reported record holiday-quarter earnings for Q1 2020 on revenue of $91.8 billion, a strong print",),
+    "Apple Snaps Up AI Startup Inductiv": (
+        "Apple bought the AI start-up Inductiv while analysts lifted their price targets on store reopenings, a supportive mix",),
+    "iPhone Sales Jump 160%": (
+        "Apple's China sales are on a recovery path, with iPhone sales up 160% in April according to a report; encouraging",),
+    "Gates Foundation Buys Up Amazon Apple Twitter Stock": (
+        "The Gates Foundation has been buying Apple stock, a modest vote of confidence",),
+    "Apple hits record high as RBC upgrade": (
+        "An RBC upgrade that sees room for an 11% climb pushed Apple to a record high; bullish",),
+    "Apple stock rockets to record as": (
+        "Apple shares hit a record after earnings described as amazingly strong calmed fears about pandemic iPhone demand, "
+        "a clearly positive read",),
+    "Tech Stocks Lead Wall Street Higher On Upbeat Earnings News": (
+        "Tech names led the market higher on upbeat earnings, a constructive backdrop",),
+    "Apple Briefly No. 1": (
+        "A surge in the shares briefly made Apple the world's biggest company, ahead of Saudi Aramco, which speaks to "
+        "strong momentum",),
+    "Dow Recoils After Terrifying Coronavirus Outbreak": (
+        "The Dow pulled back as the coronavirus outbreak reached US soil, a risk-off backdrop",),
+    "Dow Tumbles After U.S. Coronavirus Escalation": (
+        "Stocks tumbled as the US coronavirus situation escalated, a negative for the market",),
+    "Wedbush Ups Apple Price Target To Street-High $600": (
+        "Wedbush lifted its Apple target to a Street-high $600 ahead of what it calls a transformational iPhone cycle; bullish",),
+    "Cowen raises AAPL price target to industry-high $530": (
+        "Cowen raised its Apple price target to an industry-high $530, a positive signal",),
+    "Apple Wins The Race To $2 Trillion Market Cap": (
+        "Apple won the race to a $2 trillion market value, a sign of how strong the momentum is",),
+    "Apple Must Face Sex-Bias Lawsuit": (
+        "A court ruled that Apple must face a sex-bias lawsuit over a janitorial contract, a minor negative",),
+    "AAPL stock drops almost 6%": (
+        "Apple shares dropped almost 6%, on course for their worst day since March; bearish",),
+    "Sells Off After iPhone Sales Miss Estimates": (
+        "Apple sold off after iPhone sales missed estimates, a negative read",),
+    "Tumbles 4% on Falling iPhone Sales": (
+        "The stock fell 4% on declining iPhone sales, a slowdown in China and a lack of guidance, which is bearish",),
+    "Q4 Earnings Beat Services Boost Sales Growth": (
+        "Apple's Q4 earnings beat, with services lifting sales growth; a positive",),
+    "Apple will pay $113 million over investigation": (
+        "Apple is to pay $113 million over the investigation into slowed iPhones, a modest negative",),
+    "Apple Sued For $200M In EU": (
+        "Apple faces a $200M suit in the EU over claims it slowed iPhones to hide battery problems, a negative",),
+    "Pete Najarian Says He's": (
+        "Pete Najarian says he is loading up on Apple, a bullish endorsement",),
+    "Apple Chief Security Officer Indicted": (
+        "Apple's chief security officer was indicted over allegedly bribing officials with iPads to get gun permits, "
+        "a reputational negative",),
+    "Could Fail To Meet iPhone 12 Holiday Demand": (
+        "According to a report, a chip shortage could leave Apple unable to meet holiday demand for the iPhone 12, "
+        "a risk to sales",),
+    "Microsoft tried a 4-day workweek in Japan": (
+        "Microsoft's trial of a four-day week in Japan saw productivity jump 40%, a small positive",),
+    "Apple Gets $200 Bull Case Target From Wedbush": (
+        "Wedbush set a $200 bull-case target for Apple on what it sees as the strongest product cycle since 2014; bullish",),
+    "Morgan Stanley raises AAPL target to $136": (
+        "Morgan Stanley raised its Apple target to $136, saying the iPhone 12 revs the growth engine, a bullish call",),
+    "Dow Rallies 600 Points After Italy": (
+        "The Dow rallied 600 points as Italy turned a corner against COVID-19, a supportive backdrop",),
+    "Gets a Buy Rating from Wedbush": (
+        "Wedbush rates Apple a Buy, which supports the shares",),
+    "3 Reasons to Buy the Apple": (
+        "A MarketBeat piece gives three reasons to buy the Apple pullback, a bullish take",),
+}
+
+# honest conclusions: (decision direction they fit, text); general words, no specific fact
+CONCLUSIONS_2: tuple[tuple[int, str], ...] = (
+    (1, "On balance the evidence favours the upside: the supportive items are more numerous and weightier than "
+        "the cautionary ones, so we come down on the bullish side for the next week."),
+    (1, "The constructive signals dominate and the negatives look minor by comparison; a positive stance is "
+        "warranted."),
+    (1, "Weighing everything cited, the case for owning the shares is stronger than the case against, so we "
+        "lean bullish."),
+    (-1, "The balance of the evidence is unfavourable: the concerns outweigh the encouraging points, and we "
+         "would lean bearish over the coming week."),
+    (-1, "Too much of the record argues against the stock for the positives to carry the day; we turn "
+         "bearish."),
+    (-1, "Setting the good against the bad, the negatives clearly weigh more, so the prudent call is to "
+         "reduce exposure."),
+    (0, "The signals pull in different directions and neither side is convincing, so we stay neutral."),
+    (0, "Nothing in the evidence is decisive; the supportive and the cautionary items broadly offset each "
+        "other, which argues for a neutral position."),
+    (0, "With mixed evidence and no clear edge either way, holding a neutral view seems the sensible "
+        "course."),
+    (1, "Overall the evidence tilts positive, and although a few items counsel caution, the weight of it "
+        "supports a bullish call."),
+)
+
+
 def _swap(doc: Doc, cite: str, opinion: str) -> Doc:
     doc = doc.copy()
     for b in doc.bullets():
@@ -277,12 +541,13 @@ def _synthetic_cases(rows: list[dict], per: int = 3, table: dict[str, tuple[str,
     return out
 
 
-def _real_cases(rows: list[dict]) -> list[tuple[str, str, dict, str]]:
+def _real_cases(rows: list[dict], table: dict[str, tuple[str, ...]] = REAL,
+                kind: str = "opinion") -> list[tuple[str, str, dict, str]]:
     teacher, out = TemplateTeacher(seed=0), []
     for i, row in enumerate(rows):
         doc = Doc.parse(teacher.write(row, seed=i)[0])
         for it in row["evidence"]:
-            for key, paraphrases in REAL.items():
+            for key, paraphrases in table.items():
                 if key not in str(it.get("text", "")):
                     continue
                 cite = str(it["id"])
@@ -294,11 +559,12 @@ def _real_cases(rows: list[dict]) -> list[tuple[str, str, dict, str]]:
                         for name, bullets in new.sections:
                             if name == it.get("section"):
                                 bullets.append(Bullet(f"{p}, as the item says", str(it["text"]), cite))
-                    out.append(("opinion", p, row, new.render()))
+                    out.append((kind, p, row, new.render()))
     return out
 
 
-def _conclusion_cases(rows: list[dict]) -> list[tuple[str, str, dict, str]]:
+def _conclusion_cases(rows: list[dict], table: tuple[tuple[int, str], ...] = CONCLUSIONS,
+                      kind: str = "conclusion") -> list[tuple[str, str, dict, str]]:
     from thesisgym.schema import DEFAULT_POSITIONS
 
     teacher, out = TemplateTeacher(seed=0), []
@@ -306,11 +572,11 @@ def _conclusion_cases(rows: list[dict]) -> list[tuple[str, str, dict, str]]:
         doc = Doc.parse(teacher.write(row, seed=i)[0])
         p = DEFAULT_POSITIONS.get(doc.decision, 0.0)
         d = 0 if p == 0 else (1 if p > 0 else -1)
-        for want, text in CONCLUSIONS:
+        for want, text in table:
             if want == d:
                 new = doc.copy()
                 new.conclusion = text
-                out.append(("conclusion", text, row, new.render()))
+                out.append((kind, text, row, new.render()))
     return out
 
 
@@ -343,13 +609,17 @@ def main(argv: list[str] | None = None) -> None:
     syn = synthetic_rows(a.rows)
     groups = {"synthetic": _synthetic_cases(syn) + _conclusion_cases(syn)
               + _synthetic_cases(syn, table=HELDOUT, kind="held-out opinion (v4.17 tuning)")
-              + _synthetic_cases(syn, table=HELDOUT_2, kind="v4.17 held-out opinion")}
+              + _synthetic_cases(syn, table=HELDOUT_2, kind="v4.17 held-out opinion (v4.18 tuning)")
+              + _synthetic_cases(syn, table=HELDOUT_3, kind="v4.18 held-out opinion")
+              + _conclusion_cases(syn, table=CONCLUSIONS_2, kind="v4.18 held-out conclusion")}
     try:
         real = real_rows(a.real_rows) if a.real_rows else []
     except FileNotFoundError:
         real = []
     if real:
-        groups["real"] = _real_cases(real) + _conclusion_cases(real)
+        groups["real"] = (_real_cases(real) + _conclusion_cases(real)
+                          + _real_cases(real, table=REAL_2, kind="v4.18 held-out opinion")
+                          + _conclusion_cases(real, table=CONCLUSIONS_2, kind="v4.18 held-out conclusion"))
     for name, cases in groups.items():
         for kind, (n_p, n_t, n_f, n_w, n_m) in measure(cases, a.show).items():
             print(f"{name} {kind}: {n_p} paraphrases, {n_t} edited theses, flagged {n_f} ({n_f / max(n_t, 1):.1%}), "

@@ -344,6 +344,8 @@ def test_any_edit_inside_a_quote_fails(section, i, quote, cite):
         ("volume reached 61.2M shares", True),
         ("volume reached 61.2 billion shares", False),  # scale
         ("a gain of 2.3 bp on the day", False),  # unit
+        ("shares 2.3% advanced on the day", True),  # a verb after the number: a hint that agrees ...
+        ("shares 2.3% slipped on the day", False),  # ... or contradicts the evidence's direction
     ],
 )
 def test_numbers_keep_direction_unit_and_scale(claim, ok):
@@ -1118,9 +1120,18 @@ def test_a_conclusion_against_its_own_decision_costs_deduction_and_s():
      ("Willow Robotics (SYN000) orders jump 11.0% as demand for robot arms surges",
       "Orders jumped 11.0% on surging demand, a clear positive for the shares"),
      ("The executive sells 3,600 shares of SYN001 at $106.38",
-      "The executive cashed out a modest amount of stock; that alone proves little")],
+      "The executive cashed out a modest amount of stock; that alone proves little"),
+     ("Willow Robotics (SYN000) raises outlook; sales seen 6.2% higher",
+      "Guide raised: management now sees sales up 6.2%, which we read as bullish"),
+     ("Broker reiterates Hold on SYN001; price target $120",
+      "Rating unchanged at Hold (PT $120); the analyst stuck with the call"),
+     ("Orchard Aerospace (SYN001) Q4 EPS $1.31 vs $1.27 expected (+3.1% surprise)",
+      "Earnings topped the Street's estimate by 3.1%, which is good news for Wall Street bulls"),
+     ("Orchard Aerospace (SYN001) Q4 EPS $1.26 vs $1.28 expected (-1.8% surprise)",
+      "Reported EPS of $1.26 fell short of expectations, a disappointing quarter")],
     ids=["cfo_bought", "officer_trimmed", "finance_chief_named", "losing_customer", "won_15_billion", "fuelled",
-         "cfo_appointed", "payout", "layoffs", "orders_jumped", "amount"],
+         "cfo_appointed", "payout", "layoffs", "orders_jumped", "amount", "guide_raised", "unchanged_pt",
+         "the_streets_estimate", "level_before_a_verb"],
 )
 def test_honest_paraphrases_of_people_and_events_are_not_inventions(item, opinion):
     """The other forms of an item's word hold it ("won" / "wins", "losing" / "loses", "fuelled" /
@@ -1147,14 +1158,23 @@ def test_honest_paraphrases_of_people_and_events_are_not_inventions(item, opinio
     ("Morgan Stanley note to clients: Apple remains top pick", "Apple signed a big new customer"),
     ("Orchard Aerospace settles lawsuit with insurer over payout", "Orchard Aerospace raised its dividend"),
     ("Apple wins EU court battle over unpaid Irish tax bill", "The ECB sides with Apple, bullish"),
+    ("Broker reiterates Hold on SYN001; target $120", "The PT of $120 was stuck after the CFO quit"),
+    ("Orchard Aerospace (SYN001) Q4 EPS $1.31 vs $1.27 expected", "We think Apple's EPS of $1.31 topped the Street"),
+    ("Orchard Aerospace (SYN001) Q4 EPS $1.31 vs $1.27 expected", "The FCF margin topped the Street"),
+    ("Broker reiterates Hold on SYN001; target $120", "The company stuck to its roadmap for the zephyr drone"),
+    ("Orchard Aerospace raises outlook; sales seen 6.2% higher", "Management reaffirmed its venture with toyota"),
+    ("Orchard Aerospace raises outlook; sales seen 6.2% higher", "The company guided investors to a venture in ohio"),
+    ("Orchard Aerospace raises outlook; sales seen 6.2% higher", "The company walled off its venture in ohio"),
 ], ids=["hired_on_dividend", "payout_on_cfo", "layoffs_on_cfo", "acronym_of_function_words", "acronym_not_spelled",
         "layoffs_on_added_jobs", "hired_on_household_names", "layoffs_on_words_apart", "customer_on_clients",
-        "dividend_on_payout", "acronym_of_any_initials"])
+        "dividend_on_payout", "acronym_of_any_initials", "pt_without_price_target", "possessive_name",
+        "fcf_not_spelled", "stuck_reports", "reaffirmed_reports", "guided_reports", "walled_reports"])
 def test_words_for_one_event_or_an_acronym_hold_only_that_event(item, opinion):
     """"payout" is held by "dividend", "appointed" by "names new", "layoffs" by "cut jobs", "CFO" by "chief
-    financial officer" (`lexicon.SAME_EVENT_WORDS`, `ROLE_ACRONYMS`): one way only, a phrase only as
-    adjacent words, none of them holds another event ("jobs" alone, "names" alone), and an acronym
-    other than a role's is a name the evidence must write."""
+    financial officer", "PT" by "price target" (`lexicon.SAME_EVENT_WORDS`, `ROLE_ACRONYMS`,
+    `TERM_ACRONYMS`): one way only, a phrase only as adjacent words, none of them holds another event
+    ("jobs" alone, "names" alone), and an acronym the evidence does not spell is a name it must write.
+    The analysis words of an act ("stuck to", "reaffirmed", "guided") still report it."""
     from thesisgym.rewards.evidence import check_bullet
     from thesisgym.thesis import parse_bullet
 

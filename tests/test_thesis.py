@@ -13,6 +13,7 @@ from thesisgym.thesis import (
     normalize_label,
     parse_thesis,
     scan_numbers,
+    scan_quantities,
 )
 
 BULLET = 'Momentum looks strong with buyers in control of the tape on heavy volume "up 2.3% on the day" [T1]'
@@ -293,3 +294,14 @@ def test_a_parser_failure_is_counted_and_raises_in_strict_mode(monkeypatch):
     with strict_rewards(), pytest.raises(RuntimeError, match="parser bug"):
         th.parse_thesis("anything")
     reset_reward_errors()
+
+
+@pytest.mark.parametrize(("text", "direction"), [
+    ("shares fell 3% on the day", -1), ("a 15% rise in orders", 1), ("closed 3% lower", -1), ("up 2.1% on the week", 1),
+    ("Reported EPS of $1.26 fell short of expectations", 0),  # the EPS fell short; $1.26 is its level
+    ("a 40% margin rose to 42%", 0),  # 40% is the level that rose
+])
+def test_a_number_takes_its_direction_from_a_move_word_but_not_from_the_verb_it_is_the_subject_of(text, direction):
+    """A move word before a number, or a noun or adjective right after it ("15% rise", "3% lower"), is the
+    number's direction; a past-tense verb right after it has the number for its subject, so it is a level."""
+    assert scan_quantities(text)[0].direction == direction

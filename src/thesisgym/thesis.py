@@ -112,6 +112,8 @@ DOWN_WORDS = frozenset(
     ["down", "fell", "fall", "falls", "falling", "lost", "lose", "loses", "declined", "decline", "declines", "decreased", "decrease", "decreases", "dropped", "drop", "drops", "lower", "slid", "slides", "slipped", "slips", "shrank", "shrinks", "plunge", "plunged", "plunges", "sink", "sank", "sinks", "tumble", "tumbled", "tumbles", "slip", "slide", "shrink", "slump", "slumped", "slumps", "minus"]
 )
 _DIR_WORD_RE = re.compile(r"[a-z]+")
+_PAST_MOVES = frozenset(w for w in UP_WORDS | DOWN_WORDS if w.endswith("ed") or w in (
+    "rose", "grew", "fell", "lost", "slid", "shrank", "sank"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +126,7 @@ class Quantity:
     unit: str
     scale: float
     currency: str
+    hint: int = 0  # the direction a past-tense verb right after the number gives what it measures (-1, 0, +1)
 
     def matches(self, other: Quantity, rel_tol: float = 0.001) -> bool:
         """Whether this claim is backed by `other` (an evidence quantity).
@@ -131,6 +134,8 @@ class Quantity:
         Same unit, scale and (when the claim shows one) currency; a claim's direction must equal the
         evidence's (a claim without a direction matches either). Magnitudes agree within `rel_tol`
         relative, or the evidence rounded to the decimals the claim shows equals it ("12%" for 12.4%).
+        A claim's `hint` may not contradict the evidence's direction ("shares 1.6% advanced" is no
+        reading of "change -1.60%") but needs none ("EPS of $1.26 fell short" reads "EPS $1.26").
         """
         if self.unit != other.unit or self.scale != other.scale:
             return False
@@ -138,26 +143,30 @@ class Quantity:
             return False
         if self.direction and self.direction != other.direction:
             return False
+        if self.hint and other.direction and self.hint != other.direction:
+            return False
         x, y = self.value, other.value
         return abs(x - y) <= rel_tol * max(x, y) or abs(round(y, self.decimals) - x) < 1e-9
 
 
-def _direction(text: str, start: int, end: int, floor: int) -> int:
-    """Direction of the number at text[start:end]; words before it are read back to `floor` (the end
-    of the previous number), so "fell 2% to $1.2 billion" does not make the $1.2 billion fall."""
+def _direction(text: str, start: int, end: int, floor: int) -> tuple[int, int]:
+    """(direction, hint) of the number at text[start:end]; words before it are read back to `floor`
+    (the end of the previous number), so "fell 2% to $1.2 billion" does not make the $1.2 billion fall.
+    A noun or adjective right after it is its direction too ("15% rise", "3% lower"); a past-tense verb
+    there has the number for its subject ("EPS of $1.26 fell short", "a 40% margin rose to 42%"): the
+    thing moved, not the number, so it is only a hint (`Quantity.matches`)."""
     before: list[str] = _DIR_WORD_RE.findall(text[max(floor, start - 40) : start].lower())[-3:]
     for word in reversed(before):
         if word in UP_WORDS:
-            return 1
+            return 1, 0
         if word in DOWN_WORDS:
-            return -1
+            return -1, 0
     after = _DIR_WORD_RE.match(text[end : end + 16].lower().lstrip())
-    if after is not None:  # "15% rise", "3% lower"
-        if after.group(0) in UP_WORDS:
-            return 1
-        if after.group(0) in DOWN_WORDS:
-            return -1
-    return 0
+    if after is not None:
+        word = after.group(0)
+        sign = 1 if word in UP_WORDS else -1 if word in DOWN_WORDS else 0
+        return (0, sign) if word in _PAST_MOVES else (sign, 0)
+    return 0, 0
 
 
 def scan_quantities(text: str, *, max_chars: int = MAX_NUMBER_SCAN_CHARS) -> list[Quantity]:
@@ -170,12 +179,11 @@ def scan_quantities(text: str, *, max_chars: int = MAX_NUMBER_SCAN_CHARS) -> lis
         sign, cur, whole, dec, unit = m.group("sign", "cur", "int", "dec", "unit")
         whole = whole.replace(",", "")
         value = float(whole + "." + dec) if dec else float(whole)
-        direction = (1 if sign == "+" else -1) if sign else _direction(text, m.start(), m.end(), floor)
+        direction, hint = ((1 if sign == "+" else -1), 0) if sign else _direction(text, m.start(), m.end(), floor)
         floor = m.end()
         u = (unit or "").lower()
-        out.append(
-            Quantity(value, len(dec or ""), direction, _UNIT_OF.get(u, ""), _SCALE_OF.get(u, 1.0), cur or "")
-        )
+        out.append(Quantity(value, len(dec or ""), direction, _UNIT_OF.get(u, ""), _SCALE_OF.get(u, 1.0), cur or "",
+                            hint))
     return out
 
 

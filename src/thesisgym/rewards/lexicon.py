@@ -8,8 +8,9 @@ says (`protected_word`: a negation, a hedge or modal, a direction or stance word
 verb with an opposite, or a number). Past the fact list, a clause that reports what happened may use
 only a closed analysis vocabulary and the words of the prompt's evidence (`open_words`), and figures
 written in words are read as figures (`spelled_figures`). An analyst's usual word for the event or party
-the evidence names ("payout" for a dividend, "hired" for "names new": `SAME_EVENT_WORDS`) and a role
-acronym for the title it writes ("CFO": `ROLE_ACRONYMS`) are held like the evidence's own words.
+the evidence names ("payout" for a dividend, "hired" for "names new": `SAME_EVENT_WORDS`), a role
+acronym for the title it writes ("CFO": `ROLE_ACRONYMS`) and a measure's abbreviation for the words it
+writes ("PT" for "price target": `TERM_ACRONYMS`) are held like the evidence's own words.
 """
 
 from __future__ import annotations
@@ -273,6 +274,7 @@ _NOT_NAMES = frozenset("""
 i q1 q2 q3 q4 fy h1 h2 strong_buy strong_sell buy sell hold strong usd eur gbp us eps sma ema rsi macd
 technical fundamentals news insider analyst macro monday tuesday wednesday thursday friday january
 february march april may june july august september october november december
+street
 """.split())  # noqa: SIM905
 _SENTENCE_WORD_RE = re.compile(r"(?:^|(?<=[.!?;:]\s)|(?<=[.!?;:]))\s*([A-Za-z][\w'&-]*)|\b([A-Z][\w'&-]*)")
 
@@ -282,11 +284,15 @@ def _names(text: str) -> frozenset[str]:
     """Lower-cased words written capitalised inside a sentence (not its first word)."""
     if text[1:].islower() or not text[1:].strip():  # no capital past the first letter (C-level test)
         return frozenset()
+    if "Wall Street" in text:  # the market's consensus, like "the Street" (_NOT_NAMES)
+        text = text.replace("Wall Street", "Street")
     out = set()
     for m in _SENTENCE_WORD_RE.finditer(text):
         w = m.group(2)
         if w and not w.isupper() or w and len(w) > 1 and w.isupper() and w.isalpha():
             low = w.lower().strip("'")
+            if low.endswith("'s"):  # a possessive names its owner ("the Street's", "Apple's")
+                low = low[:-2]
             if low not in _NOT_NAMES and len(low) > 1:
                 out.add(low)
     return frozenset(out)
@@ -325,10 +331,22 @@ ROLE_ACRONYMS: dict[str, tuple[str, ...]] = {
 }
 
 
+# the abbreviations an analyst writes for a measure the evidence spells out ("PT" for "price target")
+TERM_ACRONYMS: dict[str, tuple[str, ...]] = {
+    "pt": ("price target",), "pts": ("price target", "price targets"), "yoy": ("year over year",),
+    "qoq": ("quarter over quarter",), "fcf": ("free cash flow",), "ocf": ("operating cash flow",),
+    "opex": ("operating expenses", "operating expense"),
+    "capex": ("capital expenditure", "capital expenditures", "capital spending"),
+    "asp": ("average selling price",), "asps": ("average selling prices", "average selling price"),
+}  # not GM (gross margin) nor TTM: companies of those names
+_ACRONYMS = ROLE_ACRONYMS | TERM_ACRONYMS
+
+
 def _spelled_out(name: str, spelled: Sequence[str]) -> bool:
-    """Whether `name` is a role acronym ("cfo") whose title an evidence text writes ("chief financial
-    officer"); `spelled`: each text's lower-case words, space-joined."""
-    titles = ROLE_ACRONYMS.get(name)
+    """Whether `name` is a role acronym ("cfo") or a measure's abbreviation ("pt") whose words an
+    evidence text writes ("chief financial officer", "price target"); `spelled`: each text's lower-case
+    words, space-joined."""
+    titles = _ACRONYMS.get(name)
     return titles is not None and any(t in e for e in spelled for t in titles)
 
 
@@ -391,6 +409,7 @@ stand stands stood sit sits sat trade happen happens happened continue continues
 expect expects expected expectation expectations estimate consensus surprise surprised surprises
 surprising beat beats missed miss guidance target targets targeted rating ratings rated reiterated
 reiterates reiterate maintained maintains maintain kept cover covering covered coverage
+unchanged reaffirm reaffirms reaffirmed stick sticks stuck guide guides guided
 clear clearly modest modestly slight slightly mild mildly moderate moderately solid firm firmly
 healthy steady stable weak strong large small big high low higher lower highest lowest main major minor
 key important notable significant meaningful little limited full fully overall broad broadly broader
@@ -574,7 +593,10 @@ _CLOSED_POOL = frozenset(_CLOSED) | frozenset(stem(w) for w in _CLOSED if "_" no
 # other words must be held too (not the adjectives: "overvalued", "overpriced")
 _REPORT_PAST = frozenset(w for w in (_SINGLE_STANCE | UP_WORDS | DOWN_WORDS) if w in _IRREGULAR_PAST or (
     len(w) >= 5 and w.endswith("ed"))) - frozenset(["exceed", "overextended", "overhyped", "overpriced",
-                                                    "overstretched", "overvalued", "undervalued"])
+                                                    "overstretched", "overvalued", "undervalued"]) | frozenset(
+    # analysis words that report a company's or an analyst's act as much ("management reaffirmed its venture
+    # with ...", "guided investors to ...", "stuck to its roadmap for ..."); not "unchanged", which reports none
+    ["reaffirmed", "guided", "stuck"])
 _DIGIT_RE = re.compile(r"\d")
 _CODE_RE = re.compile(r"[a-z]\d|\d[a-z]")
 
@@ -612,6 +634,8 @@ def open_words(text: str) -> tuple[str, ...]:
     """The words of `text` (lower-cased) that the analysis vocabulary does not hold, in the clauses
     that report what happened, and product codes ("x2") in any clause (see above)."""
     low = text.lower()
+    if "wall street" in low:  # the Street: "wall" is no analysis word ("walled off")
+        low = low.replace("wall street", "street")
     # quick test first: most texts hold no past-tense verb outside the vocabulary, no product code and
     # no person
     split = _words(low)
