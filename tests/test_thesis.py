@@ -305,3 +305,15 @@ def test_a_number_takes_its_direction_from_a_move_word_but_not_from_the_verb_it_
     """A move word before a number, or a noun or adjective right after it ("15% rise", "3% lower"), is the
     number's direction; a past-tense verb right after it has the number for its subject, so it is a level."""
     assert scan_quantities(text)[0].direction == direction
+
+
+def test_a_hint_may_not_contradict_a_direction_and_an_evidence_numbers_hint_is_its_direction():
+    """"The shares 1.60% advanced" is no reading of "change -1.60%"; "EPS fell to $1.26" reads "Reported EPS
+    of $1.26 fell short" (the evidence's verb says which way its level moved), "EPS rose to $1.26" does not."""
+    moved = scan_quantities("close 30.70 change -1.60%")[1]
+    assert not scan_quantities("the shares 1.60% advanced")[0].matches(moved)
+    assert scan_quantities("the shares 1.60% slipped")[0].matches(moved)
+    level = scan_quantities("Reported EPS of $1.26 fell short")[0]
+    assert scan_quantities("EPS fell to $1.26")[0].matches(level)
+    assert not scan_quantities("EPS rose to $1.26")[0].matches(level)
+    assert scan_quantities("EPS of $1.26")[0].matches(level)

@@ -135,15 +135,17 @@ class Quantity:
         evidence's (a claim without a direction matches either). Magnitudes agree within `rel_tol`
         relative, or the evidence rounded to the decimals the claim shows equals it ("12%" for 12.4%).
         A claim's `hint` may not contradict the evidence's direction ("shares 1.6% advanced" is no
-        reading of "change -1.60%") but needs none ("EPS of $1.26 fell short" reads "EPS $1.26").
+        reading of "change -1.60%") but needs none ("EPS of $1.26 fell short" reads "EPS $1.26"); an
+        evidence number's hint is its direction here ("fell to $1.26" reads "EPS of $1.26 fell short").
         """
         if self.unit != other.unit or self.scale != other.scale:
             return False
         if self.currency and self.currency != other.currency:
             return False
-        if self.direction and self.direction != other.direction:
+        moved = other.direction or other.hint
+        if self.direction and self.direction != moved:
             return False
-        if self.hint and other.direction and self.hint != other.direction:
+        if self.hint and moved and self.hint != moved:
             return False
         x, y = self.value, other.value
         return abs(x - y) <= rel_tol * max(x, y) or abs(round(y, self.decimals) - x) < 1e-9
