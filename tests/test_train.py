@@ -728,7 +728,7 @@ def test_holding_the_casts_leaves_a_lora_policy_rolling_out_in_float32():
     assert torch.equal(sampled, sampled_after) and torch.equal(scores, scores_after)
 
 
-def test_a_bf16_grpo_trainer_on_cpu_holds_the_casts_over_its_rollouts(data, sft_model, tmp_path):
+def test_a_bf16_grpo_trainer_on_cpu_holds_the_casts_and_reserves_the_cache_over_its_rollouts(data, sft_model, tmp_path):
     from thesisgym.train.grpo import build_grpo_trainer
 
     cfg = build_config({
@@ -740,4 +740,73 @@ def test_a_bf16_grpo_trainer_on_cpu_holds_the_casts_over_its_rollouts(data, sft_
     trainer, _, _ = build_grpo_trainer(cfg)
     model = trainer.model
     assert trainer.args.bf16 and "generate" in vars(model)  # the instance's own generate, around the class's
-    assert vars(model)["generate"].__wrapped__ == type(model).generate.__get__(model)
+    chain, fn = [], vars(model)["generate"]
+    while hasattr(fn, "__wrapped__"):
+        chain.append(fn.__code__.co_name)
+        fn = fn.__wrapped__
+    assert chain[:2] == ["generate_with_reserved_cache", "generate_with_cached_casts"]
+    assert vars(model)["generate"].__wrapped__.__wrapped__ == type(model).generate.__get__(model)
+
+
+@pytest.mark.parametrize("reserve", [2, 64])
+@pytest.mark.parametrize("lora", [False, True])
+def test_the_reserved_kv_cache_decodes_the_tokens_of_the_default_cache(reserve, lora):
+    """Generation writes its keys and values into reserved storage instead of concatenating per token: the
+    same greedy and sampled tokens and scores, left padding and grouped KV heads included, with a reserve
+    too small for the call (the storage regrows) and a large one; through a PEFT model as well."""
+    import inspect
+
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM, LlamaModel
+
+    from thesisgym.train.generation import _reserved_cache
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64))
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=4, target_modules="all-linear", task_type="CAUSAL_LM"))
+    model.eval()
+    ids = torch.tensor([[0, 0, 3, 4, 5], [7, 8, 9, 10, 11]])
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    for gen in (dict(do_sample=False), dict(do_sample=True, temperature=0.7, top_k=0)):
+        runs, reserved = [], _reserved_cache(model, reserve)
+        assert list(reserved) == ["cache" if "cache" in inspect.signature(LlamaModel.forward).parameters
+                                  else "past_key_values"]
+        for extra in ({}, reserved):
+            torch.manual_seed(1)
+            with torch.no_grad():
+                out = model.generate(ids, attention_mask=mask, pad_token_id=0, eos_token_id=None, max_new_tokens=12,
+                                     min_new_tokens=12, output_scores=True, return_dict_in_generate=True,
+                                     use_cache=True, **gen, **extra)
+            runs.append(out)
+            if extra:
+                (cache,) = extra.values()
+                layer = cache.layers[0]
+                assert type(layer).__name__ == "ReservedLayer" and layer.keys.shape[-2] == 5 + 11
+                assert layer.keys.data_ptr() == layer.store[0].data_ptr()  # a view of the storage, not a copy
+        assert torch.equal(runs[0].sequences, runs[1].sequences)
+        assert all(torch.equal(a, b) for a, b in zip(runs[0].scores, runs[1].scores, strict=True))
+
+
+def test_a_cpu_trainer_rolls_out_through_the_reserved_cache_with_the_same_samples(monkeypatch):
+    import torch
+
+    from thesisgym.train import generation
+
+    model = _accelerate_like_tiny_llama()
+    ids = torch.tensor([[3, 4, 5, 6]] * 2)
+    gen = dict(attention_mask=torch.ones_like(ids), pad_token_id=0, eos_token_id=None, max_new_tokens=10,
+               min_new_tokens=10, do_sample=True, temperature=0.7, top_k=0)
+    torch.manual_seed(1)
+    before = model.generate(ids, **gen)
+    assert generation.reserve_kv_cache_per_generate(_fake_trainer(model, bf16=False))
+    handed = []
+    real = generation._reserved_cache
+    monkeypatch.setattr(generation, "_reserved_cache", lambda m, n: handed.append(n) or real(m, n))
+    torch.manual_seed(1)
+    assert torch.equal(model.generate(ids, **gen), before) and handed == [10]
+    model.generate(ids, **gen, cache_implementation="dynamic")  # a cache the caller names is left alone
+    assert handed == [10]

@@ -25,7 +25,7 @@ from thesisgym.train.common import (
 )
 from thesisgym.train.config import GRPORunConfig, trl_args
 from thesisgym.train.cpu_head import compact_heads_on_cpu
-from thesisgym.train.generation import cast_weights_once_per_generate
+from thesisgym.train.generation import cast_weights_once_per_generate, reserve_kv_cache_per_generate
 from thesisgym.train.models import is_tiny
 from thesisgym.train.rewards import build_reward_funcs, validate_reward_columns
 
@@ -77,6 +77,7 @@ def build_grpo_trainer(
     )
     compact_heads_on_cpu(trainer, outputs=("log_probs", "entropy"), temperature=trainer.temperature)
     cast_weights_once_per_generate(trainer)
+    reserve_kv_cache_per_generate(trainer)
     return trainer, tokenizer, model_path
 
 
