@@ -26,23 +26,36 @@ from thesisgym.train.generation import generate_theses
 from thesisgym.train.models import load_model
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def demo_parser(doc: str) -> argparse.ArgumentParser:
+    """The options of a decoding bench on a finished demo run (this script's and bench_kv_cache.py's)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("demo_out", type=Path)
     ap.add_argument("--rows", type=int, default=160)
     ap.add_argument("--per-date", type=int, default=4)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--max-new-tokens", type=int, default=320)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def demo_rows(args: argparse.Namespace, *needed: str) -> list[dict]:
+    """The demo's evaluation rows (`--rows` test rows, `--per-date` per decision date) of `args.demo_out`,
+    after checking that it holds `needed` (checkpoint folders); 2 torch threads at most."""
     import datasets
     import torch
 
     torch.set_num_threads(min(2, torch.get_num_threads()))
-    for sub in ("dataset", "sft/final", "grpo/final"):
+    for sub in ("dataset", *needed):
         if not (args.demo_out / sub).exists():
             sys.exit(f"{args.demo_out / sub}: missing (run `thesisgym demo --out {args.demo_out}` first)")
     test = datasets.load_from_disk(str(args.demo_out / "dataset"))["test"]
-    rows = D.rows_by_date(test, args.rows, per_date=args.per_date)
+    return D.rows_by_date(test, args.rows, per_date=args.per_date)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = demo_parser(__doc__).parse_args(argv)
+    import torch
+
+    rows = demo_rows(args, "sft/final", "grpo/final")
     kw = dict(max_new_tokens=args.max_new_tokens, batch_size=args.batch)
 
     def timed(path: Path, rows: list[dict], **extra) -> tuple[list[str], float]:

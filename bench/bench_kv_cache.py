@@ -13,35 +13,23 @@ attention reads views of the same values).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
-from pathlib import Path
 
-from thesisgym.experiments import demo as D
+from bench_drafts import demo_parser, demo_rows
+
 from thesisgym.train import generation
 from thesisgym.train.generation import generate_theses
 from thesisgym.train.models import load_model
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("demo_out", type=Path)
-    ap.add_argument("--rows", type=int, default=160)
-    ap.add_argument("--per-date", type=int, default=4)
-    ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--max-new-tokens", type=int, default=320)
+    ap = demo_parser(__doc__)
     ap.add_argument("--checkpoint", default="sft/final", help="checkpoint under DEMO_OUT")
     args = ap.parse_args(argv)
-    import datasets
     import torch
 
-    torch.set_num_threads(min(2, torch.get_num_threads()))
-    for sub in ("dataset", args.checkpoint):
-        if not (args.demo_out / sub).exists():
-            sys.exit(f"{args.demo_out / sub}: missing (run `thesisgym demo --out {args.demo_out}` first)")
-    rows = D.rows_by_date(datasets.load_from_disk(str(args.demo_out / "dataset"))["test"], args.rows,
-                          per_date=args.per_date)
+    rows = demo_rows(args, args.checkpoint)
     model, tok = load_model(str(args.demo_out / args.checkpoint))
     reserved = generation._reserved_cache
     if not reserved(model, 1):
