@@ -74,7 +74,7 @@ def cast_weights_once_per_generate(trainer: Any) -> bool:
 def reserve_kv_cache_per_generate(trainer: Any) -> bool:
     """Hand each `model.generate` call of a CPU trainer (GRPO's rollouts) the reserved KV cache
     (`_reserved_cache`, sized by the call's `max_new_tokens`): the same tokens, sampled ones included,
-    without a copy of the whole cache per decoded token (6 % of a 4-completion rollout here). False (and
+    without a copy of the whole cache per decoded token (4-6 % of a 4-completion rollout here). False (and
     nothing changed) off the CPU or where the model has no layered cache; a call that brings its own
     cache or whose generation config names a cache implementation is left as it is."""
     model = trainer.model
