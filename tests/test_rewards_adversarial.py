@@ -882,6 +882,42 @@ def test_a_misread_bullet_earns_no_evidence_credit():
             pytest.approx(m.score), pytest.approx(n.score)]
 
 
+# held as vocabulary before v4.19 too ("retreated" and "sagged" are not: they can report an event)
+_MOVE_VERB = {1: ("rebounded", "recovered", "bounced"), -1: ("slipped", "dipped", "slipped")}
+
+
+def test_the_verbs_of_a_move_read_as_its_direction():
+    """"The shares slipped", "revenue shrank", "the stock rebounded": a move in the verbs analysts use
+    reads in its direction, like "fell" and "rose" (before, no direction: a bullet saying a rising
+    item's shares slipped was not charged). Said of a quantity bad to have it reads the other way;
+    verbs whose other senses turn the direction stay out. As vocabulary the verbs stay what they were:
+    "retreated" can report an event ("the CEO retreated"), so it is not held as analysis."""
+    from thesisgym.rewards.evidence import evidence_report
+    from thesisgym.rewards.lexicon import open_words
+    from thesisgym.rewards.reading import opinion_direction
+    from thesisgym.thesis import parse_thesis
+
+    for row, honest in _adv_cases()[:5]:
+        for k in range(3):
+            right = _edit_first_read_bullet(honest, row, lambda d: f"The shares {_MOVE_VERB[d][k]} on this over the week")
+            wrong = _edit_first_read_bullet(honest, row, lambda d: f"The shares {_MOVE_VERB[-d][k]} on this over the week")
+            index = evidence_index(row["evidence"])
+            r, w = (evidence_report(parse_thesis(t), index) for t in (right, wrong))
+            assert w.misread == 1 and r.misread == 0 and w.score < r.score
+    for text, direction in [("The shares slipped after the print.", -1), ("Revenue shrank for a second quarter.", -1),
+                            ("The stock skidded into the close.", -1), ("Shares retreated from the highs.", -1),
+                            ("The stock rebounded off its lows.", 1), ("Orders recovered in the quarter.", 1),
+                            ("Net debt slipped again.", 1), ("Volatility rebounded.", -1), ("Costs shrank.", 1),
+                            ("The stock has not recovered.", -1),
+                            ("The bubble popped.", 0), ("Buy the dips.", 1), ("Sell the rebounds.", -1),
+                            ("Dead-cat bounces rarely last.", 0)]:
+        assert opinion_direction(text) == direction, text
+    # an event in a move verb stays reported ("the CEO retreated"), and an honest "bounced back" stays held
+    assert open_words("The company retreated from the market") == ("retreated",)
+    assert open_words("The CEO retreated") == ("retreated",)
+    assert open_words("The shares bounced back on this") == ()
+
+
 _SIGN = {1: "positive", -1: "negative"}
 _ACT = {1: "owning", -1: "trimming"}
 

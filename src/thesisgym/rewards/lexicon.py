@@ -30,6 +30,7 @@ __all__ = [
     "IDIOMS",
     "IDIOM_EVENT_WORDS",
     "LEXICON",
+    "MOVE_VERBS",
     "NEGATIONS",
     "all_stems",
     "fact_stems",
@@ -123,6 +124,18 @@ _IDIOM_WEIGHTS: dict[str, float] = {
     "book gains": -0.5, "book some gains": -0.5, "fade": -0.5, "bail": -0.5, "bail out": -0.5, "stay long": 0.5,
 }
 LEXICON.update(_IDIOM_WEIGHTS)
+# a price's or a measure's move in the other verbs analysts write for it ("the shares slipped", "revenue
+# shrank", "the stock rebounded"): read for their direction only. As vocabulary they stay what they were
+# (`_SINGLE_STANCE`, `_CLOSED`): several also report events ("the CEO retreated", "the deal skidded"), and
+# a move verb in `_REPORT_PAST` would make "bounced back" report "back". Verbs whose other senses turn the
+# direction stay out: "eased concerns", "pared losses", "erased gains", "the bubble popped", "buy the
+# dips", "a dead-cat bounce", "recovered costs from insurers"
+MOVE_VERBS: dict[str, float] = {
+    "slipped": -0.75, "slips": -0.75, "retreated": -0.75, "retreats": -0.75, "sagged": -0.75, "sags": -0.75,
+    "skidded": -0.75, "skids": -0.75, "shrank": -0.75, "dipped": -0.5,
+    "rebounded": 0.75, "recovered": 0.75, "recovers": 0.75, "bounced": 0.5,
+}
+LEXICON.update(MOVE_VERBS)
 IDIOMS = frozenset(_IDIOM_WEIGHTS)
 # words of those idioms that name an event elsewhere ("the company booked a charge", "the CEO was
 # sidelined"): they stay out of the analysis vocabulary, so such a report is still held to the evidence
@@ -154,7 +167,7 @@ EVENT_VERBS = frozenset(
      "kept", "drop", "abandon", "abandons", "abandoned", "delay", "delays", "delayed", "expand", "expanded",
      "shrink", "shrank", "increase", "increased", "decrease", "decreased", "exit", "exits", "enter", "enters"]
 )
-_SINGLE_STANCE = frozenset(k for k in LEXICON if " " not in k)
+_SINGLE_STANCE = frozenset(k for k in LEXICON if " " not in k and k not in MOVE_VERBS)
 _TOKEN_EDGE = ".,;:!?()[]{}'\"`"
 
 
@@ -477,8 +490,9 @@ directors director officer officers boss cofounder
 COMINGS_AND_GOINGS = frozenset("""
 left leave leaves leaving went gone quit quits quitting stepped walked exited departed
 """.split())  # noqa: SIM905
-_CLOSED = (FUNCTION_WORDS | ANALYSIS_WORDS | frozenset(k.replace(" ", "_") for k in LEXICON)
-           | frozenset(w for k in LEXICON for w in k.split() if w not in IDIOM_EVENT_WORDS) | NEGATIONS | HEDGES | FACT_TERMS | READING_TERMS
+_VOCABULARY_STANCE = [k for k in LEXICON if k not in MOVE_VERBS]
+_CLOSED = (FUNCTION_WORDS | ANALYSIS_WORDS | frozenset(k.replace(" ", "_") for k in _VOCABULARY_STANCE)
+           | frozenset(w for k in _VOCABULARY_STANCE for w in k.split() if w not in IDIOM_EVENT_WORDS) | NEGATIONS | HEDGES | FACT_TERMS | READING_TERMS
            | ACTOR_TERMS | PEOPLE_TERMS | UP_WORDS | DOWN_WORDS | _NOT_NAMES)
 _OPEN_WORD_RE = re.compile(r"[a-z][a-z']*[a-z]|[a-z]*\d[a-z\d]*[a-z][a-z\d]*|[a-z]+\d[a-z\d]*")
 _CLAUSE_RE = re.compile(r"[.;:!?,()\[\]]+|\s[-\u2013\u2014]\s|\b(?:and|but|while|whereas|which|who|so)\b")

@@ -193,7 +193,8 @@ _MOVES = frozenset("""
 higher lower rises rose falls fell declines declined decline drops dropped jumps jumped surge surges surged soar soars
 soared plunge plunges plunged tumbles tumbled slump slumps slumped sinks sank slides slid grows grew expands expanded
 accelerates accelerated slowing slowed shrinks collapsed plummeted plummets tanked climbs climbed cuts cut lowers
-lowered raises raised raise slashes
+lowered raises raised raise slashes slipped slips dipped retreated retreats sagged sags skidded skids shrank
+rebounded bounced
 """.split())  # noqa: SIM905
 _TRANSITIVE_MOVES = frozenset(["cuts", "cut", "lowers", "lowered", "raises", "raised", "raise", "slashes"])
 _INVERSE_NOUNS = frozenset(["debt", "costs", "cost", "expenses", "expense", "churn", "leverage", "inventory",
