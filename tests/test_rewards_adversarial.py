@@ -898,10 +898,10 @@ def test_the_verbs_of_a_move_read_as_its_direction():
     from thesisgym.thesis import parse_thesis
 
     for row, honest in _adv_cases()[:5]:
+        index = evidence_index(row["evidence"])
         for k in range(3):
-            right = _edit_first_read_bullet(honest, row, lambda d: f"The shares {_MOVE_VERB[d][k]} on this over the week")
-            wrong = _edit_first_read_bullet(honest, row, lambda d: f"The shares {_MOVE_VERB[-d][k]} on this over the week")
-            index = evidence_index(row["evidence"])
+            right = _edit_first_read_bullet(honest, row, lambda d, k=k: f"The shares {_MOVE_VERB[d][k]} on this over the week")
+            wrong = _edit_first_read_bullet(honest, row, lambda d, k=k: f"The shares {_MOVE_VERB[-d][k]} on this over the week")
             r, w = (evidence_report(parse_thesis(t), index) for t in (right, wrong))
             assert w.misread == 1 and r.misread == 0 and w.score < r.score
     for text, direction in [("The shares slipped after the print.", -1), ("Revenue shrank for a second quarter.", -1),

@@ -122,9 +122,8 @@ from thesisgym.rewards.base import (
 )
 from thesisgym.rewards.lexicon import (
     COMINGS_AND_GOINGS,
-    LEXICON,
-    MOVE_VERBS,
     NEGATIONS,
+    STANCE_VOCABULARY,
     held,
     invented_facts,
     open_words,
@@ -389,7 +388,7 @@ _CUT_AFTER = re.compile(
 _NUMBER_TOKEN_RE = re.compile(
     r"^[(\[]?[-+\u2212]?[$\u20ac\u00a3]?(?:\d{4}-\d{2}-\d{2}|\d[\d,]*(?:\.\d+)?(?:%|x|bps?)?)[)\]]?[.,;:]?$")
 _NUMBER_STARTS = frozenset("0123456789+-$([\u2212\u20ac\u00a3")
-_KEEPS_DIRECTION = frozenset(w for w in LEXICON if " " not in w and w not in MOVE_VERBS) | UP_WORDS | DOWN_WORDS
+_KEEPS_DIRECTION = frozenset(w for w in STANCE_VOCABULARY if " " not in w) | UP_WORDS | DOWN_WORDS
 
 
 def _cuts_measure(hay: str, start: int, end: int) -> bool:

@@ -32,6 +32,7 @@ __all__ = [
     "LEXICON",
     "MOVE_VERBS",
     "NEGATIONS",
+    "STANCE_VOCABULARY",
     "all_stems",
     "fact_stems",
     "fact_support",
@@ -126,7 +127,7 @@ _IDIOM_WEIGHTS: dict[str, float] = {
 LEXICON.update(_IDIOM_WEIGHTS)
 # a price's or a measure's move in the other verbs analysts write for it ("the shares slipped", "revenue
 # shrank", "the stock rebounded"): read for their direction only. As vocabulary they stay what they were
-# (`_SINGLE_STANCE`, `_CLOSED`): several also report events ("the CEO retreated", "the deal skidded"), and
+# (`STANCE_VOCABULARY`): several also report events ("the CEO retreated", "the deal skidded"), and
 # a move verb in `_REPORT_PAST` would make "bounced back" report "back". Verbs whose other senses turn the
 # direction stay out: "eased concerns", "pared losses", "erased gains", "the bubble popped", "buy the
 # dips", "a dead-cat bounce", "recovered costs from insurers"
@@ -136,6 +137,8 @@ MOVE_VERBS: dict[str, float] = {
     "rebounded": 0.75, "recovered": 0.75, "recovers": 0.75, "bounced": 0.5,
 }
 LEXICON.update(MOVE_VERBS)
+# the stance words that are also analysis vocabulary: every stance word but the move verbs
+STANCE_VOCABULARY = frozenset(k for k in LEXICON if k not in MOVE_VERBS)
 IDIOMS = frozenset(_IDIOM_WEIGHTS)
 # words of those idioms that name an event elsewhere ("the company booked a charge", "the CEO was
 # sidelined"): they stay out of the analysis vocabulary, so such a report is still held to the evidence
@@ -167,7 +170,7 @@ EVENT_VERBS = frozenset(
      "kept", "drop", "abandon", "abandons", "abandoned", "delay", "delays", "delayed", "expand", "expanded",
      "shrink", "shrank", "increase", "increased", "decrease", "decreased", "exit", "exits", "enter", "enters"]
 )
-_SINGLE_STANCE = frozenset(k for k in LEXICON if " " not in k and k not in MOVE_VERBS)
+_SINGLE_STANCE = frozenset(k for k in STANCE_VOCABULARY if " " not in k)
 _TOKEN_EDGE = ".,;:!?()[]{}'\"`"
 
 
@@ -490,9 +493,8 @@ directors director officer officers boss cofounder
 COMINGS_AND_GOINGS = frozenset("""
 left leave leaves leaving went gone quit quits quitting stepped walked exited departed
 """.split())  # noqa: SIM905
-_VOCABULARY_STANCE = [k for k in LEXICON if k not in MOVE_VERBS]
-_CLOSED = (FUNCTION_WORDS | ANALYSIS_WORDS | frozenset(k.replace(" ", "_") for k in _VOCABULARY_STANCE)
-           | frozenset(w for k in _VOCABULARY_STANCE for w in k.split() if w not in IDIOM_EVENT_WORDS) | NEGATIONS | HEDGES | FACT_TERMS | READING_TERMS
+_CLOSED = (FUNCTION_WORDS | ANALYSIS_WORDS | frozenset(k.replace(" ", "_") for k in STANCE_VOCABULARY)
+           | frozenset(w for k in STANCE_VOCABULARY for w in k.split() if w not in IDIOM_EVENT_WORDS) | NEGATIONS | HEDGES | FACT_TERMS | READING_TERMS
            | ACTOR_TERMS | PEOPLE_TERMS | UP_WORDS | DOWN_WORDS | _NOT_NAMES)
 _OPEN_WORD_RE = re.compile(r"[a-z][a-z']*[a-z]|[a-z]*\d[a-z\d]*[a-z][a-z\d]*|[a-z]+\d[a-z\d]*")
 _CLAUSE_RE = re.compile(r"[.;:!?,()\[\]]+|\s[-\u2013\u2014]\s|\b(?:and|but|while|whereas|which|who|so)\b")

@@ -61,7 +61,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
-from thesisgym.rewards.lexicon import ACTIONS, IDIOMS, LEXICON, NEGATIONS
+from thesisgym.rewards.lexicon import ACTIONS, IDIOMS, LEXICON, MOVE_VERBS, NEGATIONS
 
 __all__ = [
     "CLEAR",
@@ -193,9 +193,9 @@ _MOVES = frozenset("""
 higher lower rises rose falls fell declines declined decline drops dropped jumps jumped surge surges surged soar soars
 soared plunge plunges plunged tumbles tumbled slump slumps slumped sinks sank slides slid grows grew expands expanded
 accelerates accelerated slowing slowed shrinks collapsed plummeted plummets tanked climbs climbed cuts cut lowers
-lowered raises raised raise slashes slipped slips dipped retreated retreats sagged sags skidded skids shrank
-rebounded bounced
-""".split())  # noqa: SIM905
+lowered raises raised raise slashes
+""".split()) | frozenset(MOVE_VERBS).difference(["recovered", "recovers"])  # noqa: SIM905
+# ("recovered" stays out: "recovered costs from insurers" is no rise of costs)
 _TRANSITIVE_MOVES = frozenset(["cuts", "cut", "lowers", "lowered", "raises", "raised", "raise", "slashes"])
 _INVERSE_NOUNS = frozenset(["debt", "costs", "cost", "expenses", "expense", "churn", "leverage", "inventory",
                             "inventories", "delinquencies", "volatility", "unemployment", "burn"])
